@@ -1,0 +1,51 @@
+/* protobuf-c glue: LocationBatch in, SanitizedLocation / Rejection out.
+ * Nothing here ever formats a coordinate into text. */
+#ifndef TRACESAN_DAEMON_CODEC_H
+#define TRACESAN_DAEMON_CODEC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "daemon/pipeline.h"
+#include "tracesan/v1/tracesan.pb-c.h"
+
+#define TS_TOPIC_REJECTED "rejected"
+#define TS_TOPIC_SANITIZED_PREFIX "sanitized."
+
+/* Growable byte buffer. */
+typedef struct ts_buf {
+    uint8_t *data;
+    size_t len;
+    size_t cap;
+} ts_buf;
+
+int ts_buf_reserve(ts_buf *buf, size_t extra);
+int ts_buf_append(ts_buf *buf, const void *data, size_t len);
+void ts_buf_reset(ts_buf *buf);
+void ts_buf_free(ts_buf *buf);
+
+/* NULL when the bytes are not a LocationBatch. Free with
+ * ts_codec_batch_free. */
+Tracesan__V1__LocationBatch *ts_codec_decode_batch(const void *data,
+                                                   size_t len);
+void ts_codec_batch_free(Tracesan__V1__LocationBatch *batch);
+
+/* View of one decoded update as pipeline input (borrows its strings). */
+void ts_codec_input_from_update(const Tracesan__V1__LocationUpdate *update,
+                                ts_input *out);
+
+/* Append the topic and the packed payload for one outcome. The topic is
+ * "sanitized.<profile>" or "rejected". Returns -1 on allocation failure. */
+int ts_codec_encode_outcome(const ts_outcome *outcome, ts_buf *topic,
+                            ts_buf *payload);
+
+/* A rejection that is not tied to a parsed update (malformed message...). */
+int ts_codec_encode_rejection(ts_reason reason, const char *user_id,
+                              int64_t ts_ms, const char *profile,
+                              const char *detail, ts_buf *topic,
+                              ts_buf *payload);
+
+/* Producer side (tracesan replay, tests, bench): pack a batch. */
+int ts_codec_encode_batch(const ts_input *inputs, size_t n, ts_buf *payload);
+
+#endif

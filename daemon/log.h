@@ -1,0 +1,22 @@
+/* Leveled logging to stderr or syslog. Callers never pass coordinates:
+ * messages name users, reasons and counts only. */
+#ifndef TRACESAN_DAEMON_LOG_H
+#define TRACESAN_DAEMON_LOG_H
+
+typedef enum ts_log_level {
+    TS_LOG_ERROR = 0,
+    TS_LOG_WARN = 1,
+    TS_LOG_INFO = 2,
+    TS_LOG_DEBUG = 3
+} ts_log_level;
+
+/* Process-wide sink: a daemon has exactly one. */
+void ts_log_init(const char *ident, ts_log_level level, int use_syslog);
+void ts_log_close(void);
+ts_log_level ts_log_get_level(void);
+/* -1 when the name is not error|warn|info|debug. */
+int ts_log_level_parse(const char *name);
+void ts_log(ts_log_level level, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+#endif
