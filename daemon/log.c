@@ -1,1 +1,122 @@
-/* placeholder: being written */
+#include "daemon/log.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <syslog.h>
+#include <unistd.h>
+
+/* One line is formatted into this buffer and written with one write(2), so
+ * lines from the daemon and from other processes sharing stderr never
+ * interleave mid-line. Longer messages are truncated. */
+#define LOG_LINE_MAX 2048
+
+static struct {
+    char ident[64];
+    ts_log_level level;
+    int use_syslog;
+} sink = { "tracesand", TS_LOG_INFO, 0 };
+
+static const char *const level_names[] = { "error", "warn", "info", "debug" };
+
+void ts_log_init(const char *ident, ts_log_level level, int use_syslog)
+{
+    if (sink.use_syslog)
+        closelog();
+    snprintf(sink.ident, sizeof sink.ident, "%s",
+             ident != NULL && ident[0] != '\0' ? ident : "tracesand");
+    sink.level = level;
+    sink.use_syslog = use_syslog;
+    if (use_syslog)
+        openlog(sink.ident, LOG_PID, LOG_DAEMON);
+}
+
+void ts_log_close(void)
+{
+    if (sink.use_syslog)
+        closelog();
+    sink.use_syslog = 0;
+}
+
+ts_log_level ts_log_get_level(void)
+{
+    return sink.level;
+}
+
+int ts_log_level_parse(const char *name)
+{
+    if (name == NULL)
+        return -1;
+    for (int i = 0; i < (int)(sizeof level_names / sizeof level_names[0]); i++)
+        if (strcmp(name, level_names[i]) == 0)
+            return i;
+    return -1;
+}
+
+static int syslog_priority(ts_log_level level)
+{
+    switch (level) {
+    case TS_LOG_ERROR: return LOG_ERR;
+    case TS_LOG_WARN: return LOG_WARNING;
+    case TS_LOG_INFO: return LOG_INFO;
+    default: return LOG_DEBUG;
+    }
+}
+
+/* A message must stay one line: control characters (from a user id or a
+ * profile name that slipped through) would forge or split log lines. */
+static void neutralise_controls(char *text)
+{
+    for (unsigned char *p = (unsigned char *)text; *p != '\0'; p++)
+        if (*p < 0x20 || *p == 0x7f)
+            *p = '?';
+}
+
+static void write_all(int fd, const char *buf, size_t len)
+{
+    while (len > 0) {
+        ssize_t n = write(fd, buf, len);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            return;  /* nowhere left to report a logging failure */
+        }
+        buf += n;
+        len -= (size_t)n;
+    }
+}
+
+void ts_log(ts_log_level level, const char *fmt, ...)
+{
+    if ((int)level < 0 || level > sink.level)
+        return;
+    if (level > TS_LOG_DEBUG)
+        level = TS_LOG_DEBUG;
+
+    int saved_errno = errno;
+    char message[LOG_LINE_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(message, sizeof message, fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        snprintf(message, sizeof message, "(unformattable log message)");
+    neutralise_controls(message);
+
+    if (sink.use_syslog) {
+        syslog(syslog_priority(level), "%s", message);
+    } else {
+        char line[LOG_LINE_MAX + 96];
+        int len = snprintf(line, sizeof line, "%s: %s: %s\n", sink.ident,
+                           level_names[level], message);
+        if (len < 0)
+            len = 0;
+        if ((size_t)len >= sizeof line) {  /* truncated: keep the newline */
+            len = (int)sizeof line - 1;
+            line[len - 1] = '\n';
+        }
+        write_all(STDERR_FILENO, line, (size_t)len);
+    }
+    errno = saved_errno;
+}

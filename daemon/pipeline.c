@@ -1,1 +1,537 @@
-/* placeholder: being written */
+#include "daemon/pipeline.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "daemon/users.h"
+#include "mechanisms/geo.h"
+
+/* Largest accepted timestamp: 9999-12-31T23:59:59.999Z. Bounding it keeps
+ * window arithmetic (start + window length) far from int64 overflow. */
+#define MAX_TIMESTAMP_MS INT64_C(253402300799999)
+
+/* How many users one insertion into a full table may examine while looking
+ * for an expirable user: bounds the cost a flood of new ids can cause. */
+#define FULL_TABLE_EXPIRE_SCAN 64
+
+/* Profile names are echoed in rejection details only when they are short
+ * printable ASCII, so a detail never carries control bytes or invalid UTF-8
+ * to logs or to consumers of the feed. */
+#define MAX_ECHOED_NAME 64
+
+struct ts_pipeline {
+    ts_profile *profiles;
+    size_t n_profiles;
+    size_t default_profile;
+    ts_pipeline_limits limits;
+    ts_rng *rng;
+    ts_user_table *users;
+    size_t state_size;
+    unsigned char *scratch_state;   /* release runs on a copy: see process */
+    int64_t watermark_ms;
+    ts_pipeline_stats stats;
+};
+
+static const char *const reason_names[TS_REASON_COUNT] = {
+    [TS_REASON_NONE] = "none",
+    [TS_REASON_MALFORMED] = "malformed",
+    [TS_REASON_OVERSIZED] = "oversized",
+    [TS_REASON_BATCH_TOO_LARGE] = "batch_too_large",
+    [TS_REASON_EMPTY_BATCH] = "empty_batch",
+    [TS_REASON_MISSING_USER_ID] = "missing_user_id",
+    [TS_REASON_INVALID_USER_ID] = "invalid_user_id",
+    [TS_REASON_INVALID_COORDINATE] = "invalid_coordinate",
+    [TS_REASON_INVALID_TIMESTAMP] = "invalid_timestamp",
+    [TS_REASON_TIME_WENT_BACKWARDS] = "time_went_backwards",
+    [TS_REASON_UNKNOWN_PROFILE] = "unknown_profile",
+    [TS_REASON_PROFILE_CONFLICT] = "profile_conflict",
+    [TS_REASON_BUDGET_EXHAUSTED] = "budget_exhausted",
+    [TS_REASON_USER_TABLE_FULL] = "user_table_full",
+    [TS_REASON_INVALID_ACCURACY] = "invalid_accuracy",
+    [TS_REASON_INTERNAL_ERROR] = "internal_error",
+};
+
+const char *ts_reason_name(ts_reason reason)
+{
+    if ((int)reason < 0 || reason >= TS_REASON_COUNT)
+        return "unknown";
+    return reason_names[reason];
+}
+
+static void free_profiles(ts_profile *profiles, size_t n_profiles)
+{
+    if (profiles == NULL)
+        return;
+    for (size_t i = 0; i < n_profiles; i++) {
+        if (profiles[i].mech != NULL && profiles[i].ops != NULL &&
+            profiles[i].ops->profile_free != NULL)
+            profiles[i].ops->profile_free(profiles[i].mech);
+        free(profiles[i].name);
+    }
+    free(profiles);
+}
+
+static int profile_usable(const ts_profile *profile)
+{
+    return profile->name != NULL && profile->ops != NULL &&
+           profile->ops->release != NULL && profile->window_ms > 0 &&
+           profile->window_ms <= MAX_TIMESTAMP_MS &&
+           isfinite(profile->window_budget) && profile->window_budget > 0.0;
+}
+
+ts_pipeline *ts_pipeline_new(ts_profile *profiles, size_t n_profiles,
+                             size_t default_profile,
+                             const ts_pipeline_limits *limits, ts_rng *rng)
+{
+    ts_pipeline *pipeline = NULL;
+    if (profiles == NULL || n_profiles == 0 || default_profile >= n_profiles ||
+        limits == NULL || rng == NULL)
+        goto fail;
+    size_t state_size = 0;
+    for (size_t i = 0; i < n_profiles; i++) {
+        if (!profile_usable(&profiles[i]))
+            goto fail;
+        size_t size = profiles[i].ops->user_state_size != NULL
+                          ? profiles[i].ops->user_state_size(profiles[i].mech)
+                          : 0;
+        if (size > state_size)
+            state_size = size;
+    }
+
+    pipeline = calloc(1, sizeof *pipeline);
+    if (pipeline == NULL)
+        goto fail;
+    pipeline->profiles = profiles;
+    pipeline->n_profiles = n_profiles;
+    pipeline->default_profile = default_profile;
+    pipeline->limits = *limits;
+    pipeline->rng = rng;
+    pipeline->state_size = state_size;
+    if (state_size > 0) {
+        pipeline->scratch_state = malloc(state_size);
+        if (pipeline->scratch_state == NULL)
+            goto fail;
+    }
+    unsigned char hash_key[TS_USERS_HASH_KEY_BYTES];
+    ts_rng_bytes(rng, hash_key, sizeof hash_key);
+    pipeline->users = ts_users_new(limits->max_users, state_size, hash_key);
+    if (pipeline->users == NULL)
+        goto fail;
+    return pipeline;
+
+fail:
+    /* Ownership of `profiles` passed to us even on failure. */
+    if (pipeline != NULL) {
+        free(pipeline->scratch_state);
+        free(pipeline);
+    }
+    free_profiles(profiles, n_profiles);
+    return NULL;
+}
+
+void ts_pipeline_free(ts_pipeline *pipeline)
+{
+    if (pipeline == NULL)
+        return;
+    ts_users_free(pipeline->users);
+    free_profiles(pipeline->profiles, pipeline->n_profiles);
+    free(pipeline->scratch_state);
+    free(pipeline);
+}
+
+/* ---------------------------------------------------------- validation */
+
+/* 1 when `s` (len bytes) is well-formed UTF-8 without control characters.
+ * Ids travel in protobuf `string` fields, which other languages refuse to
+ * decode when they are not UTF-8, and end up in log lines. */
+static int valid_user_id(const unsigned char *s, size_t len)
+{
+    size_t i = 0;
+    while (i < len) {
+        unsigned char c = s[i];
+        if (c < 0x80) {
+            if (c < 0x20 || c == 0x7f)
+                return 0;
+            i++;
+            continue;
+        }
+        size_t extra;
+        unsigned cp;
+        if (c >= 0xc2 && c <= 0xdf) {
+            extra = 1;
+            cp = c & 0x1f;
+        } else if (c >= 0xe0 && c <= 0xef) {
+            extra = 2;
+            cp = c & 0x0f;
+        } else if (c >= 0xf0 && c <= 0xf4) {
+            extra = 3;
+            cp = c & 0x07;
+        } else {
+            return 0;
+        }
+        if (len - i <= extra)
+            return 0;
+        for (size_t k = 1; k <= extra; k++) {
+            if ((s[i + k] & 0xc0) != 0x80)
+                return 0;
+            cp = (cp << 6) | (s[i + k] & 0x3f);
+        }
+        if ((extra == 2 && cp < 0x800) || (extra == 3 && cp < 0x10000) ||
+            cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
+            return 0;
+        if (cp >= 0x80 && cp < 0xa0)  /* C1 controls */
+            return 0;
+        i += extra + 1;
+    }
+    return 1;
+}
+
+static int echoable_name(const char *name)
+{
+    size_t len = 0;
+    for (const unsigned char *p = (const unsigned char *)name; *p; p++) {
+        if (*p < 0x21 || *p > 0x7e || ++len > MAX_ECHOED_NAME)
+            return 0;
+    }
+    return 1;
+}
+
+static void reject(ts_pipeline *pipeline, ts_outcome *out, ts_reason reason,
+                   const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+
+static void reject(ts_pipeline *pipeline, ts_outcome *out, ts_reason reason,
+                   const char *fmt, ...)
+{
+    out->sanitized = 0;
+    out->repeated = 0;
+    memset(&out->report, 0, sizeof out->report);
+    out->eps_spent_window = 0.0;
+    out->eps_remaining = 0.0;
+    out->window_start_ms = 0;
+    out->reason = reason;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(out->detail, sizeof out->detail, fmt, ap);
+    va_end(ap);
+    pipeline->stats.rejected[reason]++;
+}
+
+static const ts_profile *resolve_profile(const ts_pipeline *pipeline,
+                                         const char *name, size_t *index)
+{
+    if (name == NULL || name[0] == '\0') {
+        *index = pipeline->default_profile;
+        return &pipeline->profiles[*index];
+    }
+    for (size_t i = 0; i < pipeline->n_profiles; i++) {
+        if (strcmp(pipeline->profiles[i].name, name) == 0) {
+            *index = i;
+            return &pipeline->profiles[i];
+        }
+    }
+    return NULL;
+}
+
+/* ------------------------------------------------------------- expiry */
+
+static int user_expirable(const ts_user *user, void *ctx)
+{
+    const ts_pipeline *pipeline = ctx;
+    int64_t watermark = pipeline->watermark_ms;
+    if (!user->has_window)
+        return 1;  /* never accepted anything: holds no ledger */
+    if (watermark - user->last_ts_ms < pipeline->limits.idle_ttl_ms)
+        return 0;
+    return watermark >= user->window_start_ms + user->window_ms;
+}
+
+size_t ts_pipeline_expire(ts_pipeline *pipeline, size_t max_scan)
+{
+    size_t removed = ts_users_expire(pipeline->users, max_scan, user_expirable,
+                                     pipeline);
+    pipeline->stats.users_expired += removed;
+    return removed;
+}
+
+/* ------------------------------------------------------------ process */
+
+static void fill_sanitized(ts_outcome *out, const ts_user *user,
+                           const ts_profile *window_profile)
+{
+    out->sanitized = 1;
+    out->reason = TS_REASON_NONE;
+    out->detail[0] = '\0';
+    out->eps_spent_window = user->spent;
+    double remaining = window_profile->window_budget - user->spent;
+    out->eps_remaining = remaining > 0.0 ? remaining : 0.0;
+    out->window_start_ms = user->window_start_ms;
+}
+
+/* Fail closed on a mechanism that misbehaves: a report must be valid WGS84,
+ * spend a finite non-negative amount within the budget, and never be the
+ * true point itself when it claims to spend budget on noise. */
+static const char *report_problem(const ts_report *report,
+                                  const ts_point *truth,
+                                  const ts_budget_view *budget)
+{
+    if (!ts_geo_valid(report->lat, report->lon))
+        return "returned an invalid coordinate";
+    if (!isfinite(report->eps_point) || report->eps_point < 0.0)
+        return "returned an invalid spend";
+    if (!ts_budget_allows(budget, report->eps_point))
+        return "overspent the window budget";
+    if (report->lat == truth->lat && report->lon == truth->lon)
+        return "returned the true point";
+    return NULL;
+}
+
+static void touch_accepted(ts_pipeline *pipeline, ts_user *user, int64_t ts_ms)
+{
+    user->last_ts_ms = ts_ms;
+    ts_users_touch(pipeline->users, user);
+    if (ts_ms > pipeline->watermark_ms)
+        pipeline->watermark_ms = ts_ms;
+}
+
+void ts_pipeline_process(ts_pipeline *pipeline, const ts_input *input,
+                         ts_outcome *out)
+{
+    memset(out, 0, sizeof *out);
+    out->user_id = "";
+    out->ts_ms = input->ts_ms;
+    pipeline->stats.updates++;
+
+    const char *id = input->user_id;
+    if (id == NULL || id[0] == '\0') {
+        reject(pipeline, out, TS_REASON_MISSING_USER_ID, "user id is missing");
+        return;
+    }
+    size_t max_id = pipeline->limits.max_user_id_bytes;
+    size_t id_len = strnlen(id, max_id + 1);
+    /* An invalid id is not echoed back (out->user_id stays ""): it may be
+     * huge, or carry bytes that break log lines and consumers. */
+    if (id_len > max_id) {
+        reject(pipeline, out, TS_REASON_INVALID_USER_ID,
+               "user id longer than %zu bytes", max_id);
+        return;
+    }
+    if (!valid_user_id((const unsigned char *)id, id_len)) {
+        reject(pipeline, out, TS_REASON_INVALID_USER_ID,
+               "user id contains control characters or invalid UTF-8");
+        return;
+    }
+    out->user_id = id;
+
+    if (input->ts_ms <= 0 || input->ts_ms > MAX_TIMESTAMP_MS) {
+        reject(pipeline, out, TS_REASON_INVALID_TIMESTAMP,
+               input->ts_ms <= 0 ? "timestamp must be positive"
+                                 : "timestamp beyond year 9999");
+        return;
+    }
+    if (!ts_geo_valid(input->lat, input->lon)) {
+        reject(pipeline, out, TS_REASON_INVALID_COORDINATE,
+               "latitude/longitude not finite or out of range");
+        return;
+    }
+    if (input->has_accuracy &&
+        !(isfinite(input->accuracy_m) && input->accuracy_m >= 0.0)) {
+        reject(pipeline, out, TS_REASON_INVALID_ACCURACY,
+               "accuracy must be a finite non-negative number of metres");
+        return;
+    }
+
+    size_t profile_index;
+    const ts_profile *profile =
+        resolve_profile(pipeline, input->profile, &profile_index);
+    if (profile == NULL) {
+        if (echoable_name(input->profile))
+            reject(pipeline, out, TS_REASON_UNKNOWN_PROFILE,
+                   "unknown profile '%s'", input->profile);
+        else
+            reject(pipeline, out, TS_REASON_UNKNOWN_PROFILE,
+                   "unknown profile");
+        return;
+    }
+    out->profile = profile;
+
+    ts_user *user = ts_users_find(pipeline->users, id, id_len);
+    int created = 0;
+    if (user == NULL) {
+        if (ts_users_count(pipeline->users) >= pipeline->limits.max_users)
+            ts_pipeline_expire(pipeline, FULL_TABLE_EXPIRE_SCAN);
+        if (ts_users_count(pipeline->users) >= pipeline->limits.max_users) {
+            reject(pipeline, out, TS_REASON_USER_TABLE_FULL,
+                   "user table full (%zu users)", pipeline->limits.max_users);
+            return;
+        }
+        user = ts_users_insert(pipeline->users, id, id_len);
+        if (user == NULL) {
+            reject(pipeline, out, TS_REASON_INTERNAL_ERROR,
+                   "out of memory adding a user");
+            return;
+        }
+        created = 1;
+    } else if (user->has_window && input->ts_ms < user->last_ts_ms) {
+        reject(pipeline, out, TS_REASON_TIME_WENT_BACKWARDS,
+               "timestamp %lld ms is before the user's last %lld ms",
+               (long long)input->ts_ms, (long long)user->last_ts_ms);
+        return;
+    }
+
+    int new_window = !user->has_window ||
+                     input->ts_ms >= user->window_start_ms + user->window_ms;
+    if (!new_window && user->profile_index != profile_index) {
+        reject(pipeline, out, TS_REASON_PROFILE_CONFLICT,
+               "user is bound to profile '%s' until its budget window ends "
+               "at %lld ms",
+               pipeline->profiles[user->profile_index].name,
+               (long long)(user->window_start_ms + user->window_ms));
+        return;
+    }
+
+    /* The mechanism works on a copy of the user's state and the ledger is
+     * only written after a successful release, so a rejected update leaves
+     * the user exactly as it was. */
+    size_t state_size = pipeline->state_size;
+    if (state_size > 0) {
+        if (new_window)
+            memset(pipeline->scratch_state, 0, state_size);
+        else
+            memcpy(pipeline->scratch_state, user->state, state_size);
+    }
+    ts_budget_view budget = {
+        .total = profile->window_budget,
+        .spent = new_window ? 0.0 : user->spent,
+    };
+    ts_point truth = {
+        .lat = input->lat,
+        .lon = input->lon,
+        .ts_ms = input->ts_ms,
+        .accuracy_m = input->has_accuracy ? input->accuracy_m : NAN,
+    };
+    ts_report report;
+    memset(&report, 0, sizeof report);
+    ts_release_status status =
+        profile->ops->release(profile->mech, pipeline->scratch_state, &truth,
+                              &budget, pipeline->rng, &report);
+
+    if (status == TS_RELEASE_OK) {
+        const char *problem = report_problem(&report, &truth, &budget);
+        if (problem != NULL) {
+            memset(&report, 0, sizeof report);
+            reject(pipeline, out, TS_REASON_INTERNAL_ERROR, "mechanism %s %s",
+                   profile->ops->name, problem);
+            goto rejected;
+        }
+        if (new_window) {
+            user->has_window = 1;
+            user->profile_index = profile_index;
+            user->window_start_ms = input->ts_ms;
+            user->window_ms = profile->window_ms;
+            user->spent = 0.0;
+            user->exhaustion_counted = 0;
+        }
+        user->spent += report.eps_point;
+        if (state_size > 0)
+            memcpy(user->state, pipeline->scratch_state, state_size);
+        user->has_last = 1;
+        user->last_lat = report.lat;
+        user->last_lon = report.lon;
+        touch_accepted(pipeline, user, input->ts_ms);
+        if (created)
+            pipeline->stats.users_created++;
+        out->report = report;
+        fill_sanitized(out, user, profile);
+        pipeline->stats.sanitized++;
+        return;
+    }
+
+    memset(&report, 0, sizeof report);
+    if (status == TS_RELEASE_EXHAUSTED) {
+        /* Counted once per user and window; a user whose producer keeps
+         * sending after exhaustion does not inflate the counter. */
+        if (!user->exhaustion_counted || new_window) {
+            pipeline->stats.budget_exhaustions++;
+            if (!new_window)
+                user->exhaustion_counted = 1;
+        }
+        /* A fresh window that cannot pay for one point is a configuration
+         * problem, not something to paper over with a repeat. */
+        if (profile->on_exhausted == TS_ON_EXHAUSTED_REPEAT && user->has_last &&
+            !new_window) {
+            /* Republishing public output is post-processing: free. */
+            out->report.lat = user->last_lat;
+            out->report.lon = user->last_lon;
+            out->report.eps_point = 0.0;
+            out->repeated = 1;
+            touch_accepted(pipeline, user, input->ts_ms);
+            fill_sanitized(out, user, profile);
+            pipeline->stats.sanitized++;
+            pipeline->stats.repeated++;
+            return;
+        }
+        reject(pipeline, out, TS_REASON_BUDGET_EXHAUSTED,
+               "budget of profile '%s' exhausted until %lld ms", profile->name,
+               (long long)(new_window ? input->ts_ms + profile->window_ms
+                                      : user->window_start_ms +
+                                            user->window_ms));
+    } else {
+        reject(pipeline, out, TS_REASON_INTERNAL_ERROR, "mechanism %s failed",
+               profile->ops->name);
+    }
+
+rejected:
+    if (state_size > 0)
+        memset(pipeline->scratch_state, 0, state_size);
+    if (created)
+        ts_users_remove(pipeline->users, user);
+}
+
+void ts_pipeline_count_rejection(ts_pipeline *pipeline, ts_reason reason)
+{
+    if ((int)reason <= 0 || reason >= TS_REASON_COUNT)
+        reason = TS_REASON_INTERNAL_ERROR;
+    pipeline->stats.rejected[reason]++;
+}
+
+size_t ts_pipeline_user_count(const ts_pipeline *pipeline)
+{
+    return ts_users_count(pipeline->users);
+}
+
+const ts_pipeline_stats *ts_pipeline_get_stats(const ts_pipeline *pipeline)
+{
+    return &pipeline->stats;
+}
+
+const ts_profile *ts_pipeline_find_profile(const ts_pipeline *pipeline,
+                                           const char *name)
+{
+    if (name == NULL)
+        return NULL;
+    for (size_t i = 0; i < pipeline->n_profiles; i++)
+        if (strcmp(pipeline->profiles[i].name, name) == 0)
+            return &pipeline->profiles[i];
+    return NULL;
+}
+
+const ts_profile *ts_pipeline_default_profile(const ts_pipeline *pipeline)
+{
+    return &pipeline->profiles[pipeline->default_profile];
+}
+
+size_t ts_pipeline_profile_count(const ts_pipeline *pipeline)
+{
+    return pipeline->n_profiles;
+}
+
+const ts_profile *ts_pipeline_profile_at(const ts_pipeline *pipeline,
+                                         size_t index)
+{
+    if (index >= pipeline->n_profiles)
+        return NULL;
+    return &pipeline->profiles[index];
+}

@@ -1,1 +1,885 @@
-int main(void) { return 0; }
+/* The per-user pipeline against a deterministic fake mechanism: validation
+ * reasons, ordering, budget windows, exhaustion policies, profile binding,
+ * the user table's capacity and expiry, fail-closed behaviour and stats.
+ *
+ * The fake spends a fixed amount per point and publishes the true point
+ * shifted by a fixed offset, so every expected number is exact. */
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "daemon/pipeline.h"
+#include "mechanisms/rng.h"
+
+/* ------------------------------------------------------ fake mechanism */
+
+typedef enum fake_mode {
+    FAKE_OFFSET = 0,      /* truth + offset, spends `spend` */
+    FAKE_ERROR,           /* TS_RELEASE_ERROR (after scribbling on state) */
+    FAKE_IDENTITY,        /* publishes the true point: must be refused */
+    FAKE_BAD_COORDINATE,  /* publishes lat 95 */
+    FAKE_OVERSPEND,       /* claims OK but spends more than is left */
+} fake_mode;
+
+typedef struct fake_profile {
+    double total;
+    double spend;
+    double dlat;
+    double dlon;
+    fake_mode mode;
+} fake_profile;
+
+/* What the pipeline showed the mechanism on its last call. */
+static struct {
+    int calls;
+    ts_point truth;
+    ts_budget_view budget;
+    unsigned state_counter;  /* value of the user's state before the call */
+} seen;
+
+static double fake_window_budget(const void *profile)
+{
+    return ((const fake_profile *)profile)->total;
+}
+
+static size_t fake_state_size(const void *profile)
+{
+    (void)profile;
+    return sizeof(unsigned);
+}
+
+static void fake_profile_free(void *profile)
+{
+    free(profile);
+}
+
+static ts_release_status fake_release(const void *profile, void *user_state,
+                                      const ts_point *truth,
+                                      const ts_budget_view *budget,
+                                      ts_rng *rng, ts_report *out)
+{
+    const fake_profile *p = profile;
+    (void)rng;
+    unsigned counter;
+    memcpy(&counter, user_state, sizeof counter);
+    seen.calls++;
+    seen.truth = *truth;
+    seen.budget = *budget;
+    seen.state_counter = counter;
+    counter++;
+    memcpy(user_state, &counter, sizeof counter);
+
+    if (p->mode == FAKE_ERROR)
+        return TS_RELEASE_ERROR;
+    if (p->mode != FAKE_OVERSPEND && !ts_budget_allows(budget, p->spend))
+        return TS_RELEASE_EXHAUSTED;
+    out->lat = truth->lat + p->dlat;
+    out->lon = truth->lon + p->dlon;
+    out->eps_point = p->spend;
+    out->has_predicted = 0;
+    out->predicted = 0;
+    if (p->mode == FAKE_IDENTITY) {
+        out->lat = truth->lat;
+        out->lon = truth->lon;
+    } else if (p->mode == FAKE_BAD_COORDINATE) {
+        out->lat = 95.0;
+    } else if (p->mode == FAKE_OVERSPEND) {
+        out->eps_point = budget->total - budget->spent + p->spend;
+    }
+    return TS_RELEASE_OK;
+}
+
+static const ts_mechanism_ops fake_ops = {
+    .name = "fake",
+    .profile_new = NULL,     /* profiles are built directly by the tests */
+    .profile_free = fake_profile_free,
+    .window_budget = fake_window_budget,
+    .user_state_size = fake_state_size,
+    .release = fake_release,
+};
+
+/* ------------------------------------------------------------ fixture */
+
+#define WINDOW_MS 10000
+#define TOTAL 1.0
+#define SPEND 0.25           /* four points per window */
+#define DLAT 0.01
+#define DLON -0.02
+/* Distinctive input coordinates, searched for in every rejection detail. */
+#define LAT 12.3456789
+#define LON 98.7654321
+
+static ts_rng *rng;
+static ts_pipeline *pipeline;
+static fake_profile *fakes[3];   /* borrowed views of the profiles' mechs */
+
+static ts_pipeline_limits default_limits(void)
+{
+    ts_pipeline_limits limits = {
+        .max_users = 100,
+        .idle_ttl_ms = 1000,
+        .max_user_id_bytes = 16,
+    };
+    return limits;
+}
+
+/* Profiles "a" (default, drop), "b" (drop) and "r" (repeat). */
+static ts_pipeline *make_pipeline(const ts_pipeline_limits *limits)
+{
+    static const char *const names[] = { "a", "b", "r" };
+    ts_profile *profiles = calloc(3, sizeof *profiles);
+    ck_assert_ptr_nonnull(profiles);
+    for (size_t i = 0; i < 3; i++) {
+        fake_profile *mech = malloc(sizeof *mech);
+        ck_assert_ptr_nonnull(mech);
+        *mech = (fake_profile){ TOTAL, SPEND, DLAT, DLON, FAKE_OFFSET };
+        fakes[i] = mech;
+        profiles[i].name = strdup(names[i]);
+        profiles[i].ops = &fake_ops;
+        profiles[i].mech = mech;
+        profiles[i].window_budget = TOTAL;
+        profiles[i].window_ms = WINDOW_MS;
+        profiles[i].on_exhausted =
+            i == 2 ? TS_ON_EXHAUSTED_REPEAT : TS_ON_EXHAUSTED_DROP;
+    }
+    ts_pipeline *made = ts_pipeline_new(profiles, 3, 0, limits, rng);
+    ck_assert_ptr_nonnull(made);
+    return made;
+}
+
+static void setup(void)
+{
+    memset(&seen, 0, sizeof seen);
+    rng = ts_rng_new_seeded(42);
+    ck_assert_ptr_nonnull(rng);
+    ts_pipeline_limits limits = default_limits();
+    pipeline = make_pipeline(&limits);
+}
+
+static void teardown(void)
+{
+    ts_pipeline_free(pipeline);
+    pipeline = NULL;
+    ts_rng_free(rng);
+    rng = NULL;
+}
+
+static ts_input point(const char *user, int64_t ts_ms, const char *profile)
+{
+    ts_input in = {
+        .user_id = user,
+        .ts_ms = ts_ms,
+        .lat = LAT,
+        .lon = LON,
+        .has_accuracy = 0,
+        .accuracy_m = 0.0,
+        .profile = profile,
+    };
+    return in;
+}
+
+/* Process and check the invariants every outcome must satisfy. */
+static ts_outcome run(const ts_input *in)
+{
+    ts_outcome out;
+    memset(&out, 0xa5, sizeof out);  /* the pipeline must fill everything */
+    ts_pipeline_process(pipeline, in, &out);
+    ck_assert_ptr_nonnull(out.user_id);
+    ck_assert_int_eq(out.ts_ms, in->ts_ms);
+    if (out.sanitized) {
+        ck_assert_int_eq(out.reason, TS_REASON_NONE);
+        ck_assert_ptr_nonnull(out.profile);
+        /* never the raw point */
+        ck_assert(out.report.lat != in->lat || out.report.lon != in->lon);
+        ck_assert(out.report.lat != in->lat);
+        ck_assert(out.report.lon != in->lon);
+        ck_assert(out.eps_remaining >= 0.0);
+    } else {
+        ck_assert_int_ne(out.reason, TS_REASON_NONE);
+        ck_assert(strlen(out.detail) > 0);
+        ck_assert(memchr(out.detail, '\0', sizeof out.detail) != NULL);
+        /* details never carry coordinates */
+        ck_assert_ptr_null(strstr(out.detail, "12.34"));
+        ck_assert_ptr_null(strstr(out.detail, "98.76"));
+        ck_assert(out.report.lat == 0.0 && out.report.lon == 0.0);
+    }
+    return out;
+}
+
+static ts_reason rejected_reason(const ts_input *in)
+{
+    ts_outcome out = run(in);
+    ck_assert_msg(!out.sanitized, "expected a rejection");
+    return out.reason;
+}
+
+/* ------------------------------------------------------- validation */
+
+START_TEST(test_missing_user_id)
+{
+    ts_input in = point(NULL, 1000, NULL);
+    ck_assert_int_eq(rejected_reason(&in), TS_REASON_MISSING_USER_ID);
+    in.user_id = "";
+    ts_outcome out = run(&in);
+    ck_assert_int_eq(out.reason, TS_REASON_MISSING_USER_ID);
+    ck_assert_str_eq(out.user_id, "");
+    ck_assert_int_eq(seen.calls, 0);
+    ck_assert_uint_eq(ts_pipeline_user_count(pipeline), 0);
+}
+END_TEST
+
+START_TEST(test_invalid_user_id)
+{
+    static const char *const bad[] = {
+        "seventeen-bytes-x",   /* limit is 16 */
+        "tab\there",
+        "del\x7f",
+        "nl\n",
+        "\xff\xfe",            /* not UTF-8 */
+        "\xc0\xaf",            /* overlong encoding of '/' */
+        "\xed\xa0\x80",        /* UTF-16 surrogate */
+        "trunc\xe2\x82",       /* truncated sequence */
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        ts_input in = point(bad[i], 1000, NULL);
+        ts_outcome out = run(&in);
+        ck_assert_int_eq(out.reason, TS_REASON_INVALID_USER_ID);
+        /* an invalid id is not echoed into the outcome */
+        ck_assert_str_eq(out.user_id, "");
+    }
+    ck_assert_int_eq(seen.calls, 0);
+
+    /* exactly at the limit, and multi-byte UTF-8, are fine */
+    ts_input ok = point("sixteen-bytes-xx", 1000, NULL);
+    ck_assert(run(&ok).sanitized);
+    ok = point("caf\xc3\xa9-\xe2\x82\xac", 1000, NULL);
+    ts_outcome out = run(&ok);
+    ck_assert(out.sanitized);
+    ck_assert_str_eq(out.user_id, "caf\xc3\xa9-\xe2\x82\xac");
+}
+END_TEST
+
+START_TEST(test_invalid_timestamp)
+{
+    ts_input in = point("u", 0, NULL);
+    ck_assert_int_eq(rejected_reason(&in), TS_REASON_INVALID_TIMESTAMP);
+    in.ts_ms = -5;
+    ck_assert_int_eq(rejected_reason(&in), TS_REASON_INVALID_TIMESTAMP);
+    in.ts_ms = INT64_MAX;  /* would overflow window arithmetic */
+    ck_assert_int_eq(rejected_reason(&in), TS_REASON_INVALID_TIMESTAMP);
+    in.ts_ms = 1;
+    ck_assert(run(&in).sanitized);
+}
+END_TEST
+
+START_TEST(test_invalid_coordinate)
+{
+    const double bad[][2] = {
+        { NAN, 0.0 }, { 0.0, NAN }, { INFINITY, 0.0 }, { 0.0, -INFINITY },
+        { 90.000001, 0.0 }, { -90.5, 0.0 }, { 0.0, 180.1 }, { 0.0, -181.0 },
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        ts_input in = point("u", 1000, NULL);
+        in.lat = bad[i][0];
+        in.lon = bad[i][1];
+        ck_assert_int_eq(rejected_reason(&in), TS_REASON_INVALID_COORDINATE);
+    }
+    ck_assert_int_eq(seen.calls, 0);
+    ts_input edge = point("u", 1000, NULL);
+    edge.lat = -89.0;
+    edge.lon = 179.0;  /* + offset stays valid */
+    ck_assert(run(&edge).sanitized);
+}
+END_TEST
+
+START_TEST(test_invalid_accuracy)
+{
+    const double bad[] = { -1.0, NAN, INFINITY };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        ts_input in = point("u", 1000, NULL);
+        in.has_accuracy = 1;
+        in.accuracy_m = bad[i];
+        ck_assert_int_eq(rejected_reason(&in), TS_REASON_INVALID_ACCURACY);
+    }
+    /* ignored unless present */
+    ts_input in = point("u", 1000, NULL);
+    in.accuracy_m = -1.0;
+    ck_assert(run(&in).sanitized);
+    ck_assert(isnan(seen.truth.accuracy_m));
+    in.has_accuracy = 1;
+    in.accuracy_m = 12.5;
+    ck_assert(run(&in).sanitized);
+    ck_assert(seen.truth.accuracy_m == 12.5);
+    ck_assert(seen.truth.lat == LAT && seen.truth.lon == LON);
+    ck_assert_int_eq(seen.truth.ts_ms, 1000);
+}
+END_TEST
+
+START_TEST(test_unknown_profile)
+{
+    ts_input in = point("u", 1000, "nope");
+    ts_outcome out = run(&in);
+    ck_assert_int_eq(out.reason, TS_REASON_UNKNOWN_PROFILE);
+    ck_assert_ptr_null(out.profile);
+    ck_assert_ptr_nonnull(strstr(out.detail, "'nope'"));
+    /* a name with control bytes is not echoed */
+    in.profile = "bad\nname";
+    out = run(&in);
+    ck_assert_int_eq(out.reason, TS_REASON_UNKNOWN_PROFILE);
+    ck_assert_ptr_null(strchr(out.detail, '\n'));
+    ck_assert_uint_eq(ts_pipeline_user_count(pipeline), 0);
+
+    /* NULL and "" both mean the default profile */
+    in.profile = NULL;
+    out = run(&in);
+    ck_assert(out.sanitized);
+    ck_assert_str_eq(out.profile->name, "a");
+    in.profile = "";
+    out = run(&in);
+    ck_assert(out.sanitized);
+    ck_assert_ptr_eq(out.profile, ts_pipeline_default_profile(pipeline));
+}
+END_TEST
+
+START_TEST(test_validation_order)
+{
+    /* Each input also has every later problem; the first one wins. */
+    ts_input in = point("bad\x01", -1, "nope");
+    in.lat = NAN;
+    in.has_accuracy = 1;
+    in.accuracy_m = -1.0;
+    ck_assert_int_eq(rejected_reason(&in), TS_REASON_INVALID_USER_ID);
+    in.user_id = "u";
+    ck_assert_int_eq(rejected_reason(&in), TS_REASON_INVALID_TIMESTAMP);
+    in.ts_ms = 1000;
+    ck_assert_int_eq(rejected_reason(&in), TS_REASON_INVALID_COORDINATE);
+    in.lat = LAT;
+    ck_assert_int_eq(rejected_reason(&in), TS_REASON_INVALID_ACCURACY);
+    in.has_accuracy = 0;
+    ck_assert_int_eq(rejected_reason(&in), TS_REASON_UNKNOWN_PROFILE);
+}
+END_TEST
+
+/* ----------------------------------------------------------- ordering */
+
+START_TEST(test_equal_timestamps_allowed)
+{
+    ts_input in = point("u", 5000, NULL);
+    ck_assert(run(&in).sanitized);
+    ts_outcome out = run(&in);
+    ck_assert(out.sanitized);
+    ck_assert_double_eq_tol(out.eps_spent_window, 2 * SPEND, 1e-12);
+}
+END_TEST
+
+START_TEST(test_backwards_rejected_ledger_unchanged)
+{
+    ts_input in = point("u", 5000, NULL);
+    ts_outcome first = run(&in);
+    ck_assert(first.sanitized);
+    int calls = seen.calls;
+
+    in.ts_ms = 4999;
+    ts_outcome out = run(&in);
+    ck_assert_int_eq(out.reason, TS_REASON_TIME_WENT_BACKWARDS);
+    ck_assert_str_eq(out.user_id, "u");
+    ck_assert_int_eq(seen.calls, calls);  /* mechanism not consulted */
+
+    /* last_ts stayed 5000: 4000 is still backwards */
+    in.ts_ms = 4000;
+    ck_assert_int_eq(rejected_reason(&in), TS_REASON_TIME_WENT_BACKWARDS);
+
+    in.ts_ms = 5000;
+    out = run(&in);
+    ck_assert(out.sanitized);
+    /* the ledger saw exactly one earlier point */
+    ck_assert_double_eq_tol(seen.budget.spent, SPEND, 1e-12);
+    ck_assert_double_eq_tol(out.eps_spent_window, 2 * SPEND, 1e-12);
+    ck_assert_int_eq(out.window_start_ms, 5000);
+    ck_assert_uint_eq(seen.state_counter, 1);
+}
+END_TEST
+
+/* ------------------------------------------------------------- budget */
+
+START_TEST(test_exhaustion_drop)
+{
+    ts_input in = point("u", 1000, "a");
+    for (int i = 0; i < 4; i++) {
+        in.ts_ms = 1000 + i;
+        ts_outcome out = run(&in);
+        ck_assert(out.sanitized);
+        ck_assert_double_eq_tol(out.eps_spent_window, (i + 1) * SPEND, 1e-12);
+        ck_assert_double_eq_tol(out.eps_remaining, TOTAL - (i + 1) * SPEND,
+                                1e-12);
+        ck_assert_int_eq(out.window_start_ms, 1000);
+    }
+    for (int i = 0; i < 3; i++) {
+        in.ts_ms = 2000 + i;
+        ts_outcome out = run(&in);
+        ck_assert_int_eq(out.reason, TS_REASON_BUDGET_EXHAUSTED);
+        ck_assert_ptr_eq(out.profile, ts_pipeline_find_profile(pipeline, "a"));
+    }
+    const ts_pipeline_stats *stats = ts_pipeline_get_stats(pipeline);
+    ck_assert_uint_eq(stats->rejected[TS_REASON_BUDGET_EXHAUSTED], 3);
+    /* counted once per user and window */
+    ck_assert_uint_eq(stats->budget_exhaustions, 1);
+
+    /* a dropped update did not advance last_ts: 1003..1999 still accepted
+     * for ordering purposes (and still exhausted) */
+    in.ts_ms = 1500;
+    ck_assert_int_eq(rejected_reason(&in), TS_REASON_BUDGET_EXHAUSTED);
+}
+END_TEST
+
+START_TEST(test_exhaustion_repeat)
+{
+    ts_input in = point("u", 1000, "r");
+    ts_outcome last = { 0 };
+    for (int i = 0; i < 4; i++) {
+        in.ts_ms = 1000 + 10 * i;
+        in.lat = LAT + 0.001 * i;  /* different truths, different outputs */
+        last = run(&in);
+        ck_assert(last.sanitized);
+        ck_assert(!last.repeated);
+    }
+    int calls = seen.calls;
+    for (int i = 0; i < 3; i++) {
+        in.ts_ms = 2000 + i;
+        in.lat = LAT - 1.0;
+        ts_outcome out = run(&in);
+        ck_assert(out.sanitized);
+        ck_assert(out.repeated);
+        /* exactly the previous sanitized coordinates, for free */
+        ck_assert(out.report.lat == last.report.lat);
+        ck_assert(out.report.lon == last.report.lon);
+        ck_assert(out.report.eps_point == 0.0);
+        ck_assert_double_eq_tol(out.eps_spent_window, TOTAL, 1e-12);
+        ck_assert(out.eps_remaining == 0.0);
+        ck_assert_int_eq(out.window_start_ms, 1000);
+        ck_assert_str_eq(out.profile->name, "r");
+    }
+    ck_assert_int_eq(seen.calls, calls + 3);  /* asked, and it refused */
+    const ts_pipeline_stats *stats = ts_pipeline_get_stats(pipeline);
+    ck_assert_uint_eq(stats->sanitized, 7);
+    ck_assert_uint_eq(stats->repeated, 3);
+    ck_assert_uint_eq(stats->budget_exhaustions, 1);
+    /* a repeat is an accepted update: it advanced last_ts */
+    in.ts_ms = 2001;
+    ck_assert_int_eq(rejected_reason(&in), TS_REASON_TIME_WENT_BACKWARDS);
+}
+END_TEST
+
+START_TEST(test_repeat_without_previous_point)
+{
+    /* a window that cannot pay for even one point: nothing to repeat, and
+     * the rejected first update does not create the user */
+    fakes[2]->spend = 2 * TOTAL;
+    ts_input in = point("u", 1000, "r");
+    ck_assert_int_eq(rejected_reason(&in), TS_REASON_BUDGET_EXHAUSTED);
+    ck_assert_uint_eq(ts_pipeline_user_count(pipeline), 0);
+    ck_assert_uint_eq(ts_pipeline_get_stats(pipeline)->users_created, 0);
+}
+END_TEST
+
+START_TEST(test_window_rollover)
+{
+    ts_input in = point("u", 1000, NULL);
+    for (int i = 0; i < 4; i++)
+        ck_assert(run(&in).sanitized);
+    ck_assert_uint_eq(seen.state_counter, 3);
+    in.ts_ms = 1000 + WINDOW_MS - 1;
+    ck_assert_int_eq(rejected_reason(&in), TS_REASON_BUDGET_EXHAUSTED);
+
+    in.ts_ms = 1000 + WINDOW_MS;  /* the window is [start, start + length) */
+    ts_outcome out = run(&in);
+    ck_assert(out.sanitized);
+    ck_assert_int_eq(out.window_start_ms, 1000 + WINDOW_MS);
+    ck_assert_double_eq_tol(out.eps_spent_window, SPEND, 1e-12);
+    ck_assert_double_eq_tol(out.eps_remaining, TOTAL - SPEND, 1e-12);
+    /* fresh budget and zeroed mechanism state */
+    ck_assert(seen.budget.spent == 0.0);
+    ck_assert(seen.budget.total == TOTAL);
+    ck_assert_uint_eq(seen.state_counter, 0);
+    ck_assert_uint_eq(ts_pipeline_get_stats(pipeline)->users_created, 1);
+
+    /* after exhausting the second window too, the counter says 2 */
+    for (int i = 0; i < 3; i++)
+        ck_assert(run(&in).sanitized);
+    ck_assert_int_eq(rejected_reason(&in), TS_REASON_BUDGET_EXHAUSTED);
+    ck_assert_uint_eq(ts_pipeline_get_stats(pipeline)->budget_exhaustions, 2);
+}
+END_TEST
+
+START_TEST(test_profile_conflict)
+{
+    ts_input in = point("u", 1000, "a");
+    ck_assert(run(&in).sanitized);
+    in.profile = "b";
+    in.ts_ms = 2000;
+    ts_outcome out = run(&in);
+    ck_assert_int_eq(out.reason, TS_REASON_PROFILE_CONFLICT);
+    ck_assert_ptr_nonnull(strstr(out.detail, "'a'"));
+    /* the default profile is "a": no conflict */
+    in.profile = NULL;
+    ck_assert(run(&in).sanitized);
+
+    /* a different user may use "b" meanwhile */
+    ts_input other = point("v", 2000, "b");
+    ck_assert(run(&other).sanitized);
+
+    /* after the window closes the user may switch */
+    in.profile = "b";
+    in.ts_ms = 1000 + WINDOW_MS;
+    out = run(&in);
+    ck_assert(out.sanitized);
+    ck_assert_str_eq(out.profile->name, "b");
+    ck_assert_double_eq_tol(out.eps_spent_window, SPEND, 1e-12);
+    /* and is now bound to "b" */
+    in.profile = "a";
+    ck_assert_int_eq(rejected_reason(&in), TS_REASON_PROFILE_CONFLICT);
+}
+END_TEST
+
+START_TEST(test_eps_accounting)
+{
+    /* Mixed sequence over three users and several windows, with repeats:
+     * in every window the published eps_point values add up to the
+     * reported eps_spent_window. */
+    fakes[2]->spend = 0.3;  /* not a divisor of the total */
+    const char *users[] = { "x", "y", "z" };
+    double sum[3] = { 0, 0, 0 };
+    int64_t window[3] = { -1, -1, -1 };
+    int repeats = 0;
+    for (int step = 0; step < 300; step++) {
+        int u = (step * 7) % 3;
+        ts_input in = point(users[u], 1000 + step * 97, "r");
+        ts_outcome out = run(&in);
+        ck_assert(out.sanitized);
+        if (out.window_start_ms != window[u]) {
+            window[u] = out.window_start_ms;
+            sum[u] = 0.0;
+        }
+        sum[u] += out.report.eps_point;
+        repeats += out.repeated;
+        ck_assert_double_eq_tol(out.eps_spent_window, sum[u], 1e-12);
+        ck_assert(out.eps_spent_window <= TOTAL * (1 + 1e-9));
+        ck_assert_double_eq_tol(out.eps_remaining,
+                                fmax(0.0, TOTAL - out.eps_spent_window),
+                                1e-12);
+    }
+    ck_assert_int_gt(repeats, 0);
+}
+END_TEST
+
+/* ------------------------------------------------------- fail closed */
+
+START_TEST(test_internal_error)
+{
+    ts_input in = point("u", 1000, NULL);
+    ck_assert(run(&in).sanitized);
+
+    fakes[0]->mode = FAKE_ERROR;
+    in.ts_ms = 2000;
+    ts_outcome out = run(&in);
+    ck_assert_int_eq(out.reason, TS_REASON_INTERNAL_ERROR);
+    ck_assert(!out.sanitized);
+    ck_assert_uint_eq(seen.state_counter, 1);
+
+    /* nothing of the failed call stuck: ledger, state and last_ts */
+    fakes[0]->mode = FAKE_OFFSET;
+    in.ts_ms = 1500;
+    out = run(&in);
+    ck_assert(out.sanitized);
+    ck_assert_double_eq_tol(seen.budget.spent, SPEND, 1e-12);
+    ck_assert_uint_eq(seen.state_counter, 1);
+
+    /* a new user whose first update fails is not kept */
+    fakes[0]->mode = FAKE_ERROR;
+    ts_input fresh = point("new", 1000, NULL);
+    ck_assert_int_eq(rejected_reason(&fresh), TS_REASON_INTERNAL_ERROR);
+    ck_assert_uint_eq(ts_pipeline_user_count(pipeline), 1);
+}
+END_TEST
+
+START_TEST(test_misbehaving_mechanism_refused)
+{
+    const fake_mode modes[] = { FAKE_IDENTITY, FAKE_BAD_COORDINATE,
+                                FAKE_OVERSPEND };
+    ts_input in = point("u", 1000, NULL);
+    ck_assert(run(&in).sanitized);
+    for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++) {
+        fakes[0]->mode = modes[i];
+        ts_outcome out;
+        ts_pipeline_process(pipeline, &in, &out);
+        ck_assert(!out.sanitized);
+        ck_assert_int_eq(out.reason, TS_REASON_INTERNAL_ERROR);
+        ck_assert(out.report.lat == 0.0 && out.report.lon == 0.0);
+    }
+    fakes[0]->mode = FAKE_OFFSET;
+    ts_outcome out = run(&in);
+    ck_assert(out.sanitized);
+    ck_assert_double_eq_tol(out.eps_spent_window, 2 * SPEND, 1e-12);
+    ck_assert_uint_eq(
+        ts_pipeline_get_stats(pipeline)->rejected[TS_REASON_INTERNAL_ERROR], 3);
+}
+END_TEST
+
+START_TEST(test_output_never_equals_input)
+{
+    /* Every sanitized outcome of a sweep over many points, users, windows
+     * and both policies differs from its input in both coordinates (run()
+     * asserts it); repeats included. */
+    int sanitized = 0;
+    for (int i = 0; i < 2000; i++) {
+        char user[8];
+        snprintf(user, sizeof user, "u%d", i % 13);
+        ts_input in = point(user, 1000 + i * 37, (i % 13) % 2 ? "r" : NULL);
+        in.lat = -80.0 + (i % 160);
+        in.lon = -170.0 + (i * 7 % 340);
+        ts_outcome out = run(&in);
+        sanitized += out.sanitized;
+    }
+    ck_assert_int_gt(sanitized, 800);
+}
+END_TEST
+
+/* ------------------------------------------------- table and expiry */
+
+START_TEST(test_table_full_and_expiry)
+{
+    ts_pipeline_free(pipeline);
+    ts_pipeline_limits limits = default_limits();
+    limits.max_users = 2;
+    limits.idle_ttl_ms = 1000;
+    pipeline = make_pipeline(&limits);
+
+    ts_input a = point("a", 1000, NULL);
+    ts_input b = point("b", 1000, NULL);
+    ts_input c = point("c", 1000, NULL);
+    ck_assert(run(&a).sanitized);
+    ck_assert(run(&b).sanitized);
+    ts_outcome out = run(&c);
+    ck_assert_int_eq(out.reason, TS_REASON_USER_TABLE_FULL);
+    ck_assert_str_eq(out.user_id, "c");
+    ck_assert_uint_eq(ts_pipeline_user_count(pipeline), 2);
+
+    /* b idles far past the TTL, but its window [1000, 11000) is open:
+     * forgetting it would refund its budget */
+    a.ts_ms = 10999;
+    ck_assert(run(&a).sanitized);
+    ck_assert_uint_eq(ts_pipeline_expire(pipeline, 100), 0);
+    c.ts_ms = 10999;
+    ck_assert_int_eq(rejected_reason(&c), TS_REASON_USER_TABLE_FULL);
+
+    /* the watermark reaches the end of b's window: the insertion of c
+     * expires b on its own */
+    a.ts_ms = 11000;
+    ck_assert(run(&a).sanitized);
+    c.ts_ms = 11000;
+    ck_assert(run(&c).sanitized);
+    ck_assert_uint_eq(ts_pipeline_user_count(pipeline), 2);
+    const ts_pipeline_stats *stats = ts_pipeline_get_stats(pipeline);
+    ck_assert_uint_eq(stats->users_expired, 1);
+    ck_assert_uint_eq(stats->users_created, 3);
+    ck_assert_uint_eq(stats->rejected[TS_REASON_USER_TABLE_FULL], 2);
+
+    /* a and c are active, so the forgotten b now finds the table full */
+    b.ts_ms = 11000;
+    ck_assert_int_eq(rejected_reason(&b), TS_REASON_USER_TABLE_FULL);
+}
+END_TEST
+
+START_TEST(test_expire_requires_idle_and_closed_window)
+{
+    ts_input a = point("a", 1000, NULL);
+    ts_input b = point("b", 1000, NULL);
+    ck_assert(run(&a).sanitized);
+    ck_assert(run(&b).sanitized);
+    /* a keeps being active past the end of its first window */
+    for (int64_t t = 2000; t <= 11500; t += 500) {
+        a.ts_ms = t;
+        run(&a);
+    }
+    /* watermark 11500: b idle 10.5 s and its window closed at 11000; a's
+     * second window opened at 11000 and a is active */
+    ck_assert_uint_eq(ts_pipeline_expire(pipeline, 10), 1);
+    ck_assert_uint_eq(ts_pipeline_user_count(pipeline), 1);
+    /* b starts over: window starts now, nothing spent */
+    b.ts_ms = 11500;
+    ts_outcome out = run(&b);
+    ck_assert(out.sanitized);
+    ck_assert_int_eq(out.window_start_ms, 11500);
+    ck_assert_double_eq_tol(out.eps_spent_window, SPEND, 1e-12);
+    ck_assert_uint_eq(ts_pipeline_expire(pipeline, 10), 0);
+}
+END_TEST
+
+START_TEST(test_expire_scan_budget)
+{
+    /* 50 users expirable at watermark 20000; a budget of 8 per call removes
+     * at most 8, and repeated calls eventually remove all of them. */
+    for (int i = 0; i < 50; i++) {
+        char user[8];
+        snprintf(user, sizeof user, "u%d", i);
+        ts_input in = point(user, 1000, NULL);
+        ck_assert(run(&in).sanitized);
+    }
+    ts_input late = point("late", 20000, NULL);
+    ck_assert(run(&late).sanitized);
+    size_t total = 0;
+    for (int round = 0; round < 20; round++) {
+        size_t removed = ts_pipeline_expire(pipeline, 8);
+        ck_assert_uint_le(removed, 8);
+        total += removed;
+    }
+    ck_assert_uint_eq(total, 50);
+    ck_assert_uint_eq(ts_pipeline_user_count(pipeline), 1);
+    ck_assert_uint_eq(ts_pipeline_get_stats(pipeline)->users_expired, 50);
+}
+END_TEST
+
+START_TEST(test_rejections_create_no_users)
+{
+    /* a flood of distinct new ids whose updates all get rejected leaves the
+     * table empty */
+    fakes[0]->mode = FAKE_ERROR;
+    for (int i = 0; i < 500; i++) {
+        char user[12];
+        snprintf(user, sizeof user, "f%d", i);
+        ts_input in = point(user, 1000 + i, NULL);
+        ck_assert_int_eq(rejected_reason(&in), TS_REASON_INTERNAL_ERROR);
+    }
+    ck_assert_uint_eq(ts_pipeline_user_count(pipeline), 0);
+}
+END_TEST
+
+/* --------------------------------------------------------- bookkeeping */
+
+START_TEST(test_stats)
+{
+    ts_input ok = point("u", 1000, NULL);
+    ts_input bad = point("", 1000, NULL);
+    ts_input unknown = point("u", 1000, "nope");
+    run(&ok);
+    run(&ok);
+    run(&bad);
+    run(&unknown);
+    run(&unknown);
+    ts_pipeline_count_rejection(pipeline, TS_REASON_MALFORMED);
+    ts_pipeline_count_rejection(pipeline, TS_REASON_OVERSIZED);
+    ts_pipeline_count_rejection(pipeline, TS_REASON_OVERSIZED);
+
+    const ts_pipeline_stats *stats = ts_pipeline_get_stats(pipeline);
+    ck_assert_uint_eq(stats->updates, 5);
+    ck_assert_uint_eq(stats->sanitized, 2);
+    ck_assert_uint_eq(stats->repeated, 0);
+    ck_assert_uint_eq(stats->rejected[TS_REASON_MISSING_USER_ID], 1);
+    ck_assert_uint_eq(stats->rejected[TS_REASON_UNKNOWN_PROFILE], 2);
+    ck_assert_uint_eq(stats->rejected[TS_REASON_MALFORMED], 1);
+    ck_assert_uint_eq(stats->rejected[TS_REASON_OVERSIZED], 2);
+    ck_assert_uint_eq(stats->rejected[TS_REASON_NONE], 0);
+    ck_assert_uint_eq(stats->users_created, 1);
+    uint64_t rejected = 0;
+    for (int r = 0; r < TS_REASON_COUNT; r++)
+        rejected += stats->rejected[r];
+    ck_assert_uint_eq(rejected, 6);
+}
+END_TEST
+
+START_TEST(test_reason_names)
+{
+    static const char *const expected[TS_REASON_COUNT] = {
+        "none", "malformed", "oversized", "batch_too_large", "empty_batch",
+        "missing_user_id", "invalid_user_id", "invalid_coordinate",
+        "invalid_timestamp", "time_went_backwards", "unknown_profile",
+        "profile_conflict", "budget_exhausted", "user_table_full",
+        "invalid_accuracy", "internal_error",
+    };
+    for (int r = 0; r < TS_REASON_COUNT; r++)
+        ck_assert_str_eq(ts_reason_name((ts_reason)r), expected[r]);
+    ck_assert_ptr_nonnull(ts_reason_name(TS_REASON_COUNT));
+}
+END_TEST
+
+START_TEST(test_profile_accessors)
+{
+    ck_assert_uint_eq(ts_pipeline_profile_count(pipeline), 3);
+    ck_assert_str_eq(ts_pipeline_profile_at(pipeline, 2)->name, "r");
+    ck_assert_ptr_null(ts_pipeline_profile_at(pipeline, 3));
+    ck_assert_ptr_eq(ts_pipeline_find_profile(pipeline, "b"),
+                     ts_pipeline_profile_at(pipeline, 1));
+    ck_assert_ptr_null(ts_pipeline_find_profile(pipeline, "zz"));
+    ck_assert_str_eq(ts_pipeline_default_profile(pipeline)->name, "a");
+}
+END_TEST
+
+START_TEST(test_new_rejects_bad_arguments)
+{
+    /* ownership passes even on failure: ASan/valgrind catch leaks */
+    ts_pipeline_limits limits = default_limits();
+    ts_profile *profiles = calloc(1, sizeof *profiles);
+    ck_assert_ptr_nonnull(profiles);
+    profiles[0].name = strdup("p");
+    profiles[0].ops = &fake_ops;
+    profiles[0].mech = malloc(sizeof(fake_profile));
+    profiles[0].window_budget = 1.0;
+    profiles[0].window_ms = 1000;
+    ck_assert_ptr_null(ts_pipeline_new(profiles, 1, 1, &limits, rng));
+
+    profiles = calloc(1, sizeof *profiles);
+    ck_assert_ptr_nonnull(profiles);
+    profiles[0].name = strdup("p");
+    profiles[0].ops = &fake_ops;
+    profiles[0].mech = malloc(sizeof(fake_profile));
+    profiles[0].window_budget = 0.0;  /* unusable budget */
+    profiles[0].window_ms = 1000;
+    ck_assert_ptr_null(ts_pipeline_new(profiles, 1, 0, &limits, rng));
+}
+END_TEST
+
+static Suite *pipeline_suite(void)
+{
+    Suite *s = suite_create("pipeline");
+    TCase *tc = tcase_create("core");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, test_missing_user_id);
+    tcase_add_test(tc, test_invalid_user_id);
+    tcase_add_test(tc, test_invalid_timestamp);
+    tcase_add_test(tc, test_invalid_coordinate);
+    tcase_add_test(tc, test_invalid_accuracy);
+    tcase_add_test(tc, test_unknown_profile);
+    tcase_add_test(tc, test_validation_order);
+    tcase_add_test(tc, test_equal_timestamps_allowed);
+    tcase_add_test(tc, test_backwards_rejected_ledger_unchanged);
+    tcase_add_test(tc, test_exhaustion_drop);
+    tcase_add_test(tc, test_exhaustion_repeat);
+    tcase_add_test(tc, test_repeat_without_previous_point);
+    tcase_add_test(tc, test_window_rollover);
+    tcase_add_test(tc, test_profile_conflict);
+    tcase_add_test(tc, test_eps_accounting);
+    tcase_add_test(tc, test_internal_error);
+    tcase_add_test(tc, test_misbehaving_mechanism_refused);
+    tcase_add_test(tc, test_output_never_equals_input);
+    tcase_add_test(tc, test_table_full_and_expiry);
+    tcase_add_test(tc, test_expire_requires_idle_and_closed_window);
+    tcase_add_test(tc, test_expire_scan_budget);
+    tcase_add_test(tc, test_rejections_create_no_users);
+    tcase_add_test(tc, test_stats);
+    tcase_add_test(tc, test_reason_names);
+    tcase_add_test(tc, test_profile_accessors);
+    tcase_add_test(tc, test_new_rejects_bad_arguments);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *runner = srunner_create(pipeline_suite());
+    srunner_run_all(runner, CK_NORMAL);
+    int failed = srunner_ntests_failed(runner);
+    srunner_free(runner);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
