@@ -83,3 +83,20 @@ double ts_geo_distance_m(double lat1_deg, double lon1_deg, double lat2_deg,
     /* atan2 form: asin(sqrt(h)) loses accuracy near antipodes. */
     return 2.0 * TS_EARTH_RADIUS_M * atan2(sqrt(h), sqrt(1.0 - h));
 }
+
+void ts_geo_snap(double *lat_deg, double *lon_deg)
+{
+    const double steps_per_degree = 1.0 / TS_GEO_SNAP_DEG;
+    double lat = round(*lat_deg * steps_per_degree) / steps_per_degree;
+    double lon = round(*lon_deg * steps_per_degree) / steps_per_degree;
+
+    /* Rounding can carry 179.99999996 to 180, outside [-180, 180). */
+    if (lon >= 180.0)
+        lon -= 360.0;
+    if (lat > 90.0)
+        lat = 90.0;
+    if (lat < -90.0)
+        lat = -90.0;
+    *lat_deg = lat;
+    *lon_deg = lon;
+}

@@ -4,7 +4,7 @@
  * displace along the great circle of a sphere with the IUGG mean radius. The
  * distance error against the WGS84 ellipsoid geodesic is below 0.6 % of the
  * displacement (see docs/geoind.md), and the mapping is a deterministic
- * function of (secret, noise), so the privacy guarantee holds exactly for the
+ * function of (secret, noise), so the privacy guarantee holds for the
  * spherical great-circle metric.
  */
 #ifndef TRACESAN_MECHANISMS_GEO_H
@@ -26,6 +26,15 @@ void ts_geo_destination(double lat_deg, double lon_deg, double distance_m,
 /* Great-circle distance in metres (haversine). */
 double ts_geo_distance_m(double lat1_deg, double lon1_deg, double lat2_deg,
                          double lon2_deg);
+
+/* Published coordinates are snapped to a grid of 1e-7 degrees (about 1 cm).
+ * Mironov (CCS 2012) showed that the low-order bits of floating-point noise
+ * outputs can reveal the secret: which doubles a computation can produce
+ * depends on its inputs. Rounding to a fixed decimal grid keeps only the
+ * grid index, a deterministic function of the noisy point (post-processing),
+ * far below the noise scale of any useful profile. */
+#define TS_GEO_SNAP_DEG 1e-7
+void ts_geo_snap(double *lat_deg, double *lon_deg);
 
 /* Normalise a longitude in degrees to [-180, 180). */
 double ts_geo_normalize_lon(double lon_deg);

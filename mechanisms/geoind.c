@@ -127,6 +127,7 @@ static ts_release_status geoind_release(const void *profile, void *user_state,
      * circle, so the orientation convention does not matter. */
     double lat, lon;
     ts_geo_destination(truth->lat, truth->lon, radius_m, angle, &lat, &lon);
+    ts_geo_snap(&lat, &lon);
     if (!ts_geo_valid(lat, lon))
         return TS_RELEASE_ERROR;
 

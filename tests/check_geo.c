@@ -271,6 +271,36 @@ START_TEST(test_always_valid)
 }
 END_TEST
 
+/* Snapping must land on the 1e-7 degree grid, move a point by at most half a
+ * step per axis, and keep the result valid WGS84 at the edges. */
+START_TEST(test_snap_grid)
+{
+    ts_rng *rng = ts_rng_new_seeded(7);
+    size_t off_grid = 0, moved_too_far = 0;
+    for (int i = 0; i < 100000; i++) {
+        double lat = -90.0 + 180.0 * ts_rng_uniform_open(rng);
+        double lon = -180.0 + 360.0 * ts_rng_uniform_open(rng);
+        double slat = lat, slon = lon;
+        ts_geo_snap(&slat, &slon);
+        double klat = slat / TS_GEO_SNAP_DEG, klon = slon / TS_GEO_SNAP_DEG;
+        if (fabs(klat - round(klat)) > 1e-6 || fabs(klon - round(klon)) > 1e-6)
+            off_grid++;
+        if (fabs(slat - lat) > 0.5 * TS_GEO_SNAP_DEG * (1 + 1e-6) ||
+            fabs(slon - lon) > 0.5 * TS_GEO_SNAP_DEG * (1 + 1e-6))
+            moved_too_far++;
+    }
+    ts_rng_free(rng);
+    ck_assert_uint_eq(off_grid, 0);
+    ck_assert_uint_eq(moved_too_far, 0);
+
+    double lat = 89.99999999, lon = 179.99999996;
+    ts_geo_snap(&lat, &lon);
+    ck_assert(ts_geo_valid(lat, lon));
+    ck_assert_double_eq(lon, -180.0);
+    ck_assert_double_eq(lat, 90.0);
+}
+END_TEST
+
 static Suite *geo_suite(void)
 {
     Suite *s = suite_create("geo");
@@ -286,6 +316,7 @@ static Suite *geo_suite(void)
     tcase_add_test(tc, test_from_exact_pole);
     tcase_add_test(tc, test_across_antimeridian);
     tcase_add_test(tc, test_always_valid);
+    tcase_add_test(tc, test_snap_grid);
     suite_add_tcase(s, tc);
     return s;
 }
