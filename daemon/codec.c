@@ -1,1 +1,268 @@
-/* placeholder: being written */
+#include "daemon/codec.h"
+
+#include <assert.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The pipeline's reason codes go on the wire as-is, so the two enums must
+ * never drift apart. */
+#define TS_SAME_REASON(ours, wire)                                         \
+    static_assert((int)TS_REASON_##ours ==                                 \
+                      (int)TRACESAN__V1__REJECTION_REASON__REJECTION_REASON_##wire, \
+                  "ts_reason " #ours " differs from the proto enum")
+TS_SAME_REASON(NONE, UNSPECIFIED);
+TS_SAME_REASON(MALFORMED, MALFORMED);
+TS_SAME_REASON(OVERSIZED, OVERSIZED);
+TS_SAME_REASON(BATCH_TOO_LARGE, BATCH_TOO_LARGE);
+TS_SAME_REASON(EMPTY_BATCH, EMPTY_BATCH);
+TS_SAME_REASON(MISSING_USER_ID, MISSING_USER_ID);
+TS_SAME_REASON(INVALID_USER_ID, INVALID_USER_ID);
+TS_SAME_REASON(INVALID_COORDINATE, INVALID_COORDINATE);
+TS_SAME_REASON(INVALID_TIMESTAMP, INVALID_TIMESTAMP);
+TS_SAME_REASON(TIME_WENT_BACKWARDS, TIME_WENT_BACKWARDS);
+TS_SAME_REASON(UNKNOWN_PROFILE, UNKNOWN_PROFILE);
+TS_SAME_REASON(PROFILE_CONFLICT, PROFILE_CONFLICT);
+TS_SAME_REASON(BUDGET_EXHAUSTED, BUDGET_EXHAUSTED);
+TS_SAME_REASON(USER_TABLE_FULL, USER_TABLE_FULL);
+TS_SAME_REASON(INVALID_ACCURACY, INVALID_ACCURACY);
+TS_SAME_REASON(INTERNAL_ERROR, INTERNAL_ERROR);
+static_assert(TS_REASON_COUNT == TS_REASON_INTERNAL_ERROR + 1,
+              "a new ts_reason needs a TS_SAME_REASON line above");
+
+/* LocationBatch.updates is field 1, wire type 2 (length-delimited). */
+#define BATCH_UPDATES_TAG 0x0a
+#define VARINT_MAX_BYTES 10
+
+int ts_buf_reserve(ts_buf *buf, size_t extra)
+{
+    if (extra <= buf->cap - buf->len)
+        return 0;
+    if (extra > SIZE_MAX / 2 - buf->len)
+        return -1;
+    size_t need = buf->len + extra;
+    size_t cap = buf->cap != 0 ? buf->cap : 256;
+    while (cap < need)
+        cap *= 2;
+    uint8_t *data = realloc(buf->data, cap);
+    if (data == NULL)
+        return -1;
+    buf->data = data;
+    buf->cap = cap;
+    return 0;
+}
+
+int ts_buf_append(ts_buf *buf, const void *data, size_t len)
+{
+    if (ts_buf_reserve(buf, len) != 0)
+        return -1;
+    if (len != 0)
+        memcpy(buf->data + buf->len, data, len);
+    buf->len += len;
+    return 0;
+}
+
+void ts_buf_reset(ts_buf *buf)
+{
+    buf->len = 0;
+}
+
+void ts_buf_free(ts_buf *buf)
+{
+    free(buf->data);
+    buf->data = NULL;
+    buf->len = 0;
+    buf->cap = 0;
+}
+
+Tracesan__V1__LocationBatch *ts_codec_decode_batch(const void *data,
+                                                   size_t len)
+{
+    if (data == NULL && len != 0)
+        return NULL;
+    return tracesan__v1__location_batch__unpack(NULL, len,
+                                                (const uint8_t *)data);
+}
+
+void ts_codec_batch_free(Tracesan__V1__LocationBatch *batch)
+{
+    if (batch != NULL)
+        tracesan__v1__location_batch__free_unpacked(batch, NULL);
+}
+
+void ts_codec_input_from_update(const Tracesan__V1__LocationUpdate *update,
+                                ts_input *out)
+{
+    out->user_id = update->user_id;
+    /* Absent values become values the pipeline refuses (timestamp 0 is
+     * invalid, NaN is not a coordinate) rather than plausible defaults: a
+     * missing latitude must never be sanitized as the equator. */
+    out->ts_ms = update->has_timestamp_ms ? update->timestamp_ms : 0;
+    out->lat = update->has_lat ? update->lat : NAN;
+    out->lon = update->has_lon ? update->lon : NAN;
+    out->has_accuracy = update->has_horizontal_accuracy_m ? 1 : 0;
+    out->accuracy_m = update->has_horizontal_accuracy_m
+                          ? update->horizontal_accuracy_m
+                          : NAN;
+    out->profile = update->profile;
+}
+
+static int pack_message(const ProtobufCMessage *message, ts_buf *payload)
+{
+    size_t size = protobuf_c_message_get_packed_size(message);
+    if (ts_buf_reserve(payload, size) != 0)
+        return -1;
+    size_t written = protobuf_c_message_pack(message,
+                                             payload->data + payload->len);
+    if (written != size)
+        return -1;
+    payload->len += written;
+    return 0;
+}
+
+static char *optional_string(const char *text)
+{
+    /* protobuf-c never writes through these pointers when packing. */
+    return (text != NULL && text[0] != '\0') ? (char *)text : NULL;
+}
+
+int ts_codec_encode_rejection(ts_reason reason, const char *user_id,
+                              int64_t ts_ms, const char *profile,
+                              const char *detail, ts_buf *topic,
+                              ts_buf *payload)
+{
+    Tracesan__V1__Rejection rejection = TRACESAN__V1__REJECTION__INIT;
+    rejection.user_id = optional_string(user_id);
+    if (ts_ms != 0) {
+        rejection.has_timestamp_ms = 1;
+        rejection.timestamp_ms = ts_ms;
+    }
+    rejection.has_reason = 1;
+    rejection.reason = (Tracesan__V1__RejectionReason)reason;
+    rejection.detail = optional_string(detail);
+    rejection.profile = optional_string(profile);
+
+    size_t topic_mark = topic->len;
+    size_t payload_mark = payload->len;
+    if (ts_buf_append(topic, TS_TOPIC_REJECTED,
+                      sizeof TS_TOPIC_REJECTED - 1) != 0 ||
+        pack_message(&rejection.base, payload) != 0) {
+        topic->len = topic_mark;
+        payload->len = payload_mark;
+        return -1;
+    }
+    return 0;
+}
+
+static int encode_sanitized(const ts_outcome *outcome, ts_buf *topic,
+                            ts_buf *payload)
+{
+    const ts_profile *profile = outcome->profile;
+    Tracesan__V1__SanitizedLocation location =
+        TRACESAN__V1__SANITIZED_LOCATION__INIT;
+    location.user_id = optional_string(outcome->user_id);
+    location.has_timestamp_ms = 1;
+    location.timestamp_ms = outcome->ts_ms;
+    location.has_lat = 1;
+    location.lat = outcome->report.lat;
+    location.has_lon = 1;
+    location.lon = outcome->report.lon;
+    location.profile = profile->name;
+    location.mechanism = (char *)profile->ops->name;
+    location.has_eps_point = 1;
+    location.eps_point = outcome->report.eps_point;
+    location.has_eps_spent_window = 1;
+    location.eps_spent_window = outcome->eps_spent_window;
+    location.has_eps_remaining = 1;
+    location.eps_remaining = outcome->eps_remaining;
+    location.has_window_start_ms = 1;
+    location.window_start_ms = outcome->window_start_ms;
+    if (outcome->report.has_predicted) {
+        location.has_predicted = 1;
+        location.predicted = outcome->report.predicted ? 1 : 0;
+    }
+    location.has_repeated = 1;
+    location.repeated = outcome->repeated ? 1 : 0;
+
+    size_t topic_mark = topic->len;
+    size_t payload_mark = payload->len;
+    size_t name_len = strlen(profile->name);
+    if (ts_buf_append(topic, TS_TOPIC_SANITIZED_PREFIX,
+                      sizeof TS_TOPIC_SANITIZED_PREFIX - 1) != 0 ||
+        ts_buf_append(topic, profile->name, name_len) != 0 ||
+        pack_message(&location.base, payload) != 0) {
+        topic->len = topic_mark;
+        payload->len = payload_mark;
+        return -1;
+    }
+    return 0;
+}
+
+int ts_codec_encode_outcome(const ts_outcome *outcome, ts_buf *topic,
+                            ts_buf *payload)
+{
+    if (outcome->sanitized) {
+        /* A sanitized outcome always carries its profile; without one there
+         * is nothing trustworthy to publish, so refuse rather than guess. */
+        if (outcome->profile == NULL || outcome->profile->name == NULL ||
+            outcome->profile->ops == NULL)
+            return -1;
+        return encode_sanitized(outcome, topic, payload);
+    }
+    const char *profile =
+        outcome->profile != NULL ? outcome->profile->name : NULL;
+    return ts_codec_encode_rejection(outcome->reason, outcome->user_id,
+                                     outcome->ts_ms, profile, outcome->detail,
+                                     topic, payload);
+}
+
+static size_t put_varint(uint8_t *out, uint64_t value)
+{
+    size_t n = 0;
+    while (value >= 0x80) {
+        out[n++] = (uint8_t)(value | 0x80);
+        value >>= 7;
+    }
+    out[n++] = (uint8_t)value;
+    return n;
+}
+
+int ts_codec_encode_batch(const ts_input *inputs, size_t n, ts_buf *payload)
+{
+    /* Emitted field by field (tag, length, packed update) so that a batch of
+     * any size needs no array of message structs: the bytes are exactly what
+     * packing a LocationBatch would produce. */
+    size_t mark = payload->len;
+    for (size_t i = 0; i < n; i++) {
+        const ts_input *input = &inputs[i];
+        Tracesan__V1__LocationUpdate update =
+            TRACESAN__V1__LOCATION_UPDATE__INIT;
+        update.user_id = optional_string(input->user_id);
+        update.has_timestamp_ms = 1;
+        update.timestamp_ms = input->ts_ms;
+        update.has_lat = 1;
+        update.lat = input->lat;
+        update.has_lon = 1;
+        update.lon = input->lon;
+        if (input->has_accuracy) {
+            update.has_horizontal_accuracy_m = 1;
+            update.horizontal_accuracy_m = input->accuracy_m;
+        }
+        update.profile = optional_string(input->profile);
+
+        size_t size = protobuf_c_message_get_packed_size(&update.base);
+        if (ts_buf_reserve(payload, 1 + VARINT_MAX_BYTES + size) != 0)
+            goto fail;
+        uint8_t *out = payload->data + payload->len;
+        size_t head = 0;
+        out[head++] = BATCH_UPDATES_TAG;
+        head += put_varint(out + head, size);
+        if (protobuf_c_message_pack(&update.base, out + head) != size)
+            goto fail;
+        payload->len += head + size;
+    }
+    return 0;
+fail:
+    payload->len = mark;
+    return -1;
+}

@@ -1,1 +1,364 @@
-/* placeholder: being written */
+/* tracesan replay: send a CSV trace to tracesand as LocationBatch messages.
+ *
+ * Values go out as parsed: validating them is the daemon's job, and a
+ * replay of a bad trace is how its rejections get exercised. Only rows that
+ * cannot be parsed at all (wrong field count, text in a number column) are
+ * skipped here.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <zmq.h>
+
+#include "daemon/codec.h"
+#include "tools/commands.h"
+#include "tools/csv.h"
+
+#define ERR_MAX 512
+#define ENDPOINT_MAX 512
+#define DEFAULT_BATCH 100
+/* Messages queued ahead of the daemon; a PUSH socket blocks beyond it. */
+#define SEND_HWM 10000
+/* How long a send may block, and how long queued messages may take to leave
+ * at exit, before replay gives up on an unresponsive daemon. */
+#define SEND_TIMEOUT_MS 60000
+#define LINGER_MS 60000
+/* A PUB socket drops whatever it sends before the subscription arrives. */
+#define PUB_CONNECT_TIMEOUT_S 10.0
+#define PUB_SUBSCRIPTION_GRACE_S 0.2
+#define MAX_SKIP_WARNINGS 100
+
+typedef struct replay_options {
+    const char *endpoint;
+    const char *config_path;
+    const char *overrides[TS_TOOL_MAX_OVERRIDES];
+    size_t n_overrides;
+    double rate;             /* points/s, 0 = unlimited */
+    uint64_t batch;
+    int use_pub;
+    const char *profile;
+    const char *topic;       /* NULL: one-frame messages */
+    const char *input_path;
+} replay_options;
+
+static void usage(FILE *out)
+{
+    fputs(
+        "usage: " TS_TOOL_NAME " replay [--connect ENDPOINT] [--rate N] "
+        "[--batch N]\n"
+        "                       [--socket push|pub] [--profile NAME] "
+        "[--topic T] IN.csv\n"
+        "\n"
+        "Sends the rows of a CSV trace (same format as sanitize reads) to a\n"
+        "running tracesand as LocationBatch messages, in file order. Values\n"
+        "are sent as parsed; the daemon validates them. Rows that cannot be\n"
+        "parsed at all are skipped with a warning.\n"
+        "\n"
+        "options:\n"
+        "  -C, --connect ENDPOINT  the daemon's input endpoint (default: from\n"
+        "                          --config/-o if given, else " TS_TOOL_DEFAULT_INPUT ")\n"
+        "  -r, --rate N            send at most N points per second\n"
+        "  -b, --batch N           updates per message (default 100)\n"
+        "      --socket push|pub   socket type matching input.type pull|sub\n"
+        "                          (default push)\n"
+        "  -p, --profile NAME      profile for rows without one\n"
+        "  -t, --topic T           send two-frame messages [T][payload]\n"
+        "  -c, --config FILE, -o path=value\n"
+        "                          read the default endpoint from a config\n"
+        "  -h, --help              show this help\n"
+        "\n"
+        "Waits until every message has been handed to the network, then\n"
+        "prints 'replay: sent N updates in M messages' on stderr. Exit status\n"
+        "0 on success, 1 on a usage, I/O or connection error.\n",
+        out);
+}
+
+static int parse_options(int argc, char **argv, replay_options *opts)
+{
+    enum { OPT_SOCKET = 1000 };
+    static const struct option long_options[] = {
+        { "connect", required_argument, NULL, 'C' },
+        { "rate", required_argument, NULL, 'r' },
+        { "batch", required_argument, NULL, 'b' },
+        { "socket", required_argument, NULL, OPT_SOCKET },
+        { "profile", required_argument, NULL, 'p' },
+        { "topic", required_argument, NULL, 't' },
+        { "config", required_argument, NULL, 'c' },
+        { "help", no_argument, NULL, 'h' },
+        { NULL, 0, NULL, 0 },
+    };
+    memset(opts, 0, sizeof *opts);
+    opts->batch = DEFAULT_BATCH;
+    int c;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "C:r:b:p:t:c:o:h", long_options,
+                            NULL)) != -1) {
+        switch (c) {
+        case 'C':
+            opts->endpoint = optarg;
+            break;
+        case 'r':
+            if (ts_tool_parse_double(optarg, &opts->rate) != 0 ||
+                !(opts->rate > 0.0)) {
+                fprintf(stderr, TS_TOOL_NAME ": --rate needs a positive "
+                        "number, got '%s'\n", optarg);
+                return -1;
+            }
+            break;
+        case 'b':
+            if (ts_tool_parse_u64(optarg, &opts->batch) != 0 ||
+                opts->batch == 0 || opts->batch > 100000000) {
+                fprintf(stderr, TS_TOOL_NAME ": --batch needs a positive "
+                        "integer, got '%s'\n", optarg);
+                return -1;
+            }
+            break;
+        case OPT_SOCKET:
+            if (strcmp(optarg, "push") == 0) {
+                opts->use_pub = 0;
+            } else if (strcmp(optarg, "pub") == 0) {
+                opts->use_pub = 1;
+            } else {
+                fprintf(stderr, TS_TOOL_NAME ": --socket is push or pub, "
+                        "got '%s'\n", optarg);
+                return -1;
+            }
+            break;
+        case 'p':
+            opts->profile = optarg;
+            break;
+        case 't':
+            opts->topic = optarg;
+            break;
+        case 'c':
+            opts->config_path = optarg;
+            break;
+        case 'o':
+            if (opts->n_overrides == TS_TOOL_MAX_OVERRIDES) {
+                fprintf(stderr, TS_TOOL_NAME ": too many -o overrides\n");
+                return -1;
+            }
+            opts->overrides[opts->n_overrides++] = optarg;
+            break;
+        case 'h':
+            usage(stdout);
+            return 1;
+        default:
+            usage(stderr);
+            return -1;
+        }
+    }
+    if (optind + 1 != argc) {
+        fprintf(stderr, TS_TOOL_NAME ": replay needs exactly one input file "
+                "('-' for stdin)\n");
+        usage(stderr);
+        return -1;
+    }
+    opts->input_path = argv[optind];
+    return 0;
+}
+
+typedef struct sender {
+    void *socket;
+    const char *topic;
+    ts_buf payload;
+    size_t pending;          /* updates encoded into payload */
+    uint64_t updates_sent;
+    uint64_t messages_sent;
+    double rate;
+    double started;
+} sender;
+
+static int send_part(void *socket, const void *data, size_t len, int flags)
+{
+    for (;;) {
+        if (zmq_send(socket, data, len, flags) >= 0)
+            return 0;
+        if (zmq_errno() != EINTR)
+            return -1;
+    }
+}
+
+static int flush_batch(sender *s)
+{
+    if (s->pending == 0)
+        return 0;
+    if ((s->topic != NULL &&
+         send_part(s->socket, s->topic, strlen(s->topic), ZMQ_SNDMORE) != 0) ||
+        send_part(s->socket, s->payload.data, s->payload.len, 0) != 0) {
+        if (zmq_errno() == EAGAIN)
+            fprintf(stderr, TS_TOOL_NAME ": replay: the daemon accepted "
+                    "nothing for %d s; giving up\n", SEND_TIMEOUT_MS / 1000);
+        else
+            fprintf(stderr, TS_TOOL_NAME ": replay: send failed: %s\n",
+                    zmq_strerror(zmq_errno()));
+        return -1;
+    }
+    s->updates_sent += s->pending;
+    s->messages_sent++;
+    s->pending = 0;
+    ts_buf_reset(&s->payload);
+    if (s->rate > 0.0) {
+        /* Paced against the start, so sleep overshoot does not accumulate
+         * into a lower average rate. */
+        double due = s->started + (double)s->updates_sent / s->rate;
+        ts_tool_sleep(due - ts_tool_now());
+    }
+    return 0;
+}
+
+static int wait_for_subscriber(void *monitor)
+{
+    double deadline = ts_tool_now() + PUB_CONNECT_TIMEOUT_S;
+    for (;;) {
+        double left = deadline - ts_tool_now();
+        if (left <= 0.0)
+            return -1;
+        zmq_pollitem_t item = { .socket = monitor, .events = ZMQ_POLLIN };
+        int rc = zmq_poll(&item, 1, (long)(left * 1000.0) + 1);
+        if (rc < 0 && zmq_errno() != EINTR)
+            return -1;
+        if (rc > 0) {
+            int event = ts_tool_monitor_read(monitor);
+            if (event < 0)
+                return -1;
+            if (event == 1) {
+                ts_tool_sleep(PUB_SUBSCRIPTION_GRACE_S);
+                return 0;
+            }
+        }
+    }
+}
+
+static int set_int_option(void *socket, int option, int value)
+{
+    return zmq_setsockopt(socket, option, &value, sizeof value);
+}
+
+int cmd_replay(int argc, char **argv)
+{
+    replay_options opts;
+    int rc = parse_options(argc, argv, &opts);
+    if (rc != 0)
+        return rc > 0 ? 0 : 1;
+
+    char err[ERR_MAX];
+    char endpoint[ENDPOINT_MAX];
+    if (opts.endpoint != NULL) {
+        snprintf(endpoint, sizeof endpoint, "%s", opts.endpoint);
+    } else if (ts_tool_default_endpoint(opts.config_path, opts.overrides,
+                                        opts.n_overrides, 1, endpoint,
+                                        sizeof endpoint, err,
+                                        sizeof err) != 0) {
+        fprintf(stderr, TS_TOOL_NAME ": %s\n", err);
+        return 1;
+    }
+
+    ts_csv_reader *reader = ts_csv_open(opts.input_path, err, sizeof err);
+    if (reader == NULL) {
+        fprintf(stderr, TS_TOOL_NAME ": %s\n", err);
+        return 1;
+    }
+
+    int status = 1;
+    sender s = { .topic = opts.topic, .rate = opts.rate };
+    void *monitor = NULL;
+    void *context = zmq_ctx_new();
+    if (context == NULL) {
+        fprintf(stderr, TS_TOOL_NAME ": cannot create ZeroMQ context\n");
+        goto out;
+    }
+    s.socket = zmq_socket(context, opts.use_pub ? ZMQ_PUB : ZMQ_PUSH);
+    if (s.socket == NULL ||
+        set_int_option(s.socket, ZMQ_SNDHWM, SEND_HWM) != 0 ||
+        set_int_option(s.socket, ZMQ_SNDTIMEO, SEND_TIMEOUT_MS) != 0 ||
+        set_int_option(s.socket, ZMQ_LINGER, LINGER_MS) != 0) {
+        fprintf(stderr, TS_TOOL_NAME ": cannot set up the socket: %s\n",
+                zmq_strerror(zmq_errno()));
+        goto out;
+    }
+    if (opts.use_pub) {
+        monitor = ts_tool_monitor_open(context, s.socket, "replay");
+        if (monitor == NULL) {
+            fprintf(stderr, TS_TOOL_NAME ": cannot monitor the socket: %s\n",
+                    zmq_strerror(zmq_errno()));
+            goto out;
+        }
+    }
+    if (zmq_connect(s.socket, endpoint) != 0) {
+        fprintf(stderr, TS_TOOL_NAME ": cannot connect to %s: %s\n", endpoint,
+                zmq_strerror(zmq_errno()));
+        goto out;
+    }
+    if (monitor != NULL && wait_for_subscriber(monitor) != 0) {
+        fprintf(stderr, TS_TOOL_NAME ": no subscriber at %s within %.0f s\n",
+                endpoint, PUB_CONNECT_TIMEOUT_S);
+        goto out;
+    }
+
+    s.started = ts_tool_now();
+    uint64_t skipped = 0;
+    ts_csv_row row;
+    for (;;) {
+        rc = ts_csv_read(reader, &row, err, sizeof err);
+        if (rc == TS_CSV_EOF)
+            break;
+        if (rc == TS_CSV_IO_ERROR) {
+            fprintf(stderr, TS_TOOL_NAME ": %s: %s\n", opts.input_path, err);
+            goto out;
+        }
+        if (rc == TS_CSV_BAD_ROW) {
+            if (++skipped <= MAX_SKIP_WARNINGS)
+                fprintf(stderr, TS_TOOL_NAME ": line %zu: skipped: %s\n",
+                        row.line, err);
+            continue;
+        }
+        ts_input input = {
+            .user_id = row.user,
+            .ts_ms = row.ts_ms,
+            .lat = row.lat,
+            .lon = row.lon,
+            .has_accuracy = row.has_accuracy,
+            .accuracy_m = row.accuracy_m,
+            .profile = row.profile != NULL ? row.profile : opts.profile,
+        };
+        /* Repeated fields concatenate, so appending one update at a time
+         * builds the batch without keeping rows around. */
+        if (ts_codec_encode_batch(&input, 1, &s.payload) != 0) {
+            fprintf(stderr, TS_TOOL_NAME ": out of memory\n");
+            goto out;
+        }
+        if (++s.pending == opts.batch && flush_batch(&s) != 0)
+            goto out;
+    }
+    if (flush_batch(&s) != 0)
+        goto out;
+    if (skipped > MAX_SKIP_WARNINGS)
+        fprintf(stderr, TS_TOOL_NAME ": %" PRIu64 " unparsable rows skipped\n",
+                skipped);
+    status = 0;
+
+out:
+    ts_csv_close(reader);
+    ts_buf_free(&s.payload);
+    if (monitor != NULL)
+        zmq_close(monitor);
+    if (s.socket != NULL) {
+        /* After a failure nothing queued is worth waiting for. */
+        if (status != 0)
+            set_int_option(s.socket, ZMQ_LINGER, 0);
+        zmq_close(s.socket);
+    }
+    if (context != NULL)
+        zmq_ctx_term(context); /* blocks until queued messages are sent */
+    if (status == 0)
+        fprintf(stderr,
+                "replay: sent %" PRIu64 " updates in %" PRIu64 " messages\n",
+                s.updates_sent, s.messages_sent);
+    return status;
+}

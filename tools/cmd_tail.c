@@ -1,1 +1,472 @@
-/* placeholder: being written */
+/* tracesan tail: print tracesand's feed as CSV.
+ *
+ * Sanitized messages become the same CSV rows `tracesan sanitize` writes;
+ * rejections go to a separate CSV. A message that does not decode is
+ * skipped with a warning: the feed is input to this tool and may be
+ * anything.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zmq.h>
+
+#include "daemon/codec.h"
+#include "daemon/pipeline.h"
+#include "tools/commands.h"
+#include "tools/csv.h"
+
+#define ERR_MAX 512
+#define ENDPOINT_MAX 512
+#define MAX_TOPICS 64
+#define RECEIVE_HWM 1000000
+/* After the connection is reported, the subscription still has to reach
+ * the publisher; until it does, the publisher drops our messages. */
+#define SUBSCRIPTION_GRACE_S 0.2
+/* Messages handled between flushes and deadline checks. */
+#define DRAIN_BUDGET 4096
+#define MAX_SKIP_WARNINGS 20
+#define STDOUT_BUFFER_BYTES (256 * 1024)
+
+typedef struct tail_options {
+    const char *endpoint;
+    const char *config_path;
+    const char *overrides[TS_TOOL_MAX_OVERRIDES];
+    size_t n_overrides;
+    const char *topics[MAX_TOPICS];
+    size_t n_topics;
+    uint64_t count;          /* 0 = unlimited */
+    double timeout_s;        /* 0 = none */
+    const char *rejections_path;
+    const char *ready_path;
+} tail_options;
+
+typedef struct tail_state {
+    FILE *rejections;
+    uint64_t received;       /* sanitized + rejected */
+    uint64_t skipped;
+} tail_state;
+
+static volatile sig_atomic_t stop_requested;
+
+static void on_stop_signal(int signum)
+{
+    (void)signum;
+    stop_requested = 1;
+}
+
+static void usage(FILE *out)
+{
+    fputs(
+        "usage: " TS_TOOL_NAME " tail [--connect ENDPOINT] [--topic T]... "
+        "[--count N]\n"
+        "                     [--timeout S] [--rejections FILE] "
+        "[--ready-file F]\n"
+        "\n"
+        "Subscribes to tracesand's output and prints sanitized points on\n"
+        "stdout as CSV with the header\n"
+        "  " TS_CSV_SANITIZED_HEADER "\n"
+        "(the same format as 'tracesan sanitize') and rejections as CSV with\n"
+        "the header\n"
+        "  " TS_CSV_REJECTED_HEADER "\n"
+        "\n"
+        "options:\n"
+        "  -C, --connect ENDPOINT  the daemon's output endpoint (default: from\n"
+        "                          --config/-o if given, else " TS_TOOL_DEFAULT_OUTPUT ")\n"
+        "  -t, --topic T           subscribe to topics starting with T, e.g.\n"
+        "                          sanitized.geoind or rejected; repeatable;\n"
+        "                          default: everything\n"
+        "  -n, --count N           exit after N messages (sanitized + rejected)\n"
+        "  -T, --timeout S         exit after S seconds (float) without a message\n"
+        "  -r, --rejections FILE   write rejections there (default stderr)\n"
+        "  -R, --ready-file F      create F once the subscription is connected\n"
+        "                          (scripts wait for it before sending)\n"
+        "  -c, --config FILE, -o path=value\n"
+        "                          read the default endpoint from a config\n"
+        "  -h, --help              show this help\n"
+        "\n"
+        "Runs until --count, --timeout, SIGINT or SIGTERM; exit status 0, or\n"
+        "1 on a usage or connection error.\n",
+        out);
+}
+
+static int parse_options(int argc, char **argv, tail_options *opts)
+{
+    static const struct option long_options[] = {
+        { "connect", required_argument, NULL, 'C' },
+        { "topic", required_argument, NULL, 't' },
+        { "count", required_argument, NULL, 'n' },
+        { "timeout", required_argument, NULL, 'T' },
+        { "rejections", required_argument, NULL, 'r' },
+        { "ready-file", required_argument, NULL, 'R' },
+        { "config", required_argument, NULL, 'c' },
+        { "help", no_argument, NULL, 'h' },
+        { NULL, 0, NULL, 0 },
+    };
+    memset(opts, 0, sizeof *opts);
+    int c;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "C:t:n:T:r:R:c:o:h", long_options,
+                            NULL)) != -1) {
+        switch (c) {
+        case 'C':
+            opts->endpoint = optarg;
+            break;
+        case 't':
+            if (opts->n_topics == MAX_TOPICS) {
+                fprintf(stderr, TS_TOOL_NAME ": too many --topic options\n");
+                return -1;
+            }
+            opts->topics[opts->n_topics++] = optarg;
+            break;
+        case 'n':
+            if (ts_tool_parse_u64(optarg, &opts->count) != 0 ||
+                opts->count == 0) {
+                fprintf(stderr, TS_TOOL_NAME ": --count needs a positive "
+                        "integer, got '%s'\n", optarg);
+                return -1;
+            }
+            break;
+        case 'T':
+            if (ts_tool_parse_double(optarg, &opts->timeout_s) != 0 ||
+                !(opts->timeout_s > 0.0)) {
+                fprintf(stderr, TS_TOOL_NAME ": --timeout needs a positive "
+                        "number of seconds, got '%s'\n", optarg);
+                return -1;
+            }
+            break;
+        case 'r':
+            opts->rejections_path = optarg;
+            break;
+        case 'R':
+            opts->ready_path = optarg;
+            break;
+        case 'c':
+            opts->config_path = optarg;
+            break;
+        case 'o':
+            if (opts->n_overrides == TS_TOOL_MAX_OVERRIDES) {
+                fprintf(stderr, TS_TOOL_NAME ": too many -o overrides\n");
+                return -1;
+            }
+            opts->overrides[opts->n_overrides++] = optarg;
+            break;
+        case 'h':
+            usage(stdout);
+            return 1;
+        default:
+            usage(stderr);
+            return -1;
+        }
+    }
+    if (optind != argc) {
+        fprintf(stderr, TS_TOOL_NAME ": tail: unexpected argument '%s'\n",
+                argv[optind]);
+        usage(stderr);
+        return -1;
+    }
+    return 0;
+}
+
+static void skip_message(tail_state *state, const char *why)
+{
+    if (++state->skipped <= MAX_SKIP_WARNINGS)
+        fprintf(stderr, TS_TOOL_NAME ": tail: skipping a message: %s\n", why);
+}
+
+static const char *reason_name(int reason)
+{
+    if (reason <= TS_REASON_NONE || reason >= TS_REASON_COUNT)
+        return "unknown";
+    return ts_reason_name((ts_reason)reason);
+}
+
+static int print_sanitized(tail_state *state, const zmq_msg_t *payload)
+{
+    Tracesan__V1__SanitizedLocation *location =
+        tracesan__v1__sanitized_location__unpack(
+            NULL, zmq_msg_size(payload), zmq_msg_data((zmq_msg_t *)payload));
+    if (location == NULL) {
+        skip_message(state, "payload is not a SanitizedLocation");
+        return 0;
+    }
+    ts_csv_sanitized row = {
+        .user = location->user_id != NULL ? location->user_id : "",
+        .ts_ms = location->has_timestamp_ms ? location->timestamp_ms : 0,
+        .lat = location->lat,
+        .lon = location->lon,
+        .mechanism = location->mechanism != NULL ? location->mechanism : "",
+        .eps_point = location->eps_point,
+        .eps_spent = location->eps_spent_window,
+        .eps_remaining = location->eps_remaining,
+        .profile = location->profile != NULL ? location->profile : "",
+        .has_predicted = location->has_predicted,
+        .predicted = location->predicted,
+    };
+    int rc = ts_csv_write_sanitized(stdout, &row);
+    tracesan__v1__sanitized_location__free_unpacked(location, NULL);
+    state->received++;
+    return rc;
+}
+
+static int print_rejection(tail_state *state, const zmq_msg_t *payload)
+{
+    Tracesan__V1__Rejection *rejection = tracesan__v1__rejection__unpack(
+        NULL, zmq_msg_size(payload), zmq_msg_data((zmq_msg_t *)payload));
+    if (rejection == NULL) {
+        skip_message(state, "payload is not a Rejection");
+        return 0;
+    }
+    ts_csv_rejected row = {
+        .user = rejection->user_id,
+        .has_ts = rejection->has_timestamp_ms,
+        .ts_ms = rejection->timestamp_ms,
+        .reason = reason_name(rejection->has_reason ? (int)rejection->reason
+                                                    : 0),
+        .profile = rejection->profile,
+        .detail = rejection->detail,
+    };
+    int rc = ts_csv_write_rejected(state->rejections, &row);
+    tracesan__v1__rejection__free_unpacked(rejection, NULL);
+    state->received++;
+    return rc;
+}
+
+static int topic_is(const zmq_msg_t *topic, const char *name, int prefix)
+{
+    size_t len = strlen(name);
+    size_t size = zmq_msg_size(topic);
+    if (size < len || (!prefix && size != len))
+        return 0;
+    return memcmp(zmq_msg_data((zmq_msg_t *)topic), name, len) == 0;
+}
+
+/* Receives one [topic][payload] message without waiting. Returns 1 when
+ * one was handled, 0 when none is pending, -1 on an output error. */
+static int receive_one(void *socket, tail_state *state, zmq_msg_t *topic,
+                       zmq_msg_t *payload)
+{
+    if (zmq_msg_recv(topic, socket, ZMQ_DONTWAIT) < 0)
+        return 0;
+    size_t frames = 1;
+    int have_payload = 0;
+    while (zmq_msg_more(frames == 1 ? topic : payload)) {
+        if (zmq_msg_recv(payload, socket, 0) < 0) {
+            if (zmq_errno() == EINTR)
+                continue;
+            break;
+        }
+        frames++;
+        have_payload = 1;
+    }
+    if (frames != 2 || !have_payload) {
+        skip_message(state, "expected two frames [topic][payload]");
+        return 1;
+    }
+    if (topic_is(topic, TS_TOPIC_SANITIZED_PREFIX, 1))
+        return print_sanitized(state, payload) == 0 ? 1 : -1;
+    if (topic_is(topic, TS_TOPIC_REJECTED, 0))
+        return print_rejection(state, payload) == 0 ? 1 : -1;
+    skip_message(state, "unknown topic");
+    return 1;
+}
+
+static int create_ready_file(const char *path)
+{
+    FILE *file = fopen(path, "w");
+    if (file == NULL)
+        return -1;
+    return fclose(file) == 0 ? 0 : -1;
+}
+
+static int set_int_option(void *socket, int option, int value)
+{
+    return zmq_setsockopt(socket, option, &value, sizeof value);
+}
+
+static int flush_outputs(FILE *rejections)
+{
+    int rc = 0;
+    if (fflush(stdout) != 0)
+        rc = -1;
+    if (fflush(rejections) != 0)
+        rc = -1;
+    return rc;
+}
+
+int cmd_tail(int argc, char **argv)
+{
+    tail_options opts;
+    int rc = parse_options(argc, argv, &opts);
+    if (rc != 0)
+        return rc > 0 ? 0 : 1;
+
+    char err[ERR_MAX];
+    char endpoint[ENDPOINT_MAX];
+    if (opts.endpoint != NULL) {
+        snprintf(endpoint, sizeof endpoint, "%s", opts.endpoint);
+    } else if (ts_tool_default_endpoint(opts.config_path, opts.overrides,
+                                        opts.n_overrides, 0, endpoint,
+                                        sizeof endpoint, err,
+                                        sizeof err) != 0) {
+        fprintf(stderr, TS_TOOL_NAME ": %s\n", err);
+        return 1;
+    }
+
+    int status = 1;
+    tail_state state = { .rejections = stderr };
+    void *context = NULL;
+    void *socket = NULL;
+    void *monitor = NULL;
+    zmq_msg_t topic;
+    zmq_msg_t payload;
+    zmq_msg_init(&topic);
+    zmq_msg_init(&payload);
+
+    if (opts.rejections_path != NULL) {
+        state.rejections = fopen(opts.rejections_path, "w");
+        if (state.rejections == NULL) {
+            fprintf(stderr, TS_TOOL_NAME ": %s: %s\n", opts.rejections_path,
+                    strerror(errno));
+            state.rejections = stderr;
+            goto out;
+        }
+    }
+    static char stdout_buffer[STDOUT_BUFFER_BYTES];
+    setvbuf(stdout, stdout_buffer, _IOFBF, sizeof stdout_buffer);
+    if (ts_csv_write_sanitized_header(stdout) != 0 ||
+        ts_csv_write_rejected_header(state.rejections) != 0 ||
+        flush_outputs(state.rejections) != 0)
+        goto write_error;
+
+    struct sigaction action;
+    memset(&action, 0, sizeof action);
+    action.sa_handler = on_stop_signal;
+    sigemptyset(&action.sa_mask);
+    /* No SA_RESTART: zmq_poll must return so the loop sees the request. */
+    sigaction(SIGINT, &action, NULL);
+    sigaction(SIGTERM, &action, NULL);
+
+    context = zmq_ctx_new();
+    socket = context != NULL ? zmq_socket(context, ZMQ_SUB) : NULL;
+    if (socket == NULL ||
+        set_int_option(socket, ZMQ_RCVHWM, RECEIVE_HWM) != 0 ||
+        set_int_option(socket, ZMQ_LINGER, 0) != 0) {
+        fprintf(stderr, TS_TOOL_NAME ": cannot set up the socket: %s\n",
+                zmq_strerror(zmq_errno()));
+        goto out;
+    }
+    if (opts.n_topics == 0)
+        opts.topics[opts.n_topics++] = "";
+    for (size_t i = 0; i < opts.n_topics; i++) {
+        if (zmq_setsockopt(socket, ZMQ_SUBSCRIBE, opts.topics[i],
+                           strlen(opts.topics[i])) != 0) {
+            fprintf(stderr, TS_TOOL_NAME ": cannot subscribe: %s\n",
+                    zmq_strerror(zmq_errno()));
+            goto out;
+        }
+    }
+    if (opts.ready_path != NULL) {
+        monitor = ts_tool_monitor_open(context, socket, "tail");
+        if (monitor == NULL) {
+            fprintf(stderr, TS_TOOL_NAME ": cannot monitor the socket: %s\n",
+                    zmq_strerror(zmq_errno()));
+            goto out;
+        }
+    }
+    if (zmq_connect(socket, endpoint) != 0) {
+        fprintf(stderr, TS_TOOL_NAME ": cannot connect to %s: %s\n", endpoint,
+                zmq_strerror(zmq_errno()));
+        goto out;
+    }
+
+    double last_activity = ts_tool_now();
+    double ready_at = -1.0;  /* when to create the ready file */
+    int ready_done = opts.ready_path == NULL;
+    int done = 0;
+    while (!done && !stop_requested) {
+        double now = ts_tool_now();
+        if (!ready_done && ready_at >= 0.0 && now >= ready_at) {
+            if (create_ready_file(opts.ready_path) != 0) {
+                fprintf(stderr, TS_TOOL_NAME ": %s: %s\n", opts.ready_path,
+                        strerror(errno));
+                goto out;
+            }
+            ready_done = 1;
+        }
+        if (opts.timeout_s > 0.0 && now - last_activity >= opts.timeout_s)
+            break;
+
+        double wait_s = -1.0;
+        if (opts.timeout_s > 0.0)
+            wait_s = last_activity + opts.timeout_s - now;
+        if (!ready_done && ready_at >= 0.0 &&
+            (wait_s < 0.0 || ready_at - now < wait_s))
+            wait_s = ready_at - now;
+        long wait_ms = wait_s < 0.0 ? -1 : (long)(wait_s * 1000.0) + 1;
+
+        zmq_pollitem_t items[2] = {
+            { .socket = socket, .events = ZMQ_POLLIN },
+            { .socket = monitor, .events = ZMQ_POLLIN },
+        };
+        int polled = zmq_poll(items, monitor != NULL ? 2 : 1, wait_ms);
+        if (polled < 0) {
+            if (zmq_errno() == EINTR)
+                continue;
+            fprintf(stderr, TS_TOOL_NAME ": poll failed: %s\n",
+                    zmq_strerror(zmq_errno()));
+            goto out;
+        }
+        if (monitor != NULL && (items[1].revents & ZMQ_POLLIN)) {
+            while ((rc = ts_tool_monitor_read(monitor)) != 0) {
+                if (rc == 1 && ready_at < 0.0)
+                    ready_at = ts_tool_now() + SUBSCRIPTION_GRACE_S;
+                if (rc < 0)
+                    break;
+            }
+        }
+        if (items[0].revents & ZMQ_POLLIN) {
+            uint64_t before = state.received;
+            for (int n = 0; n < DRAIN_BUDGET; n++) {
+                rc = receive_one(socket, &state, &topic, &payload);
+                if (rc < 0)
+                    goto write_error;
+                if (rc == 0)
+                    break;
+                if (opts.count > 0 && state.received >= opts.count) {
+                    done = 1;
+                    break;
+                }
+            }
+            if (state.received != before)
+                last_activity = ts_tool_now();
+            if (flush_outputs(state.rejections) != 0)
+                goto write_error;
+        }
+    }
+    if (flush_outputs(state.rejections) != 0)
+        goto write_error;
+    if (state.skipped > MAX_SKIP_WARNINGS)
+        fprintf(stderr, TS_TOOL_NAME ": tail: %" PRIu64
+                " undecodable messages skipped\n", state.skipped);
+    status = 0;
+    goto out;
+
+write_error:
+    fprintf(stderr, TS_TOOL_NAME ": cannot write the output\n");
+out:
+    zmq_msg_close(&topic);
+    zmq_msg_close(&payload);
+    if (monitor != NULL)
+        zmq_close(monitor);
+    if (socket != NULL)
+        zmq_close(socket);
+    if (context != NULL)
+        zmq_ctx_term(context);
+    if (state.rejections != stderr && state.rejections != NULL)
+        fclose(state.rejections);
+    return status;
+}
