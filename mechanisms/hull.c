@@ -1,0 +1,193 @@
+#include "mechanisms/hull.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+/* > 0 when o -> a -> b turns left (counter-clockwise). */
+static double turn(pim_vec2 o, pim_vec2 a, pim_vec2 b)
+{
+    return (a.x - o.x) * (b.y - o.y) - (a.y - o.y) * (b.x - o.x);
+}
+
+static int lexicographic(const void *pa, const void *pb)
+{
+    const pim_vec2 *a = pa, *b = pb;
+    if (a->x != b->x)
+        return a->x < b->x ? -1 : 1;
+    if (a->y != b->y)
+        return a->y < b->y ? -1 : 1;
+    return 0;
+}
+
+static int lex_less(pim_vec2 a, pim_vec2 b)
+{
+    return a.x < b.x || (a.x == b.x && a.y < b.y);
+}
+
+/* Rotate v[0..n) left by `by` places in place (three reversals). */
+static void reverse(pim_vec2 *v, size_t lo, size_t hi)
+{
+    while (lo + 1 < hi) {
+        pim_vec2 t = v[lo];
+        v[lo++] = v[--hi];
+        v[hi] = t;
+    }
+}
+
+static void rotate_to_smallest(pim_vec2 *v, size_t n)
+{
+    size_t best = 0;
+    for (size_t i = 1; i < n; i++)
+        if (lex_less(v[i], v[best]))
+            best = i;
+    if (best == 0)
+        return;
+    reverse(v, 0, best);
+    reverse(v, best, n);
+    reverse(v, 0, n);
+}
+
+size_t pim_convex_hull(pim_vec2 *points, size_t n, pim_vec2 *hull)
+{
+    if (n == 0)
+        return 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!isfinite(points[i].x) || !isfinite(points[i].y))
+            return 0;
+        points[i].x += 0.0; /* -0.0 + 0.0 == +0.0 */
+        points[i].y += 0.0;
+    }
+    qsort(points, n, sizeof *points, lexicographic);
+    /* Exact duplicates would otherwise survive as a zero-length edge when
+     * every point is the same one. */
+    size_t m = 1;
+    for (size_t i = 1; i < n; i++)
+        if (points[i].x != points[m - 1].x || points[i].y != points[m - 1].y)
+            points[m++] = points[i];
+    if (m == 1) {
+        hull[0] = points[0];
+        return 1;
+    }
+
+    /* Lower chain left to right, then upper chain right to left; popping
+     * on turn <= 0 drops collinear points. The first point is pushed again
+     * at the end and then discarded. */
+    size_t k = 0;
+    for (size_t i = 0; i < m; i++) {
+        while (k >= 2 && turn(hull[k - 2], hull[k - 1], points[i]) <= 0.0)
+            k--;
+        hull[k++] = points[i];
+    }
+    size_t lower = k + 1;
+    for (size_t i = m - 1; i-- > 0;) {
+        while (k >= lower && turn(hull[k - 2], hull[k - 1], points[i]) <= 0.0)
+            k--;
+        hull[k++] = points[i];
+    }
+    /* The sorted order starts the lower chain at the smallest point, which
+     * is the output convention already. */
+    return k - 1;
+}
+
+/* Angular order of edge directions in [0, 2 pi) without atan2: upper half
+ * (angle in [0, pi)) first, then by cross product within a half. */
+static int upper_half(pim_vec2 d)
+{
+    return d.y > 0.0 || (d.y == 0.0 && d.x > 0.0);
+}
+
+/* -1, 0, 1 as the angle of a is smaller, equal, larger than that of b. */
+static int angle_compare(pim_vec2 a, pim_vec2 b)
+{
+    int ha = upper_half(a), hb = upper_half(b);
+    if (ha != hb)
+        return ha ? -1 : 1;
+    double c = a.x * b.y - a.y * b.x;
+    return c > 0.0 ? -1 : (c < 0.0 ? 1 : 0);
+}
+
+/* Index of the vertex with the smallest y (then smallest x) of sign * v:
+ * the walk along the boundary from there visits edges in increasing angle
+ * from 0 to 2 pi. */
+static size_t bottom_index(const pim_vec2 *v, size_t n, double sign)
+{
+    size_t best = 0;
+    for (size_t i = 1; i < n; i++) {
+        double y = sign * v[i].y, by = sign * v[best].y;
+        if (y < by || (y == by && sign * v[i].x < sign * v[best].x))
+            best = i;
+    }
+    return best;
+}
+
+typedef struct chain {
+    const pim_vec2 *v;
+    size_t n, start, edges;
+    double sign;
+} chain;
+
+static chain chain_of(const pim_vec2 *v, size_t n, double sign)
+{
+    return (chain){v, n, bottom_index(v, n, sign), n >= 2 ? n : 0, sign};
+}
+
+/* Vertex reached after `step` edges, without the sign applied. */
+static pim_vec2 chain_vertex(const chain *c, size_t step)
+{
+    return c->v[(c->start + step) % c->n];
+}
+
+static pim_vec2 chain_edge(const chain *c, size_t step)
+{
+    pim_vec2 a = chain_vertex(c, step), b = chain_vertex(c, step + 1);
+    /* For sign -1 this is a - b: the exact negation of b - a. */
+    return c->sign > 0 ? (pim_vec2){b.x - a.x, b.y - a.y}
+                       : (pim_vec2){a.x - b.x, a.y - b.y};
+}
+
+/* P + sign * Q by merging the two edge sequences. Each output vertex is
+ * formed by a single addition or subtraction of two input vertices, never
+ * by accumulating edges, so rounding does not build up around the loop. */
+static size_t merge(const pim_vec2 *p, size_t np, const pim_vec2 *q, size_t nq,
+                    double sign, pim_vec2 *out)
+{
+    if (np == 0 || nq == 0)
+        return 0;
+    chain cp = chain_of(p, np, 1.0), cq = chain_of(q, nq, sign);
+    size_t i = 0, j = 0, count = 0;
+    for (;;) {
+        pim_vec2 a = chain_vertex(&cp, i), b = chain_vertex(&cq, j);
+        out[count++] = sign > 0 ? (pim_vec2){a.x + b.x, a.y + b.y}
+                                : (pim_vec2){a.x - b.x, a.y - b.y};
+        if (i == cp.edges && j == cq.edges)
+            break;
+        int order;
+        if (j == cq.edges)
+            order = -1;
+        else if (i == cp.edges)
+            order = 1;
+        else
+            order = angle_compare(chain_edge(&cp, i), chain_edge(&cq, j));
+        /* Parallel edges of the same direction become one edge of the sum:
+         * advancing both keeps the output free of collinear vertices. */
+        if (order <= 0)
+            i++;
+        if (order >= 0)
+            j++;
+        if (i == cp.edges && j == cq.edges)
+            break; /* back at the start vertex */
+    }
+    rotate_to_smallest(out, count);
+    return count;
+}
+
+size_t pim_minkowski_sum(const pim_vec2 *p, size_t np, const pim_vec2 *q,
+                         size_t nq, pim_vec2 *sum)
+{
+    return merge(p, np, q, nq, 1.0, sum);
+}
+
+size_t pim_sensitivity_hull(const pim_vec2 *hull, size_t h, pim_vec2 *k)
+{
+    return merge(hull, h, hull, h, -1.0, k);
+}

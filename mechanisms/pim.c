@@ -1,0 +1,155 @@
+#include "mechanisms/pim.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Sizes for n cells: the centres' hull needs a 2n stack, the squares' hull
+ * has at most n + 4 vertices, and K at most twice that. */
+#define HULL_ROOM(n) ((n) + 4)
+#define K_ROOM(n) (2 * ((n) + 4))
+
+void pim_context_init(pim_context *ctx)
+{
+    memset(ctx, 0, sizeof *ctx);
+}
+
+void pim_context_free(pim_context *ctx)
+{
+    free(ctx->hull);
+    free(ctx->k);
+    free(ctx->k_iso);
+    free(ctx->k_iso_forms);
+    free(ctx->k_iso_fan);
+    free(ctx->scratch);
+    pim_context_init(ctx);
+}
+
+static int reserve(pim_context *ctx, size_t n)
+{
+    if (n <= ctx->capacity)
+        return 0;
+    /* 3n scratch: n sorted centres followed by the 2n hull stack. */
+    if (n > (SIZE_MAX / sizeof(pim_vec2) - 8) / 3)
+        return -1;
+    pim_context_free(ctx);
+    ctx->scratch = malloc(3 * n * sizeof *ctx->scratch);
+    ctx->hull = malloc(HULL_ROOM(n) * sizeof *ctx->hull);
+    ctx->k = malloc(K_ROOM(n) * sizeof *ctx->k);
+    ctx->k_iso = malloc(K_ROOM(n) * sizeof *ctx->k_iso);
+    ctx->k_iso_forms = malloc(K_ROOM(n) * sizeof *ctx->k_iso_forms);
+    ctx->k_iso_fan = malloc(K_ROOM(n) * sizeof *ctx->k_iso_fan);
+    if (!ctx->scratch || !ctx->hull || !ctx->k || !ctx->k_iso ||
+        !ctx->k_iso_forms || !ctx->k_iso_fan) {
+        pim_context_free(ctx);
+        return -1;
+    }
+    ctx->capacity = n;
+    return 0;
+}
+
+static int build(pim_context *ctx, const pim_vec2 *centres, size_t n,
+                 double cell_m)
+{
+    if (n == 0 || !(cell_m > 0.0) || !isfinite(cell_m))
+        return -1;
+    if (reserve(ctx, n) != 0)
+        return -1;
+
+    pim_vec2 *sorted = ctx->scratch, *stack = ctx->scratch + n;
+    memcpy(sorted, centres, n * sizeof *sorted);
+    size_t centre_count = pim_convex_hull(sorted, n, stack);
+    if (centre_count == 0)
+        return -1;
+
+    /* Conv(centres + square) = Conv(centres) + square: the same hull as of
+     * the 4n corners, in O(h) instead of sorting 4n points, and without
+     * near-duplicate corners of neighbouring cells. */
+    double half = 0.5 * cell_m;
+    const pim_vec2 square[4] = {
+        {-half, -half}, {half, -half}, {half, half}, {-half, half}};
+    ctx->hull_count = pim_minkowski_sum(stack, centre_count, square, 4, ctx->hull);
+    size_t count = pim_sensitivity_hull(ctx->hull, ctx->hull_count, ctx->k);
+    if (count < 4) /* K contains [-cell, cell]^2: at least a quadrilateral */
+        return -1;
+
+    ctx->area_k = pim_polygon_area(ctx->k, count);
+    if (pim_polygon_second_moment(ctx->k, count, &ctx->moment) != 0 ||
+        pim_isotropic_transform(ctx->moment, &ctx->transform, &ctx->inverse) != 0)
+        return -1;
+    ctx->det_transform = pim_mat2_det(ctx->transform);
+
+    /* T is symmetric positive definite, so it preserves orientation and
+     * K_I stays counter-clockwise and convex. */
+    for (size_t i = 0; i < count; i++)
+        ctx->k_iso[i] = pim_mat2_apply(ctx->transform, ctx->k[i]);
+    if (pim_polygon_fan_table(ctx->k_iso, count, ctx->k_iso_fan) != 0 ||
+        pim_gauge_prepare(ctx->k_iso, count, ctx->k_iso_forms) != 0)
+        return -1;
+    ctx->area_k_iso = ctx->k_iso_fan[count - 3];
+    if (!(ctx->det_transform > 0.0) || !isfinite(ctx->area_k) ||
+        !(ctx->area_k > 0.0) || !(ctx->area_k_iso > 0.0))
+        return -1;
+    ctx->k_count = count;
+    return 0;
+}
+
+int pim_context_build(pim_context *ctx, const pim_vec2 *centres, size_t n,
+                      double cell_m)
+{
+    ctx->k_count = 0;
+    ctx->hull_count = 0;
+    if (build(ctx, centres, n, cell_m) != 0) {
+        ctx->k_count = 0;
+        return -1;
+    }
+    return 0;
+}
+
+static int usable(const pim_context *ctx, double eps)
+{
+    return ctx->k_count >= 4 && eps > 0.0 && isfinite(eps);
+}
+
+int pim_sample(const pim_context *ctx, pim_vec2 released, double eps,
+               ts_rng *rng, pim_vec2 *z)
+{
+    if (!usable(ctx, eps) || !isfinite(released.x) || !isfinite(released.y))
+        return -1;
+    pim_vec2 direction = pim_uniform_in_polygon(ctx->k_iso, ctx->k_count,
+                                                ctx->k_iso_fan, rng);
+    double radius = ts_rng_gamma_int(rng, 3, 1.0 / eps);
+    pim_vec2 offset = pim_mat2_apply(ctx->inverse, direction);
+    pim_vec2 out = {released.x + radius * offset.x, released.y + radius * offset.y};
+    if (!isfinite(out.x) || !isfinite(out.y))
+        return -1;
+    *z = out;
+    return 0;
+}
+
+double pim_k_norm(const pim_context *ctx, pim_vec2 v)
+{
+    if (ctx->k_count < 4)
+        return NAN;
+    return pim_gauge_eval(ctx->k_iso_forms, ctx->k_count,
+                          pim_mat2_apply(ctx->transform, v));
+}
+
+double pim_log_density(const pim_context *ctx, double eps, pim_vec2 z,
+                       pim_vec2 s)
+{
+    if (!usable(ctx, eps))
+        return NAN;
+    pim_vec2 d = {z.x - s.x, z.y - s.y};
+    /* Paper's isotropic-space density times the Jacobian det T of
+     * z -> T z, so that this is a density per square metre. */
+    double log_norm = 2.0 * log(eps) + log(ctx->det_transform) -
+                      log(2.0 * ctx->area_k_iso);
+    return log_norm - eps * pim_k_norm(ctx, d);
+}
+
+double pim_density(const pim_context *ctx, double eps, pim_vec2 z, pim_vec2 s)
+{
+    return exp(pim_log_density(ctx, eps, z, s));
+}

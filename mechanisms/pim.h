@@ -1,0 +1,93 @@
+/* Planar Isotropic Mechanism (Xiao & Xiong, CCS 2015, Algorithm 2): the
+ * noise stage, given a delta-location set.
+ *
+ * Units: every point is in metres of a local planar projection chosen by
+ * the caller (the grid decides it); epsilon is unitless (delta-location-set
+ * differential privacy: any two cells of the set are epsilon-neighbours).
+ *
+ * Degenerate sets. Each cell of the set stands for its whole square
+ * (centre +- cell_m / 2), so the convex hull is Conv(centres) + square and
+ * the sensitivity hull is K = Conv(centres) - Conv(centres) + [-cell_m,
+ * cell_m]^2. K therefore always has positive area: one cell gives a square,
+ * collinear cells a hexagon or rectangle. Enlarging K only adds noise, and
+ * for any two points s1, s2 inside the squares of the set s1 - s2 lies in K,
+ * so the guarantee P(z | s1) <= e^eps P(z | s2) holds for them all (for the
+ * cell centres as well as for an exact location inside a cell).
+ *
+ * Distribution. z = x + r T^{-1} z' with z' uniform on K_I = T K,
+ * r ~ Gamma(3, 1/eps), T = E[y y^T]^{-1/2} for y uniform on K (exact closed
+ * form). In K_I coordinates r z' has the K-norm density
+ * eps^2 / (2 Area(K_I)) exp(-eps ||w||_{K_I}) (the paper's Section 5.3
+ * formula). As a density of z in METRES (the convention of every function
+ * below) it picks up the Jacobian |det T|:
+ *     f(z | s) = eps^2 |det T| / (2 Area(K_I)) exp(-eps ||T (z - s)||_{K_I})
+ *              = eps^2 / (2 Area(K)) exp(-eps ||z - s||_K),
+ * which integrates to 1 over the plane. The factor |det T| is the same for
+ * every candidate s, so a posterior computed with either form is identical.
+ *
+ * Cost: building a context is O(n log n) for n cells (hull of the centres)
+ * plus O(h) for the h hull vertices; a sample is O(log h); a density is
+ * O(h).
+ */
+#ifndef TRACESAN_MECHANISMS_PIM_H
+#define TRACESAN_MECHANISMS_PIM_H
+
+#include <stddef.h>
+
+#include "mechanisms/hull.h"
+#include "mechanisms/polygon.h"
+#include "mechanisms/rng.h"
+
+/* Everything PIM derives from one delta-location set. Read-only for
+ * callers; valid after a successful pim_context_build until the next build
+ * or pim_context_free. Reusable: a rebuild only allocates when the set is
+ * larger than any set built before. */
+typedef struct pim_context {
+    pim_vec2 *hull;          /* Conv of the cells' squares, metres */
+    size_t hull_count;
+    pim_vec2 *k;             /* sensitivity hull K, centred at the origin */
+    pim_vec2 *k_iso;         /* K_I = T K, vertex for vertex */
+    size_t k_count;          /* 0 when the context is not usable */
+    pim_vec2 *k_iso_forms;   /* gauge forms of K_I (pim_gauge_prepare) */
+    double *k_iso_fan;       /* fan table of K_I (pim_polygon_fan_table) */
+    pim_sym2 moment;         /* E[y y^T], y uniform on K, metres^2 */
+    pim_mat2 transform;      /* T = moment^{-1/2}, 1/metres */
+    pim_mat2 inverse;        /* T^{-1} = moment^{1/2}, metres */
+    double det_transform;    /* det T > 0 */
+    double area_k;           /* metres^2 */
+    double area_k_iso;       /* unitless; = det T * area_k */
+
+    /* private: working storage */
+    pim_vec2 *scratch;
+    size_t capacity;         /* number of cells the buffers are sized for */
+} pim_context;
+
+/* An empty context (no allocation). */
+void pim_context_init(pim_context *ctx);
+void pim_context_free(pim_context *ctx);
+
+/* Builds the geometry for the cells whose centres are given (metres) with
+ * side cell_m (metres). Order and duplicates of the centres do not matter.
+ * -1 (and the context unusable) on n == 0, a non-finite centre, a cell size
+ * that is not positive and finite, or an allocation failure. */
+int pim_context_build(pim_context *ctx, const pim_vec2 *centres, size_t n,
+                      double cell_m);
+
+/* One release: z = released + r T^{-1} z'. `released` is the true location
+ * or its surrogate, in metres. -1 (z untouched) when the context is not
+ * built, eps is not positive and finite, or the result is not finite. */
+int pim_sample(const pim_context *ctx, pim_vec2 released, double eps,
+               ts_rng *rng, pim_vec2 *z);
+
+/* ||v||_K for a displacement v in metres, evaluated as ||T v||_{K_I}. */
+double pim_k_norm(const pim_context *ctx, pim_vec2 v);
+
+/* Emission density f(z | s) per square metre, see the header comment, and
+ * its logarithm (use the log for posteriors: far candidates underflow).
+ * NaN when the context is not built or eps is not positive and finite. */
+double pim_log_density(const pim_context *ctx, double eps, pim_vec2 z,
+                       pim_vec2 s);
+double pim_density(const pim_context *ctx, double eps, pim_vec2 z,
+                   pim_vec2 s);
+
+#endif
