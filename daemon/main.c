@@ -7,7 +7,6 @@
  * and only then published, so nothing is ever published that the state
  * would not also remember.
  */
-#include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <signal.h>
@@ -20,6 +19,8 @@
 #include <unistd.h>
 
 #include <event2/event.h>
+
+#include <gsl/gsl_errno.h>
 
 #include "daemon/codec.h"
 #include "daemon/config.h"
@@ -643,6 +644,10 @@ out:
 
 int main(int argc, char **argv)
 {
+    /* GSL's default handler aborts the process; with it off, a special
+     * function's domain error comes back as a status the mechanism turns
+     * into a dropped point (fail closed) instead of a crash. */
+    gsl_set_error_handler_off();
     options opts;
     int rc = parse_options(argc, argv, &opts);
     if (rc != 0)

@@ -206,8 +206,7 @@ static int flush_batch(sender *s)
     if (s->rate > 0.0) {
         /* Paced against the start, so sleep overshoot does not accumulate
          * into a lower average rate. */
-        double due = s->started + (double)s->updates_sent / s->rate;
-        ts_tool_sleep(due - ts_tool_now());
+        ts_tool_sleep_until(s->started + (double)s->updates_sent / s->rate);
     }
     return 0;
 }

@@ -38,8 +38,9 @@ void *ts_tool_monitor_open(void *context, void *socket, const char *name);
  * other event, -1 on error. */
 int ts_tool_monitor_read(void *monitor);
 
-/* Monotonic clock in seconds. */
+/* Monotonic clock in seconds, and sleeps against it. */
 double ts_tool_now(void);
 void ts_tool_sleep(double seconds);
+void ts_tool_sleep_until(double deadline);
 
 #endif

@@ -11,6 +11,8 @@
 #include <time.h>
 #include <zmq.h>
 
+#include <gsl/gsl_errno.h>
+
 #include "daemon/config.h"
 #include "tools/commands.h"
 
@@ -42,6 +44,10 @@ static void usage(FILE *out)
 
 int main(int argc, char **argv)
 {
+    /* GSL's default handler aborts the process; with it off, a special
+     * function's domain error comes back as a status the mechanism turns
+     * into a dropped point (fail closed) instead of a crash. */
+    gsl_set_error_handler_off();
     if (argc < 2) {
         usage(stderr);
         return 1;
@@ -190,6 +196,19 @@ double ts_tool_now(void)
     struct timespec now;
     clock_gettime(CLOCK_MONOTONIC, &now);
     return (double)now.tv_sec + (double)now.tv_nsec * 1e-9;
+}
+
+void ts_tool_sleep_until(double deadline)
+{
+    struct timespec due = {
+        .tv_sec = (time_t)deadline,
+        .tv_nsec = (long)((deadline - (double)(time_t)deadline) * 1e9),
+    };
+    if (due.tv_nsec >= 1000000000L)
+        due.tv_nsec = 999999999L;
+    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &due, NULL) ==
+           EINTR) {
+    }
 }
 
 void ts_tool_sleep(double seconds)
