@@ -4,10 +4,12 @@
 #include <string.h>
 
 #include "mechanisms/geoind.h"
+#include "mechanisms/predictive.h"
 
 /* The registry: adding a mechanism is one line here. */
 static const ts_mechanism_ops *const registry[] = {
     &ts_geoind_ops,
+    &ts_predictive_ops,
     NULL,
 };
 

@@ -1,0 +1,384 @@
+/* tracesan sample: the query sampling of the predictive-mechanism paper
+ * (Chatzikokolakis, Palamidessi, Stronati, PETS 2014, Section 5), so that
+ * anyone can rerun its setting on a dense GPS trace.
+ *
+ * A GPS trace records every movement; a user queries a location-based
+ * service only now and then, and (in the paper's use case) only while
+ * still or slow. So, per user in time order:
+ *   1. a point is "slow" when the speed from the previous fix (within
+ *      SPEED_HORIZON_S) is below --max-speed-kmh; a point without a usable
+ *      previous fix uses the next one; an isolated point counts as slow;
+ *   2. the first slow point is a query; after each query the next one is
+ *      the first slow point at least `gap` later, where gap is the long
+ *      interval (60 min) with probability p and the short one (1 min)
+ *      otherwise, plus Gaussian noise of GAP_NOISE_FRACTION of the gap.
+ * The randomness is a seeded ts_rng stream, consumed user by user in
+ * order of first appearance, so one seed and one file give one sample.
+ *
+ * The output holds true coordinates (it is a query trace to be sanitized,
+ * not a published one) in the sanitize input format: user,ts,lat,lon.
+ */
+#include <getopt.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <uthash.h>
+
+#include "mechanisms/geo.h"
+#include "mechanisms/rng.h"
+#include "tools/commands.h"
+#include "tools/csv.h"
+
+#define ERR_MAX 512
+#define DEFAULT_MAX_SPEED_KMH 15.0
+#define DEFAULT_SHORT_GAP_S 60.0
+#define DEFAULT_LONG_GAP_S 3600.0
+/* "both with addition of a small Gaussian noise": σ = 10 % of the gap. */
+#define GAP_NOISE_FRACTION 0.1
+/* A fix further apart than this says nothing about the current speed
+ * (the receiver was off, or the user was indoors). */
+#define SPEED_HORIZON_S 600.0
+
+typedef struct sample_user {
+    char *name;
+    uint32_t index;
+    UT_hash_handle hh;
+} sample_user;
+
+typedef struct sample_row {
+    uint32_t user;
+    uint32_t order;          /* file order, to keep the sort stable */
+    int64_t ts_ms;
+    double lat;
+    double lon;
+} sample_row;
+
+typedef struct sample_data {
+    sample_user *by_name;
+    sample_user **users;     /* by index */
+    size_t n_users, users_cap;
+    sample_row *rows;
+    size_t n_rows, rows_cap;
+} sample_data;
+
+static void usage(FILE *out)
+{
+    fputs(
+        "usage: " TS_TOOL_NAME " sample --seed N --p P [--max-speed-kmh S]\n"
+        "                       [--short-gap-s S] [--long-gap-s S] "
+        "IN.csv > OUT.csv\n"
+        "\n"
+        "Samples query points from a dense GPS trace as in Section 5 of the\n"
+        "predictive-mechanism paper: only where the user moves slower than\n"
+        "--max-speed-kmh, one query after each gap, the gap being the long\n"
+        "one with probability P and the short one otherwise (each with 10 %\n"
+        "Gaussian noise). IN.csv: header with user,ts,lat,lon (gzip and '-'\n"
+        "accepted). OUT.csv: user,ts,lat,lon, sorted by user then time.\n"
+        "\n"
+        "options:\n"
+        "  -s, --seed N           seed of the sampling (required)\n"
+        "  -p, --p P              probability of a long gap, 0..1 (required)\n"
+        "      --max-speed-kmh S  speed limit of query stretches (default 15)\n"
+        "      --short-gap-s S    short gap in seconds (default 60)\n"
+        "      --long-gap-s S     long gap in seconds (default 3600)\n"
+        "  -h, --help             show this help\n"
+        "stderr: sample: rows=N users=N slow=N sampled=N [skipped=N]\n",
+        out);
+}
+
+static void free_data(sample_data *data)
+{
+    sample_user *user, *tmp;
+    HASH_ITER(hh, data->by_name, user, tmp) {
+        HASH_DEL(data->by_name, user);
+        free(user->name);
+        free(user);
+    }
+    free(data->users);
+    free(data->rows);
+}
+
+static sample_user *intern_user(sample_data *data, const char *name)
+{
+    sample_user *user = NULL;
+    HASH_FIND_STR(data->by_name, name, user);
+    if (user != NULL)
+        return user;
+    if (data->n_users == data->users_cap) {
+        size_t cap = data->users_cap ? data->users_cap * 2 : 64;
+        sample_user **users = realloc(data->users, cap * sizeof *users);
+        if (users == NULL)
+            return NULL;
+        data->users = users;
+        data->users_cap = cap;
+    }
+    user = calloc(1, sizeof *user);
+    if (user == NULL)
+        return NULL;
+    user->name = strdup(name);
+    if (user->name == NULL) {
+        free(user);
+        return NULL;
+    }
+    user->index = (uint32_t)data->n_users;
+    data->users[data->n_users++] = user;
+    HASH_ADD_KEYPTR(hh, data->by_name, user->name, strlen(user->name), user);
+    return user;
+}
+
+static int add_row(sample_data *data, const sample_row *row)
+{
+    if (data->n_rows == data->rows_cap) {
+        size_t cap = data->rows_cap ? data->rows_cap * 2 : 4096;
+        sample_row *rows = realloc(data->rows, cap * sizeof *rows);
+        if (rows == NULL)
+            return -1;
+        data->rows = rows;
+        data->rows_cap = cap;
+    }
+    data->rows[data->n_rows++] = *row;
+    return 0;
+}
+
+static int compare_rows(const void *a, const void *b)
+{
+    const sample_row *x = a, *y = b;
+    if (x->user != y->user)
+        return x->user < y->user ? -1 : 1;
+    if (x->ts_ms != y->ts_ms)
+        return x->ts_ms < y->ts_ms ? -1 : 1;
+    return x->order < y->order ? -1 : (x->order > y->order);
+}
+
+/* Speed in m/s between rows a and b (b later), or NaN when they are not
+ * usable together (same time, or too far apart in time). */
+static double speed_between(const sample_row *a, const sample_row *b)
+{
+    double dt = (double)(b->ts_ms - a->ts_ms) / 1000.0;
+    if (!(dt > 0.0) || dt > SPEED_HORIZON_S)
+        return NAN;
+    return ts_geo_distance_m(a->lat, a->lon, b->lat, b->lon) / dt;
+}
+
+/* Slow flag of rows[i] inside the user's run rows[first .. end). */
+static int is_slow(const sample_row *rows, size_t first, size_t end, size_t i,
+                   double max_speed_ms)
+{
+    double speed = NAN;
+    for (size_t j = i; j > first && isnan(speed); j--) {
+        if (rows[i].ts_ms - rows[j - 1].ts_ms > SPEED_HORIZON_S * 1000.0)
+            break;
+        speed = speed_between(&rows[j - 1], &rows[i]);
+    }
+    for (size_t j = i + 1; j < end && isnan(speed); j++) {
+        if (rows[j].ts_ms - rows[i].ts_ms > SPEED_HORIZON_S * 1000.0)
+            break;
+        speed = speed_between(&rows[i], &rows[j]);
+    }
+    return isnan(speed) || speed < max_speed_ms;
+}
+
+/* Standard normal by Box-Muller from the open-interval uniform (never 0,
+ * so the log is finite). */
+static double gaussian(ts_rng *rng)
+{
+    double u = ts_rng_uniform_open(rng);
+    double v = ts_rng_uniform_open(rng);
+    return sqrt(-2.0 * log(u)) * cos(2.0 * M_PI * v);
+}
+
+static double next_gap_s(ts_rng *rng, double p, double short_gap_s,
+                         double long_gap_s)
+{
+    double gap = ts_rng_uniform_open(rng) < p ? long_gap_s : short_gap_s;
+    gap += GAP_NOISE_FRACTION * gap * gaussian(rng);
+    /* The noise is small; this only guards the 10-sigma tail. */
+    return gap < 1.0 ? 1.0 : gap;
+}
+
+static int write_row(const sample_data *data, const sample_row *row)
+{
+    char text[64];
+    if (ts_csv_write_field(stdout, data->users[row->user]->name) != 0)
+        return -1;
+    fputc(',', stdout);
+    ts_csv_format_ts(row->ts_ms, text, sizeof text);
+    fputs(text, stdout);
+    fputc(',', stdout);
+    ts_csv_format_fixed7(row->lat, text, sizeof text);
+    fputs(text, stdout);
+    fputc(',', stdout);
+    ts_csv_format_fixed7(row->lon, text, sizeof text);
+    fputs(text, stdout);
+    return fputc('\n', stdout) == EOF ? -1 : 0;
+}
+
+int cmd_sample(int argc, char **argv)
+{
+    enum { OPT_MAX_SPEED = 1000, OPT_SHORT_GAP, OPT_LONG_GAP };
+    static const struct option long_options[] = {
+        { "seed", required_argument, NULL, 's' },
+        { "p", required_argument, NULL, 'p' },
+        { "max-speed-kmh", required_argument, NULL, OPT_MAX_SPEED },
+        { "short-gap-s", required_argument, NULL, OPT_SHORT_GAP },
+        { "long-gap-s", required_argument, NULL, OPT_LONG_GAP },
+        { "help", no_argument, NULL, 'h' },
+        { NULL, 0, NULL, 0 },
+    };
+    uint64_t seed = 0;
+    int have_seed = 0, have_p = 0;
+    double p = 0.0, max_speed_kmh = DEFAULT_MAX_SPEED_KMH;
+    double short_gap_s = DEFAULT_SHORT_GAP_S, long_gap_s = DEFAULT_LONG_GAP_S;
+    int c;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "s:p:h", long_options, NULL)) != -1) {
+        double *target = NULL;
+        const char *name = NULL;
+        switch (c) {
+        case 's':
+            if (ts_tool_parse_u64(optarg, &seed) != 0) {
+                fprintf(stderr, TS_TOOL_NAME ": --seed needs a non-negative "
+                        "integer, got '%s'\n", optarg);
+                return 1;
+            }
+            have_seed = 1;
+            continue;
+        case 'p':
+            target = &p, name = "--p";
+            have_p = 1;
+            break;
+        case OPT_MAX_SPEED:
+            target = &max_speed_kmh, name = "--max-speed-kmh";
+            break;
+        case OPT_SHORT_GAP:
+            target = &short_gap_s, name = "--short-gap-s";
+            break;
+        case OPT_LONG_GAP:
+            target = &long_gap_s, name = "--long-gap-s";
+            break;
+        case 'h':
+            usage(stdout);
+            return 0;
+        default:
+            usage(stderr);
+            return 1;
+        }
+        if (ts_tool_parse_double(optarg, target) != 0) {
+            fprintf(stderr, TS_TOOL_NAME ": %s needs a number, got '%s'\n",
+                    name, optarg);
+            return 1;
+        }
+    }
+    if (!have_seed || !have_p) {
+        fprintf(stderr, TS_TOOL_NAME ": sample needs --seed and --p\n");
+        usage(stderr);
+        return 1;
+    }
+    if (!(p >= 0.0 && p <= 1.0) || !(max_speed_kmh > 0.0) ||
+        !(short_gap_s > 0.0) || !(long_gap_s > 0.0)) {
+        fprintf(stderr, TS_TOOL_NAME ": --p must be in [0, 1] and speeds and "
+                "gaps positive\n");
+        return 1;
+    }
+    if (optind + 1 != argc) {
+        fprintf(stderr, TS_TOOL_NAME ": sample needs exactly one input file "
+                "('-' for stdin)\n");
+        usage(stderr);
+        return 1;
+    }
+    const char *input_path = argv[optind];
+
+    int status = 1;
+    char err[ERR_MAX];
+    sample_data data;
+    memset(&data, 0, sizeof data);
+    ts_rng *rng = NULL;
+    ts_csv_reader *reader = ts_csv_open(input_path, err, sizeof err);
+    if (reader == NULL) {
+        fprintf(stderr, TS_TOOL_NAME ": %s\n", err);
+        goto out;
+    }
+    uint64_t read_rows = 0, skipped = 0;
+    ts_csv_row row;
+    for (;;) {
+        int rc = ts_csv_read(reader, &row, err, sizeof err);
+        if (rc == TS_CSV_EOF)
+            break;
+        if (rc == TS_CSV_IO_ERROR) {
+            fprintf(stderr, TS_TOOL_NAME ": %s: %s\n", input_path, err);
+            goto out;
+        }
+        read_rows++;
+        /* Unusable rows are counted, never echoed: fields may be
+         * coordinates. */
+        if (rc == TS_CSV_BAD_ROW || row.user[0] == '\0' || row.ts_ms <= 0 ||
+            !ts_geo_valid(row.lat, row.lon)) {
+            skipped++;
+            continue;
+        }
+        sample_user *user = intern_user(&data, row.user);
+        sample_row r = {
+            .user = user != NULL ? user->index : 0,
+            .order = (uint32_t)data.n_rows,
+            .ts_ms = row.ts_ms,
+            .lat = row.lat,
+            .lon = row.lon,
+        };
+        if (user == NULL || data.n_rows >= UINT32_MAX ||
+            add_row(&data, &r) != 0) {
+            fprintf(stderr, TS_TOOL_NAME ": out of memory\n");
+            goto out;
+        }
+    }
+    qsort(data.rows, data.n_rows, sizeof *data.rows, compare_rows);
+
+    rng = ts_rng_new_seeded(seed);
+    if (rng == NULL) {
+        fprintf(stderr, TS_TOOL_NAME ": out of memory\n");
+        goto out;
+    }
+    if (fputs("user,ts,lat,lon\n", stdout) == EOF)
+        goto write_error;
+    const double max_speed_ms = max_speed_kmh / 3.6;
+    uint64_t slow = 0, sampled = 0;
+    for (size_t first = 0; first < data.n_rows;) {
+        size_t end = first;
+        while (end < data.n_rows && data.rows[end].user == data.rows[first].user)
+            end++;
+        int64_t next_ms = INT64_MIN;
+        for (size_t i = first; i < end; i++) {
+            if (!is_slow(data.rows, first, end, i, max_speed_ms))
+                continue;
+            slow++;
+            if (data.rows[i].ts_ms < next_ms)
+                continue;
+            if (write_row(&data, &data.rows[i]) != 0)
+                goto write_error;
+            sampled++;
+            double gap_s = next_gap_s(rng, p, short_gap_s, long_gap_s);
+            next_ms = data.rows[i].ts_ms + (int64_t)llround(gap_s * 1000.0);
+        }
+        first = end;
+    }
+    if (fflush(stdout) != 0 || ferror(stdout))
+        goto write_error;
+    fprintf(stderr,
+            "sample: rows=%" PRIu64 " users=%zu slow=%" PRIu64
+            " sampled=%" PRIu64,
+            read_rows, data.n_users, slow, sampled);
+    if (skipped != 0)
+        fprintf(stderr, " skipped=%" PRIu64, skipped);
+    fputc('\n', stderr);
+    status = 0;
+    goto out;
+
+write_error:
+    fprintf(stderr, TS_TOOL_NAME ": cannot write the output\n");
+out:
+    ts_csv_close(reader);
+    ts_rng_free(rng);
+    free_data(&data);
+    return status;
+}
