@@ -1,0 +1,434 @@
+#include "inference/belief.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mechanisms/lm_delta.h"
+
+struct ts_belief_workspace {
+    ts_markov_workspace product;
+    uint32_t capacity;
+    ts_belief_entry *candidates; /* cell_count: a product or the initial */
+    uint32_t *in_cells;          /* capacity: product input */
+    double *in_weights;          /* capacity: product input, log weights */
+    uint32_t *order;             /* capacity: delta-set heap */
+};
+
+size_t ts_belief_bytes(uint32_t capacity)
+{
+    if (capacity == 0 || capacity > TS_BELIEF_MAX_CAPACITY)
+        return 0;
+    return sizeof(ts_belief) + (size_t)capacity * sizeof(ts_belief_entry);
+}
+
+int ts_belief_init(ts_belief *b, uint32_t capacity)
+{
+    if (ts_belief_bytes(capacity) == 0)
+        return -1;
+    b->capacity = capacity;
+    b->count = 0;
+    return 0;
+}
+
+double ts_belief_prob(const ts_belief *b, uint32_t cell)
+{
+    size_t lo = 0, hi = b->count;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (b->entry[mid].cell < cell)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < b->count && b->entry[lo].cell == cell ? b->entry[lo].prob
+                                                      : 0.0;
+}
+
+int ts_belief_params_check(const ts_belief_params *p, char *err,
+                           size_t errlen)
+{
+    if (!(p->prune_threshold >= 0.0 && p->prune_threshold < 1.0)) {
+        snprintf(err, errlen, "prune threshold must be in [0, 1)");
+        return -1;
+    }
+    return 0;
+}
+
+ts_belief_workspace *ts_belief_workspace_new(uint32_t cell_count,
+                                             uint32_t capacity)
+{
+    if (cell_count == 0 || ts_belief_bytes(capacity) == 0)
+        return NULL;
+    ts_belief_workspace *ws = calloc(1, sizeof *ws);
+    if (ws == NULL)
+        return NULL;
+    if (ts_markov_workspace_init(&ws->product, cell_count) != 0) {
+        free(ws);
+        return NULL;
+    }
+    ws->capacity = capacity;
+    ws->candidates = malloc((size_t)cell_count * sizeof *ws->candidates);
+    ws->in_cells = malloc((size_t)capacity * sizeof *ws->in_cells);
+    ws->in_weights = malloc((size_t)capacity * sizeof *ws->in_weights);
+    ws->order = malloc((size_t)capacity * sizeof *ws->order);
+    if (!ws->candidates || !ws->in_cells || !ws->in_weights || !ws->order) {
+        ts_belief_workspace_free(ws);
+        return NULL;
+    }
+    return ws;
+}
+
+void ts_belief_workspace_free(ts_belief_workspace *ws)
+{
+    if (ws == NULL)
+        return;
+    ts_markov_workspace_free(&ws->product);
+    free(ws->candidates);
+    free(ws->in_cells);
+    free(ws->in_weights);
+    free(ws->order);
+    free(ws);
+}
+
+/* ------------------------------------------------------------- ordering */
+
+/* The rank order of the delta-set and of capacity pruning: more probable
+ * first, then lower cell index. A strict total order for distinct cells,
+ * so the selected sets do not depend on the algorithm that selects them. */
+static inline int ranks_before(const ts_belief_entry *a,
+                               const ts_belief_entry *b)
+{
+    return a->prob > b->prob || (a->prob == b->prob && a->cell < b->cell);
+}
+
+static inline void swap_entries(ts_belief_entry *a, ts_belief_entry *b)
+{
+    ts_belief_entry t = *a;
+    *a = *b;
+    *b = t;
+}
+
+/* Rearranges v so that v[0..k) are the k top-ranked entries (in no
+ * particular order). Quickselect with a median-of-three pivot. */
+static void select_top(ts_belief_entry *v, size_t n, size_t k)
+{
+    size_t lo = 0, hi = n;
+    while (hi - lo > 1 && k > lo && k < hi) {
+        size_t mid = lo + (hi - lo) / 2, last = hi - 1;
+        /* Median of v[lo], v[mid], v[last] to v[last]. */
+        if (ranks_before(&v[mid], &v[lo]))
+            swap_entries(&v[mid], &v[lo]);
+        if (ranks_before(&v[last], &v[lo]))
+            swap_entries(&v[last], &v[lo]);
+        if (ranks_before(&v[mid], &v[last]))
+            swap_entries(&v[mid], &v[last]);
+        ts_belief_entry pivot = v[last];
+        size_t store = lo;
+        for (size_t i = lo; i < last; i++)
+            if (ranks_before(&v[i], &pivot))
+                swap_entries(&v[i], &v[store++]);
+        swap_entries(&v[store], &v[last]);
+        if (store == k || store + 1 == k)
+            return;
+        if (k < store)
+            hi = store;
+        else
+            lo = store + 1;
+    }
+}
+
+/* Sorts by ascending cell: quicksort on the larger side iteratively and
+ * insertion sort below 16 elements; recursion depth <= log2(n). */
+static void sort_by_cell(ts_belief_entry *v, size_t n)
+{
+    while (n > 16) {
+        size_t mid = n / 2, last = n - 1;
+        if (v[mid].cell < v[0].cell)
+            swap_entries(&v[mid], &v[0]);
+        if (v[last].cell < v[0].cell)
+            swap_entries(&v[last], &v[0]);
+        if (v[mid].cell < v[last].cell)
+            swap_entries(&v[mid], &v[last]);
+        uint32_t pivot = v[last].cell;
+        size_t store = 0;
+        for (size_t i = 0; i < last; i++)
+            if (v[i].cell < pivot)
+                swap_entries(&v[i], &v[store++]);
+        swap_entries(&v[store], &v[last]);
+        size_t left = store, right = n - store - 1;
+        if (left < right) {
+            sort_by_cell(v, left);
+            v += store + 1;
+            n = right;
+        } else {
+            sort_by_cell(v + store + 1, right);
+            n = left;
+        }
+    }
+    for (size_t i = 1; i < n; i++) {
+        ts_belief_entry e = v[i];
+        size_t j = i;
+        while (j > 0 && v[j - 1].cell > e.cell) {
+            v[j] = v[j - 1];
+            j--;
+        }
+        v[j] = e;
+    }
+}
+
+/* --------------------------------------------------------------- pruning */
+
+/* Prunes the n candidates (distinct cells, weights >= 0) into the belief;
+ * see the header comment for the rule. Returns the kept fraction of the
+ * mass or -1 (belief emptied) when there is no positive finite mass. */
+static double prune_into(ts_belief *b, ts_belief_entry *cand, size_t n,
+                         double threshold)
+{
+    double total = 0.0;
+    size_t best = SIZE_MAX;
+    for (size_t i = 0; i < n; i++) {
+        if (!(cand[i].prob >= 0.0)) { /* NaN or negative */
+            b->count = 0;
+            return -1.0;
+        }
+        total += cand[i].prob;
+        if (cand[i].prob > 0.0 &&
+            (best == SIZE_MAX || ranks_before(&cand[i], &cand[best])))
+            best = i;
+    }
+    if (!(total > 0.0) || !isfinite(total)) {
+        b->count = 0;
+        return -1.0;
+    }
+    double cut = threshold * total;
+    size_t kept = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (cand[i].prob > 0.0 && (cand[i].prob >= cut || i == best)) {
+            cand[i].reserved = 0;
+            cand[kept++] = cand[i];
+        }
+    }
+    if (kept > b->capacity) {
+        select_top(cand, kept, b->capacity);
+        kept = b->capacity;
+    }
+    sort_by_cell(cand, kept);
+    double mass = 0.0;
+    for (size_t i = 0; i < kept; i++)
+        mass += cand[i].prob;
+    double scale = 1.0 / mass;
+    for (size_t i = 0; i < kept; i++) {
+        b->entry[i] = cand[i];
+        b->entry[i].prob *= scale;
+    }
+    b->count = (uint32_t)kept;
+    return fmin(1.0, mass / total);
+}
+
+double ts_belief_assign(ts_belief *b, const uint32_t *cells,
+                        const double *weights, size_t n,
+                        double prune_threshold, ts_belief_workspace *ws)
+{
+    if (n > ws->product.cell_count || b->capacity > ws->capacity ||
+        !(prune_threshold >= 0.0 && prune_threshold < 1.0)) {
+        b->count = 0;
+        return -1.0;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (cells[i] >= ws->product.cell_count) {
+            b->count = 0;
+            return -1.0;
+        }
+        ws->candidates[i] =
+            (ts_belief_entry){.cell = cells[i], .reserved = 0,
+                              .prob = weights[i]};
+    }
+    return prune_into(b, ws->candidates, n, prune_threshold);
+}
+
+/* ------------------------------------------------------------------ prior */
+
+int ts_belief_reset(ts_belief *b, const ts_markov *m,
+                    const ts_belief_params *params, ts_belief_workspace *ws)
+{
+    if (m->cell_count > ws->product.cell_count ||
+        b->capacity > ws->capacity) {
+        b->count = 0;
+        return TS_BELIEF_ERROR;
+    }
+    size_t n = 0;
+    for (uint32_t c = 0; c < m->cell_count; c++)
+        if (m->initial[c] > 0.0)
+            ws->candidates[n++] =
+                (ts_belief_entry){.cell = c, .reserved = 0,
+                                  .prob = m->initial[c]};
+    if (prune_into(b, ws->candidates, n, params->prune_threshold) < 0.0)
+        return TS_BELIEF_ERROR;
+    return TS_BELIEF_RESET;
+}
+
+int ts_belief_predict(ts_belief *b, const ts_markov *m, uint64_t ticks,
+                      const ts_belief_params *params,
+                      ts_belief_workspace *ws)
+{
+    if (b->capacity > ws->capacity || b->count > b->capacity) {
+        b->count = 0;
+        return TS_BELIEF_ERROR;
+    }
+    if (b->count == 0 || ticks > params->max_ticks)
+        return ts_belief_reset(b, m, params, ws);
+    ts_markov_workspace *pw = &ws->product;
+    for (uint64_t step = 0; step < ticks; step++) {
+        uint32_t n = b->count;
+        for (uint32_t i = 0; i < n; i++) {
+            ws->in_cells[i] = b->entry[i].cell;
+            ws->in_weights[i] = b->entry[i].prob;
+        }
+        if (ts_markov_step(m, ws->in_cells, ws->in_weights, n, pw) != 0) {
+            b->count = 0;
+            return TS_BELIEF_ERROR;
+        }
+        size_t touched = pw->touched_count;
+        for (size_t i = 0; i < touched; i++) {
+            uint32_t c = pw->touched[i];
+            ws->candidates[i] =
+                (ts_belief_entry){.cell = c, .reserved = 0,
+                                  .prob = pw->acc[c]};
+        }
+        ts_markov_workspace_clear(pw);
+        if (prune_into(b, ws->candidates, touched, params->prune_threshold) <
+            0.0)
+            return TS_BELIEF_ERROR;
+    }
+    return TS_BELIEF_UPDATED;
+}
+
+/* ----------------------------------------------------------- delta set */
+
+static void sift_down(const ts_belief_entry *e, uint32_t *heap, size_t n,
+                      size_t i)
+{
+    for (;;) {
+        size_t top = i, l = 2 * i + 1, r = l + 1;
+        if (l < n && ranks_before(&e[heap[l]], &e[heap[top]]))
+            top = l;
+        if (r < n && ranks_before(&e[heap[r]], &e[heap[top]]))
+            top = r;
+        if (top == i)
+            return;
+        uint32_t t = heap[i];
+        heap[i] = heap[top];
+        heap[top] = t;
+        i = top;
+    }
+}
+
+size_t ts_belief_delta_set(const ts_belief *b, double delta, uint32_t *cells,
+                           ts_belief_workspace *ws)
+{
+    size_t n = b->count;
+    if (n == 0 || n > ws->capacity || !(delta >= 0.0 && delta < 1.0))
+        return 0;
+    double total = 0.0;
+    for (size_t i = 0; i < n; i++)
+        total += b->entry[i].prob;
+    double target = (1.0 - delta) * total - TS_BELIEF_DELTA_SLACK * total;
+    uint32_t *heap = ws->order;
+    for (size_t i = 0; i < n; i++)
+        heap[i] = (uint32_t)i;
+    for (size_t i = n / 2; i-- > 0;)
+        sift_down(b->entry, heap, n, i);
+    size_t taken = 0, left = n;
+    double mass = 0.0;
+    while (left > 0) {
+        const ts_belief_entry *top = &b->entry[heap[0]];
+        cells[taken++] = top->cell;
+        mass += top->prob;
+        if (mass >= target)
+            break;
+        heap[0] = heap[--left];
+        sift_down(b->entry, heap, left, 0);
+    }
+    return taken;
+}
+
+int ts_delta_set_contains(const uint32_t *cells, size_t n, uint32_t cell)
+{
+    for (size_t i = 0; i < n; i++)
+        if (cells[i] == cell)
+            return 1;
+    return 0;
+}
+
+int ts_delta_set_surrogate(const ts_grid *grid, const uint32_t *cells,
+                           size_t n, pim_vec2 truth, uint32_t *surrogate)
+{
+    if (n == 0 || !isfinite(truth.x) || !isfinite(truth.y))
+        return -1;
+    uint32_t best = 0;
+    double best_d2 = INFINITY;
+    for (size_t i = 0; i < n; i++) {
+        pim_vec2 c = ts_grid_cell_centre(grid, cells[i]);
+        double dx = c.x - truth.x, dy = c.y - truth.y;
+        double d2 = dx * dx + dy * dy;
+        if (d2 < best_d2 || (d2 == best_d2 && cells[i] < best)) {
+            best = cells[i];
+            best_d2 = d2;
+        }
+    }
+    *surrogate = best;
+    return 0;
+}
+
+/* -------------------------------------------------------------- posterior */
+
+int ts_belief_posterior(ts_belief *b, const ts_grid *grid, pim_vec2 z,
+                        ts_log_emission_fn log_emission,
+                        const void *emission_ctx,
+                        const ts_belief_params *params,
+                        ts_belief_workspace *ws)
+{
+    size_t n = b->count;
+    if (n == 0 || n > ws->capacity || n > ws->product.cell_count ||
+        !isfinite(z.x) || !isfinite(z.y))
+        return TS_BELIEF_ERROR;
+    /* Work in logs: likelihoods of far cells underflow, and only ratios
+     * matter, so everything is scaled by the largest term. */
+    double *logw = ws->in_weights;
+    double top = -INFINITY;
+    for (size_t i = 0; i < n; i++) {
+        const ts_belief_entry *e = &b->entry[i];
+        if (e->cell >= grid->cell_count)
+            return TS_BELIEF_ERROR;
+        double ll = log_emission(emission_ctx, z,
+                                 ts_grid_cell_centre(grid, e->cell));
+        if (isnan(ll) || ll == INFINITY)
+            return TS_BELIEF_ERROR;
+        logw[i] = log(e->prob) + ll;
+        if (logw[i] > top)
+            top = logw[i];
+    }
+    if (top == -INFINITY)
+        return TS_BELIEF_UNINFORMATIVE;
+    for (size_t i = 0; i < n; i++)
+        ws->candidates[i] = (ts_belief_entry){
+            .cell = b->entry[i].cell, .reserved = 0,
+            .prob = exp(logw[i] - top)};
+    if (prune_into(b, ws->candidates, n, params->prune_threshold) < 0.0)
+        return TS_BELIEF_ERROR;
+    return TS_BELIEF_UPDATED;
+}
+
+double ts_pim_log_emission(const void *ctx, pim_vec2 z, pim_vec2 s)
+{
+    const ts_pim_emission *e = ctx;
+    return pim_log_density(e->pim, e->eps, z, s);
+}
+
+double ts_lm_log_emission(const void *ctx, pim_vec2 z, pim_vec2 s)
+{
+    const ts_lm_emission *e = ctx;
+    return lm_delta_log_density(e->scale, z, s);
+}

@@ -1,0 +1,638 @@
+/* Unit tests for inference/belief.c.
+ *
+ * The HMM test of issue 5: a 3 x 3 grid of 100 m cells with a transition
+ * matrix of dyadic fractions, so the prior, the delta-location sets, the
+ * surrogates and the posterior are computed by hand below (every number is
+ * a literal with its arithmetic in a comment) and compared to the code.
+ * Then: tie orders, the pruning rule and its mass bound, the reset and
+ * uninformative cases, and the PIM/LM emission adaptors.
+ *
+ * Cell numbering of the 3 x 3 grid (row 0 is the south):
+ *     6 7 8
+ *     3 4 5
+ *     0 1 2
+ */
+#include <check.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "inference/belief.h"
+#include "inference/grid.h"
+#include "inference/markov.h"
+#include "mechanisms/lm_delta.h"
+#include "mechanisms/pim.h"
+#include "mechanisms/rng.h"
+
+/* -------------------------------------------------- the hand-made model */
+
+/* Rows of M (each sums to 1):
+ *   0 -> 0: 1/2, 1: 1/4, 3: 1/4
+ *   1 -> 0: 1/8, 1: 1/2, 2: 1/8, 4: 1/4
+ *   2 -> 2: 1/2, 5: 1/2
+ *   3 -> 3: 1/2, 4: 1/2
+ *   4 -> 1: 1/8, 3: 1/8, 4: 1/2, 5: 1/8, 7: 1/8
+ *   5 -> 2: 1/4, 4: 1/4, 5: 1/4, 8: 1/4
+ *   6 -> 6: 1
+ *   7 -> 7: 1/2, 8: 1/2
+ *   8 -> 8: 1
+ * initial: 4 -> 1/2, every other cell 1/16 (1/2 + 8/16 = 1). */
+static const uint64_t hand_rows[10] = {0, 3, 7, 9, 11, 16, 20, 21, 23, 24};
+static const uint32_t hand_cols[24] = {0, 1, 3,  0, 1, 2, 4,  2, 5,  3, 4,
+                                       1, 3, 4, 5, 7,  2, 4, 5, 8,  6,
+                                       7, 8,  8};
+static const double hand_probs[24] = {
+    0.5,   0.25, 0.25,                 /* row 0 */
+    0.125, 0.5,  0.125, 0.25,          /* row 1 */
+    0.5,   0.5,                        /* row 2 */
+    0.5,   0.5,                        /* row 3 */
+    0.125, 0.125, 0.5, 0.125, 0.125,   /* row 4 */
+    0.25,  0.25, 0.25, 0.25,           /* row 5 */
+    1.0,                               /* row 6 */
+    0.5,   0.5,                        /* row 7 */
+    1.0};                              /* row 8 */
+static const double hand_initial[9] = {0.0625, 0.0625, 0.0625, 0.0625, 0.5,
+                                       0.0625, 0.0625, 0.0625, 0.0625};
+
+static ts_markov hand_model(void)
+{
+    ts_markov m = {.cell_count = 9, .tick_s = 60.0, .nnz = 24,
+                   .row_start = hand_rows, .col = hand_cols,
+                   .prob = hand_probs, .initial = hand_initial};
+    return m;
+}
+
+/* 3 x 3 cells of 100 m: R * 0.0026 deg = 289.1 m in both directions at
+ * the equator (cos(0) = 1). */
+static ts_grid hand_grid(void)
+{
+    ts_grid g;
+    char err[200];
+    ck_assert_int_eq(ts_grid_init(&g, -0.0013, 10.0, 0.0013, 10.0026, 100.0,
+                                  err, sizeof err),
+                     0);
+    ck_assert_uint_eq(g.cols, 3);
+    ck_assert_uint_eq(g.rows, 3);
+    return g;
+}
+
+/* Emission 2^(-(|dx| + |dy|) / 100 m): a Laplace product with scale
+ * 100 / ln 2 up to its constant, which cancels in the posterior. */
+static double halving_emission(const void *ctx, pim_vec2 z, pim_vec2 s)
+{
+    (void)ctx;
+    return -M_LN2 * (fabs(z.x - s.x) + fabs(z.y - s.y)) / 100.0;
+}
+
+static ts_belief *new_belief(uint32_t capacity)
+{
+    ts_belief *b = malloc(ts_belief_bytes(capacity));
+    ck_assert_ptr_nonnull(b);
+    ck_assert_int_eq(ts_belief_init(b, capacity), 0);
+    return b;
+}
+
+/* Posterior of the previous release: 1 -> 1/4, 4 -> 1/2, 5 -> 1/4. */
+static void hand_posterior(ts_belief *b, ts_belief_workspace *ws)
+{
+    const uint32_t cells[3] = {4, 1, 5};
+    const double w[3] = {0.5, 0.25, 0.25};
+    ck_assert_double_eq(ts_belief_assign(b, cells, w, 3, 0.0, ws), 1.0);
+}
+
+START_TEST(test_hand_prior)
+{
+    ts_markov m = hand_model();
+    char err[200];
+    ck_assert_msg(ts_markov_validate(&m, err, sizeof err) == 0, "%s", err);
+    ts_belief_workspace *ws = ts_belief_workspace_new(9, 9);
+    ts_belief *b = new_belief(9);
+    ts_belief_params params = {.prune_threshold = 0.0, .max_ticks = 10};
+    hand_posterior(b, ws);
+    ck_assert_int_eq(ts_belief_predict(b, &m, 1, &params, ws),
+                     TS_BELIEF_UPDATED);
+    /* p- = p+ M, by source row:
+     *   from 4 (1/2): 1: 1/16, 3: 1/16, 4: 1/4, 5: 1/16, 7: 1/16
+     *   from 1 (1/4): 0: 1/32, 1: 1/8,  2: 1/32, 4: 1/16
+     *   from 5 (1/4): 2: 1/16, 4: 1/16, 5: 1/16, 8: 1/16
+     * so 0: 1/32; 1: 1/16 + 1/8 = 3/16; 2: 1/32 + 1/16 = 3/32; 3: 1/16;
+     * 4: 1/4 + 1/16 + 1/16 = 3/8; 5: 1/16 + 1/16 = 1/8; 6: 0; 7: 1/16;
+     * 8: 1/16 (total 32/32). Cell 6 is unreachable: not in the support. */
+    const uint32_t cells[8] = {0, 1, 2, 3, 4, 5, 7, 8};
+    const double expect[8] = {0.03125, 0.1875, 0.09375, 0.0625,
+                              0.375,   0.125,  0.0625,  0.0625};
+    ck_assert_uint_eq(b->count, 8);
+    for (int i = 0; i < 8; i++) {
+        ck_assert_uint_eq(b->entry[i].cell, cells[i]);
+        ck_assert_double_eq_tol(b->entry[i].prob, expect[i], 1e-15);
+    }
+    ck_assert_double_eq(ts_belief_prob(b, 6), 0.0);
+
+    /* k = 0: no tick boundary crossed, the prior is the posterior. */
+    hand_posterior(b, ws);
+    ck_assert_int_eq(ts_belief_predict(b, &m, 0, &params, ws),
+                     TS_BELIEF_UPDATED);
+    ck_assert_uint_eq(b->count, 3);
+    ck_assert_double_eq(ts_belief_prob(b, 4), 0.5);
+    /* k = 2 from the same posterior: the second step starts from the
+     * prior above. No row but 6's own leads to 6, so it stays 0; cell 8
+     * receives 5 -> 8 (1/8 * 1/4 = 1/32), 7 -> 8 (1/16 * 1/2 = 1/32) and
+     * 8 -> 8 (1/16 * 1 = 1/16): 1/8 in all. */
+    ck_assert_int_eq(ts_belief_predict(b, &m, 2, &params, ws),
+                     TS_BELIEF_UPDATED);
+    ck_assert_double_eq(ts_belief_prob(b, 6), 0.0);
+    ck_assert_double_eq_tol(ts_belief_prob(b, 8), 0.125, 1e-15);
+    /* More than max_ticks: the initial distribution. */
+    ck_assert_int_eq(ts_belief_predict(b, &m, 11, &params, ws),
+                     TS_BELIEF_RESET);
+    ck_assert_uint_eq(b->count, 9);
+    ck_assert_double_eq(ts_belief_prob(b, 4), 0.5);
+    ck_assert_double_eq(ts_belief_prob(b, 6), 0.0625);
+    free(b);
+    ts_belief_workspace_free(ws);
+}
+END_TEST
+
+/* The prior of test_hand_prior, for the tests below. */
+static void hand_prior(ts_belief *b, ts_belief_workspace *ws)
+{
+    ts_markov m = hand_model();
+    ts_belief_params params = {.prune_threshold = 0.0, .max_ticks = 10};
+    hand_posterior(b, ws);
+    ck_assert_int_eq(ts_belief_predict(b, &m, 1, &params, ws),
+                     TS_BELIEF_UPDATED);
+}
+
+static void assert_set(const uint32_t *got, size_t n, const uint32_t *want,
+                       size_t wn)
+{
+    ck_assert_uint_eq(n, wn);
+    for (size_t i = 0; i < wn; i++)
+        ck_assert_uint_eq(got[i], want[i]);
+}
+
+START_TEST(test_hand_delta_set)
+{
+    ts_belief_workspace *ws = ts_belief_workspace_new(9, 9);
+    ts_belief *b = new_belief(9);
+    hand_prior(b, ws);
+    uint32_t set[9];
+    /* In 32nds the prior is 4: 12, 1: 6, 5: 4, 2: 3, {3, 7, 8}: 2 each,
+     * 0: 1. Ties 3, 7, 8 go by cell index. Cumulative: 12, 18, 22, 25,
+     * 27 (+3), 29 (+7), 31 (+8), 32 (+0).
+     * delta = 0.2: need 25.6/32 -> 27/32 after cell 3. */
+    size_t n = ts_belief_delta_set(b, 0.2, set, ws);
+    assert_set(set, n, (const uint32_t[]){4, 1, 5, 2, 3}, 5);
+    /* delta = 0.1: need 28.8/32 -> 29/32 after cell 7. */
+    n = ts_belief_delta_set(b, 0.1, set, ws);
+    assert_set(set, n, (const uint32_t[]){4, 1, 5, 2, 3, 7}, 6);
+    /* delta = 5/32: need exactly 27/32, reached with cell 3: 5 cells, not
+     * one more. */
+    n = ts_belief_delta_set(b, 0.15625, set, ws);
+    assert_set(set, n, (const uint32_t[]){4, 1, 5, 2, 3}, 5);
+    /* delta = 0.7: need 9.6/32 -> cell 4 alone (12/32). */
+    n = ts_belief_delta_set(b, 0.7, set, ws);
+    assert_set(set, n, (const uint32_t[]){4}, 1);
+    /* delta = 0: the whole support, in rank order. */
+    n = ts_belief_delta_set(b, 0.0, set, ws);
+    assert_set(set, n, (const uint32_t[]){4, 1, 5, 2, 3, 7, 8, 0}, 8);
+    /* Invalid delta, empty belief. */
+    ck_assert_uint_eq(ts_belief_delta_set(b, 1.0, set, ws), 0);
+    ck_assert_uint_eq(ts_belief_delta_set(b, -0.1, set, ws), 0);
+    ck_assert_uint_eq(ts_belief_delta_set(b, NAN, set, ws), 0);
+    ts_belief_init(b, 9);
+    ck_assert_uint_eq(ts_belief_delta_set(b, 0.1, set, ws), 0);
+    free(b);
+    ts_belief_workspace_free(ws);
+}
+END_TEST
+
+START_TEST(test_hand_surrogate)
+{
+    ts_grid g = hand_grid();
+    const uint32_t set[5] = {4, 1, 5, 2, 3}; /* delta = 0.2 above */
+    uint32_t s;
+    /* Truth at the centre of 8 = (col 2, row 2): drift. Distances in
+     * cells: 4 (1,1) sqrt 2, 1 (1,0) sqrt 5, 5 (2,1) 1, 2 (2,0) 2,
+     * 3 (0,1) sqrt 5 -> 5. */
+    ck_assert_int_eq(ts_delta_set_contains(set, 5, 8), 0);
+    ck_assert_int_eq(
+        ts_delta_set_surrogate(&g, set, 5, ts_grid_cell_centre(&g, 8), &s), 0);
+    ck_assert_uint_eq(s, 5);
+    /* Truth at 6 = (0, 2): 3 at distance 1, 4 at sqrt 2 -> 3. */
+    ck_assert_int_eq(
+        ts_delta_set_surrogate(&g, set, 5, ts_grid_cell_centre(&g, 6), &s), 0);
+    ck_assert_uint_eq(s, 3);
+    /* Truth at 7 = (1, 2): 4 at distance 1 -> 4. */
+    ck_assert_int_eq(
+        ts_delta_set_surrogate(&g, set, 5, ts_grid_cell_centre(&g, 7), &s), 0);
+    ck_assert_uint_eq(s, 4);
+    /* In the set: no drift. */
+    ck_assert_int_eq(ts_delta_set_contains(set, 5, 2), 1);
+    /* Ties go to the lower cell index whatever the set order: halfway
+     * between the centres of 4 and 5, and the centre of 7 against {5, 3}
+     * (both at sqrt 2). */
+    pim_vec2 c4 = ts_grid_cell_centre(&g, 4);
+    pim_vec2 mid = {c4.x + 50.0, c4.y};
+    ck_assert_int_eq(ts_delta_set_surrogate(&g, set, 5, mid, &s), 0);
+    ck_assert_uint_eq(s, 4);
+    const uint32_t pair[2] = {5, 3};
+    ck_assert_int_eq(
+        ts_delta_set_surrogate(&g, pair, 2, ts_grid_cell_centre(&g, 7), &s), 0);
+    ck_assert_uint_eq(s, 3);
+    /* Exact locations inside a cell: 10 m east of 8's centre is still
+     * nearest to 5. */
+    pim_vec2 c8 = ts_grid_cell_centre(&g, 8);
+    ck_assert_int_eq(ts_delta_set_surrogate(&g, set, 5,
+                                            (pim_vec2){c8.x + 10, c8.y}, &s),
+                     0);
+    ck_assert_uint_eq(s, 5);
+    ck_assert_int_eq(ts_delta_set_surrogate(&g, set, 0, mid, &s), -1);
+    ck_assert_int_eq(
+        ts_delta_set_surrogate(&g, set, 5, (pim_vec2){NAN, 0}, &s), -1);
+}
+END_TEST
+
+/* Posterior for z at the centre of cell 5 = (2, 1) with likelihood
+ * 2^-(manhattan distance in cells):
+ *   cell (col,row) d  prior  weight = prior * 2^-d (in 256ths)
+ *   0 (0,0)        3  1/32   1/256
+ *   1 (1,0)        2  3/16   12/256
+ *   2 (2,0)        1  3/32   12/256
+ *   3 (0,1)        2  1/16   4/256
+ *   4 (1,1)        1  3/8    48/256
+ *   5 (2,1)        0  1/8    32/256
+ *   7 (1,2)        2  1/16   4/256
+ *   8 (2,2)        1  1/16   8/256
+ * total 121/256, so p+ = (1, 12, 12, 4, 48, 32, 4, 8) / 121. */
+static const uint32_t hand_post_cells[8] = {0, 1, 2, 3, 4, 5, 7, 8};
+static const double hand_post[8] = {1.0 / 121,  12.0 / 121, 12.0 / 121,
+                                    4.0 / 121,  48.0 / 121, 32.0 / 121,
+                                    4.0 / 121,  8.0 / 121};
+
+static void assert_hand_posterior(const ts_belief *b)
+{
+    ck_assert_uint_eq(b->count, 8);
+    for (int i = 0; i < 8; i++) {
+        ck_assert_uint_eq(b->entry[i].cell, hand_post_cells[i]);
+        ck_assert_double_eq_tol(b->entry[i].prob, hand_post[i], 1e-12);
+    }
+}
+
+START_TEST(test_hand_posterior)
+{
+    ts_grid g = hand_grid();
+    ts_belief_workspace *ws = ts_belief_workspace_new(9, 9);
+    ts_belief *b = new_belief(9);
+    ts_belief_params params = {.prune_threshold = 0.0, .max_ticks = 10};
+    pim_vec2 z = ts_grid_cell_centre(&g, 5);
+
+    hand_prior(b, ws);
+    ck_assert_int_eq(ts_belief_posterior(b, &g, z, halving_emission, NULL,
+                                         &params, ws),
+                     TS_BELIEF_UPDATED);
+    assert_hand_posterior(b);
+
+    /* The same through the LM-delta adaptor with scale 100 / ln 2:
+     * exp(-d * 100 / (100 / ln 2)) = 2^-d, its constant cancels. */
+    hand_prior(b, ws);
+    ts_lm_emission lm = {.scale = 100.0 / M_LN2};
+    ck_assert_int_eq(ts_belief_posterior(b, &g, z, ts_lm_log_emission, &lm,
+                                         &params, ws),
+                     TS_BELIEF_UPDATED);
+    assert_hand_posterior(b);
+
+    /* Pruning the posterior at 1/100 of the mass drops cell 0
+     * (1/121 < 0.01) and renormalises by 120/121: 4 -> 48/120 = 0.4. */
+    hand_prior(b, ws);
+    ts_belief_params pruned = {.prune_threshold = 0.01, .max_ticks = 10};
+    ck_assert_int_eq(ts_belief_posterior(b, &g, z, halving_emission, NULL,
+                                         &pruned, ws),
+                     TS_BELIEF_UPDATED);
+    ck_assert_uint_eq(b->count, 7);
+    ck_assert_double_eq(ts_belief_prob(b, 0), 0.0);
+    ck_assert_double_eq_tol(ts_belief_prob(b, 4), 0.4, 1e-12);
+    free(b);
+    ts_belief_workspace_free(ws);
+}
+END_TEST
+
+static double zero_emission(const void *ctx, pim_vec2 z, pim_vec2 s)
+{
+    (void)ctx, (void)z, (void)s;
+    return -INFINITY;
+}
+
+static double nan_on_cell_centre_x(const void *ctx, pim_vec2 z, pim_vec2 s)
+{
+    const double *x = ctx;
+    (void)z;
+    return s.x == *x ? NAN : 0.0;
+}
+
+static double far_emission(const void *ctx, pim_vec2 z, pim_vec2 s)
+{
+    (void)ctx;
+    /* exp(-1e4) underflows to 0 as a density; the log form must not. */
+    return -1e4 - (fabs(z.x - s.x) + fabs(z.y - s.y));
+}
+
+START_TEST(test_posterior_edge_cases)
+{
+    ts_grid g = hand_grid();
+    ts_belief_workspace *ws = ts_belief_workspace_new(9, 9);
+    ts_belief *b = new_belief(9);
+    ts_belief_params params = {.prune_threshold = 0.0, .max_ticks = 10};
+    pim_vec2 z = ts_grid_cell_centre(&g, 5);
+
+    /* All likelihoods zero: the prior stays. */
+    hand_prior(b, ws);
+    ts_belief_entry before[9];
+    memcpy(before, b->entry, b->count * sizeof *before);
+    ck_assert_int_eq(
+        ts_belief_posterior(b, &g, z, zero_emission, NULL, &params, ws),
+        TS_BELIEF_UNINFORMATIVE);
+    ck_assert_uint_eq(b->count, 8);
+    ck_assert_int_eq(memcmp(before, b->entry, 8 * sizeof *before), 0);
+    /* A NaN likelihood is an error and changes nothing. */
+    double x = ts_grid_cell_centre(&g, 3).x;
+    ck_assert_int_eq(ts_belief_posterior(b, &g, z, nan_on_cell_centre_x, &x,
+                                         &params, ws),
+                     TS_BELIEF_ERROR);
+    ck_assert_int_eq(memcmp(before, b->entry, 8 * sizeof *before), 0);
+    ck_assert_int_eq(ts_belief_posterior(b, &g, (pim_vec2){NAN, 0},
+                                         halving_emission, NULL, &params, ws),
+                     TS_BELIEF_ERROR);
+    /* Tiny likelihoods: computed in logs, the result is that of the
+     * differences alone (d in metres here: e^-100 per cell step, so cell
+     * 5 takes essentially everything). */
+    ck_assert_int_eq(
+        ts_belief_posterior(b, &g, z, far_emission, NULL, &params, ws),
+        TS_BELIEF_UPDATED);
+    ck_assert_double_eq_tol(ts_belief_prob(b, 5), 1.0, 1e-40);
+    /* Empty belief. */
+    ts_belief_init(b, 9);
+    ck_assert_int_eq(ts_belief_posterior(b, &g, z, halving_emission, NULL,
+                                         &params, ws),
+                     TS_BELIEF_ERROR);
+    free(b);
+    ts_belief_workspace_free(ws);
+}
+END_TEST
+
+START_TEST(test_pim_emission_adaptor)
+{
+    ts_grid g = hand_grid();
+    ts_belief_workspace *ws = ts_belief_workspace_new(9, 9);
+    ts_belief *b = new_belief(9);
+    ts_belief_params params = {.prune_threshold = 0.0, .max_ticks = 10};
+    hand_prior(b, ws);
+    ts_belief_entry prior[9];
+    uint32_t n_prior = b->count;
+    memcpy(prior, b->entry, n_prior * sizeof *prior);
+
+    uint32_t set[9];
+    size_t n = ts_belief_delta_set(b, 0.2, set, ws);
+    pim_vec2 centres[9];
+    ts_grid_cell_centres(&g, set, n, centres);
+    pim_context pim;
+    pim_context_init(&pim);
+    ck_assert_int_eq(pim_context_build(&pim, centres, n, g.cell_m), 0);
+    ts_rng *rng = ts_rng_new_seeded(99);
+    pim_vec2 z;
+    ck_assert_int_eq(pim_sample(&pim, ts_grid_cell_centre(&g, 4), 1.0, rng, &z),
+                     0);
+    ts_pim_emission e = {.pim = &pim, .eps = 1.0};
+    ck_assert_int_eq(ts_belief_posterior(b, &g, z, ts_pim_log_emission, &e,
+                                         &params, ws),
+                     TS_BELIEF_UPDATED);
+    /* Equation (1) directly with pim_density. */
+    double total = 0.0, w[9];
+    for (uint32_t i = 0; i < n_prior; i++) {
+        w[i] = prior[i].prob *
+               pim_density(&pim, 1.0, z, ts_grid_cell_centre(&g, prior[i].cell));
+        total += w[i];
+    }
+    ck_assert_uint_eq(b->count, n_prior);
+    for (uint32_t i = 0; i < n_prior; i++)
+        ck_assert_double_eq_tol(b->entry[i].prob, w[i] / total, 1e-12);
+    pim_context_free(&pim);
+    ts_rng_free(rng);
+    free(b);
+    ts_belief_workspace_free(ws);
+}
+END_TEST
+
+/* ------------------------------------------------------- ties, pruning */
+
+START_TEST(test_delta_set_ties)
+{
+    ts_belief_workspace *ws = ts_belief_workspace_new(16, 16);
+    ts_belief *b = new_belief(16);
+    uint32_t set[16];
+    /* The paper's example (Definition 3.1) on cells 0..5:
+     * p = [0.3, 0.4, 0.05, 0.2, 0.03, 0.02]. delta = 0.1 -> {s2, s1, s4};
+     * delta = 0.05 -> {s2, s1, s4, s3} (mass exactly 0.95: the slack keeps
+     * rounding from adding s5). */
+    const uint32_t cells[6] = {0, 1, 2, 3, 4, 5};
+    const double p[6] = {0.3, 0.4, 0.05, 0.2, 0.03, 0.02};
+    ts_belief_assign(b, cells, p, 6, 0.0, ws);
+    size_t n = ts_belief_delta_set(b, 0.1, set, ws);
+    assert_set(set, n, (const uint32_t[]){1, 0, 3}, 3);
+    n = ts_belief_delta_set(b, 0.05, set, ws);
+    assert_set(set, n, (const uint32_t[]){1, 0, 3, 2}, 4);
+    /* Equal probabilities: lower cell index first, whatever the insertion
+     * order. Four cells of 1/4, delta 0.5 -> two cells. */
+    const uint32_t orders[3][4] = {{7, 2, 9, 4}, {4, 9, 2, 7}, {9, 7, 4, 2}};
+    const double quarter[4] = {1, 1, 1, 1};
+    for (int o = 0; o < 3; o++) {
+        ts_belief_assign(b, orders[o], quarter, 4, 0.0, ws);
+        n = ts_belief_delta_set(b, 0.5, set, ws);
+        assert_set(set, n, (const uint32_t[]){2, 4}, 2);
+        n = ts_belief_delta_set(b, 0.0, set, ws);
+        assert_set(set, n, (const uint32_t[]){2, 4, 7, 9}, 4);
+    }
+    free(b);
+    ts_belief_workspace_free(ws);
+}
+END_TEST
+
+typedef struct ranked {
+    uint32_t cell;
+    double w;
+} ranked;
+
+static int by_rank(const void *a, const void *b)
+{
+    const ranked *x = a, *y = b;
+    if (x->w != y->w)
+        return x->w > y->w ? -1 : 1;
+    return x->cell < y->cell ? -1 : 1;
+}
+
+START_TEST(test_prune_threshold)
+{
+    const uint32_t n = 2000;
+    ts_belief_workspace *ws = ts_belief_workspace_new(n, n);
+    ts_belief *b = new_belief(n);
+    ts_rng *rng = ts_rng_new_seeded(4242);
+    uint32_t *cells = malloc(n * sizeof *cells);
+    double *w = malloc(n * sizeof *w);
+    /* Up to 1e-3: at 1e-2 no cell of this vector reaches the cut (the
+     * largest is ~1/220 of the mass) and the top-cell rule applies. */
+    const double thresholds[] = {1e-6, 1e-4, 1e-3};
+    for (size_t t = 0; t < 3; t++) {
+        double total = 0.0;
+        for (uint32_t i = 0; i < n; i++) {
+            cells[i] = (i * 7919u) % n; /* a permutation of 0..n-1 */
+            double u = ts_rng_uniform_open(rng);
+            w[i] = u * u * u * u * u * u * u * u; /* heavy tail */
+            total += w[i];
+        }
+        double thr = thresholds[t];
+        double kept = ts_belief_assign(b, cells, w, n, thr, ws);
+        /* Independent count of the mass at or above the cut. */
+        double expect = 0.0;
+        uint32_t expect_count = 0;
+        for (uint32_t i = 0; i < n; i++)
+            if (w[i] >= thr * total) {
+                expect += w[i];
+                expect_count++;
+            }
+        ck_assert_uint_eq(b->count, expect_count);
+        ck_assert_double_eq_tol(kept, expect / total, 1e-12);
+        /* The documented bound: lose < threshold * support. */
+        ck_assert_double_ge(kept, 1.0 - thr * n);
+        double sum = 0.0;
+        for (uint32_t i = 0; i < b->count; i++) {
+            sum += b->entry[i].prob;
+            if (i > 0)
+                ck_assert_uint_lt(b->entry[i - 1].cell, b->entry[i].cell);
+            /* Kept probabilities are the originals, renormalised. */
+            ck_assert_double_ge(b->entry[i].prob * kept, thr * (1 - 1e-12));
+        }
+        ck_assert_double_eq_tol(sum, 1.0, 1e-12);
+    }
+    /* Everything below the threshold: the top cell survives alone. Ten
+     * equal cells at threshold 0.5 -> the lowest index. */
+    const uint32_t ten[10] = {9, 3, 5, 1, 7, 2, 8, 4, 6, 0};
+    const double ones[10] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
+    ck_assert_double_eq_tol(ts_belief_assign(b, ten, ones, 10, 0.5, ws), 0.1,
+                            1e-15);
+    ck_assert_uint_eq(b->count, 1);
+    ck_assert_uint_eq(b->entry[0].cell, 0);
+    ck_assert_double_eq(b->entry[0].prob, 1.0);
+    /* Zero weights are never kept, not even at threshold 0. */
+    const double some[3] = {0.0, 2.0, 0.0};
+    ts_belief_assign(b, ten, some, 3, 0.0, ws);
+    ck_assert_uint_eq(b->count, 1);
+    ck_assert_uint_eq(b->entry[0].cell, 3);
+    /* No mass, negative or NaN weights: an error, the belief emptied. */
+    const double none[3] = {0, 0, 0}, neg[3] = {1, -1, 1}, bad[3] = {1, NAN, 1};
+    ck_assert_double_eq(ts_belief_assign(b, ten, none, 3, 0.0, ws), -1.0);
+    ck_assert_uint_eq(b->count, 0);
+    ck_assert_double_eq(ts_belief_assign(b, ten, neg, 3, 0.0, ws), -1.0);
+    ck_assert_double_eq(ts_belief_assign(b, ten, bad, 3, 0.0, ws), -1.0);
+    free(cells);
+    free(w);
+    ts_rng_free(rng);
+    free(b);
+    ts_belief_workspace_free(ws);
+}
+END_TEST
+
+START_TEST(test_prune_capacity)
+{
+    const uint32_t n = 500, cap = 16;
+    ts_belief_workspace *ws = ts_belief_workspace_new(n, cap);
+    ts_belief *b = new_belief(cap);
+    ts_rng *rng = ts_rng_new_seeded(7);
+    uint32_t cells[500];
+    double w[500];
+    ranked r[500];
+    for (int trial = 0; trial < 50; trial++) {
+        double total = 0.0;
+        for (uint32_t i = 0; i < n; i++) {
+            cells[i] = (i * 131u + (uint32_t)trial) % n;
+            /* Coarse weights so that ties at the cut happen. */
+            w[i] = (double)(1 + ts_rng_u64(rng) % 40);
+            total += w[i];
+            r[i] = (ranked){cells[i], w[i]};
+        }
+        qsort(r, n, sizeof *r, by_rank);
+        double kept = ts_belief_assign(b, cells, w, n, 0.0, ws);
+        ck_assert_uint_eq(b->count, cap);
+        double top = 0.0;
+        for (uint32_t i = 0; i < cap; i++)
+            top += r[i].w;
+        ck_assert_double_eq_tol(kept, top / total, 1e-12);
+        /* Exactly the cap top-ranked cells (ties by index), by cell. */
+        for (uint32_t i = 0; i < cap; i++) {
+            double p = ts_belief_prob(b, r[i].cell);
+            ck_assert_double_eq_tol(p, r[i].w / top, 1e-12);
+            if (i > 0)
+                ck_assert_uint_lt(b->entry[i - 1].cell, b->entry[i].cell);
+        }
+    }
+    /* Uniform weights: the lowest indices. */
+    for (uint32_t i = 0; i < n; i++) {
+        cells[i] = n - 1 - i;
+        w[i] = 1.0;
+    }
+    ts_belief_assign(b, cells, w, n, 0.0, ws);
+    for (uint32_t i = 0; i < cap; i++)
+        ck_assert_uint_eq(b->entry[i].cell, i);
+    ts_rng_free(rng);
+    free(b);
+    ts_belief_workspace_free(ws);
+}
+END_TEST
+
+START_TEST(test_sizes)
+{
+    ck_assert_uint_eq(ts_belief_bytes(0), 0);
+    ck_assert_uint_eq(ts_belief_bytes(TS_BELIEF_MAX_CAPACITY + 1), 0);
+    ck_assert_uint_eq(ts_belief_bytes(256), 8 + 256 * 16);
+    ts_belief b;
+    ck_assert_int_eq(ts_belief_init(&b, 0), -1);
+    ck_assert_ptr_null(ts_belief_workspace_new(0, 10));
+    ck_assert_ptr_null(ts_belief_workspace_new(10, 0));
+    ts_belief_params p = {.prune_threshold = 1.0, .max_ticks = 1};
+    char err[100];
+    ck_assert_int_eq(ts_belief_params_check(&p, err, sizeof err), -1);
+    p.prune_threshold = 1e-4;
+    ck_assert_int_eq(ts_belief_params_check(&p, err, sizeof err), 0);
+}
+END_TEST
+
+static Suite *belief_suite(void)
+{
+    Suite *s = suite_create("belief");
+    TCase *hand = tcase_create("hand_computed_hmm");
+    tcase_add_test(hand, test_hand_prior);
+    tcase_add_test(hand, test_hand_delta_set);
+    tcase_add_test(hand, test_hand_surrogate);
+    tcase_add_test(hand, test_hand_posterior);
+    tcase_add_test(hand, test_posterior_edge_cases);
+    tcase_add_test(hand, test_pim_emission_adaptor);
+    suite_add_tcase(s, hand);
+    TCase *prune = tcase_create("ties_and_pruning");
+    tcase_add_test(prune, test_delta_set_ties);
+    tcase_add_test(prune, test_prune_threshold);
+    tcase_add_test(prune, test_prune_capacity);
+    tcase_add_test(prune, test_sizes);
+    tcase_set_timeout(prune, 60);
+    suite_add_tcase(s, prune);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(belief_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
