@@ -33,6 +33,10 @@ struct ts_pipeline {
     unsigned char *scratch_state;   /* release runs on a copy: see process */
     int64_t watermark_ms;
     ts_pipeline_stats stats;
+    const ts_state_backend *backend;
+    ts_user **dirty;                /* users to save before publishing */
+    size_t n_dirty;
+    size_t dirty_capacity;
 };
 
 static const char *const reason_names[TS_REASON_COUNT] = {
@@ -139,6 +143,7 @@ void ts_pipeline_free(ts_pipeline *pipeline)
     ts_users_free(pipeline->users);
     free_profiles(pipeline->profiles, pipeline->n_profiles);
     free(pipeline->scratch_state);
+    free(pipeline->dirty);
     free(pipeline);
 }
 
@@ -241,6 +246,8 @@ static int user_expirable(const ts_user *user, void *ctx)
 {
     const ts_pipeline *pipeline = ctx;
     int64_t watermark = pipeline->watermark_ms;
+    if (user->dirty)
+        return 0;  /* its ledger is not in the store yet */
     if (!user->has_window)
         return 1;  /* never accepted anything: holds no ledger */
     if (watermark - user->last_ts_ms < pipeline->limits.idle_ttl_ms)
@@ -283,13 +290,94 @@ static const char *report_problem(const ts_report *report,
         return "returned an invalid spend";
     if (!ts_budget_allows(budget, report->eps_point))
         return "overspent the window budget";
-    if (report->lat == truth->lat && report->lon == truth->lon)
+    /* A reported prediction is a function of earlier public output; if it
+     * happens to equal the truth, refusing it would itself reveal that. */
+    int public_prediction = report->has_predicted && report->predicted;
+    if (!public_prediction && report->lat == truth->lat &&
+        report->lon == truth->lon)
         return "returned the true point";
     return NULL;
 }
 
+/* Room for one more dirty user, taken before the ledger changes: once a
+ * point is released its debit must reach the store. */
+static int reserve_dirty(ts_pipeline *pipeline, const ts_user *user)
+{
+    if (pipeline->backend == NULL || user->dirty ||
+        pipeline->n_dirty < pipeline->dirty_capacity)
+        return 0;
+    size_t capacity = pipeline->dirty_capacity ? pipeline->dirty_capacity * 2
+                                               : 256;
+    ts_user **dirty = realloc(pipeline->dirty, capacity * sizeof *dirty);
+    if (dirty == NULL)
+        return -1;
+    pipeline->dirty = dirty;
+    pipeline->dirty_capacity = capacity;
+    return 0;
+}
+
+static void mark_dirty(ts_pipeline *pipeline, ts_user *user)
+{
+    if (pipeline->backend == NULL || user->dirty)
+        return;
+    user->dirty = 1;
+    pipeline->dirty[pipeline->n_dirty++] = user;  /* reserved */
+}
+
+/* Fill a freshly inserted user from the backend. Returns 1 when restored,
+ * 0 when the backend has no record, -1 after rejecting the update. */
+static int restore_user(ts_pipeline *pipeline, ts_user *user,
+                        const ts_input *input, ts_outcome *out)
+{
+    ts_user_record record;
+    memset(&record, 0, sizeof record);
+    int found = pipeline->backend->load(pipeline->backend->ctx, user->id,
+                                        user->id_len, &record);
+    if (found < 0) {
+        reject(pipeline, out, TS_REASON_INTERNAL_ERROR,
+               "cannot read the user's state from the store");
+        return -1;
+    }
+    if (found == 0 || !record.has_window)
+        return 0;
+    int64_t window_end = record.window_start_ms + record.window_ms;
+    int window_open = input->ts_ms < window_end;
+    size_t index = pipeline->n_profiles;
+    if (record.profile != NULL)
+        for (size_t i = 0; i < pipeline->n_profiles; i++)
+            if (strcmp(pipeline->profiles[i].name, record.profile) == 0)
+                index = i;
+    if (window_open && index == pipeline->n_profiles) {
+        /* The profile was removed from the configuration: the user's spend
+         * is in its unit and cannot be carried over to another profile. */
+        reject(pipeline, out, TS_REASON_PROFILE_CONFLICT,
+               "user is bound to a profile that is no longer configured "
+               "until its budget window ends at %lld ms",
+               (long long)window_end);
+        return -1;
+    }
+    if (window_open && record.state_len != pipeline->state_size) {
+        reject(pipeline, out, TS_REASON_INTERNAL_ERROR,
+               "stored mechanism state does not match the profile");
+        return -1;
+    }
+    user->has_window = 1;
+    user->profile_index = index < pipeline->n_profiles ? index : 0;
+    user->window_start_ms = record.window_start_ms;
+    user->window_ms = record.window_ms;
+    user->spent = record.spent;
+    user->last_ts_ms = record.last_ts_ms;
+    user->has_last = record.has_last;
+    user->last_lat = record.last_lat;
+    user->last_lon = record.last_lon;
+    if (pipeline->state_size > 0 && record.state_len == pipeline->state_size)
+        memcpy(user->state, record.state, record.state_len);
+    return 1;
+}
+
 static void touch_accepted(ts_pipeline *pipeline, ts_user *user, int64_t ts_ms)
 {
+    mark_dirty(pipeline, user);
     user->last_ts_ms = ts_ms;
     ts_users_touch(pipeline->users, user);
     if (ts_ms > pipeline->watermark_ms)
@@ -374,7 +462,16 @@ void ts_pipeline_process(ts_pipeline *pipeline, const ts_input *input,
             return;
         }
         created = 1;
-    } else if (user->has_window && input->ts_ms < user->last_ts_ms) {
+        if (pipeline->backend != NULL) {
+            int restored = restore_user(pipeline, user, input, out);
+            if (restored < 0) {
+                ts_users_remove(pipeline->users, user);
+                return;
+            }
+            created = !restored;
+        }
+    }
+    if (!created && user->has_window && input->ts_ms < user->last_ts_ms) {
         reject(pipeline, out, TS_REASON_TIME_WENT_BACKWARDS,
                "timestamp %lld ms is before the user's last %lld ms",
                (long long)input->ts_ms, (long long)user->last_ts_ms);
@@ -389,6 +486,14 @@ void ts_pipeline_process(ts_pipeline *pipeline, const ts_input *input,
                "at %lld ms",
                pipeline->profiles[user->profile_index].name,
                (long long)(user->window_start_ms + user->window_ms));
+        return;
+    }
+
+    if (reserve_dirty(pipeline, user) != 0) {
+        reject(pipeline, out, TS_REASON_INTERNAL_ERROR,
+               "out of memory tracking state to persist");
+        if (created)
+            ts_users_remove(pipeline->users, user);
         return;
     }
 
@@ -534,4 +639,52 @@ const ts_profile *ts_pipeline_profile_at(const ts_pipeline *pipeline,
     if (index >= pipeline->n_profiles)
         return NULL;
     return &pipeline->profiles[index];
+}
+
+/* ------------------------------------------------------- durable state */
+
+void ts_pipeline_set_state_backend(ts_pipeline *pipeline,
+                                   const ts_state_backend *backend)
+{
+    pipeline->backend = backend;
+}
+
+size_t ts_pipeline_dirty_count(const ts_pipeline *pipeline)
+{
+    return pipeline->n_dirty;
+}
+
+int ts_pipeline_save_dirty(ts_pipeline *pipeline)
+{
+    if (pipeline->backend == NULL)
+        return 0;
+    for (size_t i = 0; i < pipeline->n_dirty; i++) {
+        const ts_user *user = pipeline->dirty[i];
+        ts_user_record record = {
+            .has_window = user->has_window,
+            .profile = user->has_window
+                           ? pipeline->profiles[user->profile_index].name
+                           : NULL,
+            .window_start_ms = user->window_start_ms,
+            .window_ms = user->window_ms,
+            .spent = user->spent,
+            .last_ts_ms = user->last_ts_ms,
+            .has_last = user->has_last,
+            .last_lat = user->last_lat,
+            .last_lon = user->last_lon,
+            .state = user->state,
+            .state_len = pipeline->state_size,
+        };
+        if (pipeline->backend->save(pipeline->backend->ctx, user->id,
+                                    user->id_len, &record) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+void ts_pipeline_mark_clean(ts_pipeline *pipeline)
+{
+    for (size_t i = 0; i < pipeline->n_dirty; i++)
+        pipeline->dirty[i]->dirty = 0;
+    pipeline->n_dirty = 0;
 }

@@ -134,4 +134,55 @@ size_t ts_pipeline_profile_count(const ts_pipeline *pipeline);
 const ts_profile *ts_pipeline_profile_at(const ts_pipeline *pipeline,
                                          size_t index);
 
+/* ------------------------------------------------------- durable state
+ *
+ * The pipeline's user table is a cache in front of an optional state
+ * backend (the LMDB store in the daemon; anything in tests). On a miss the
+ * pipeline asks the backend for the user's record before treating the user
+ * as new, so a restart or an expiry never hands out a fresh budget. Users
+ * whose ledger changed are marked dirty; the owner of the pipeline writes
+ * them (ts_pipeline_save_dirty) in one transaction at the end of each group
+ * of messages, commits, and only then publishes the group's outcomes.
+ * A dirty user is never expired before it has been saved. */
+
+/* Everything persisted about a user. No raw coordinate: the last point is
+ * the last *sanitized* (published) one, and mechanism state may only hold
+ * published-derived values (see ts_mechanism_ops.release). */
+typedef struct ts_user_record {
+    int has_window;
+    const char *profile;         /* bound profile's name (survives reloads) */
+    int64_t window_start_ms;
+    int64_t window_ms;
+    double spent;
+    int64_t last_ts_ms;
+    int has_last;
+    double last_lat;
+    double last_lon;
+    const void *state;           /* mechanism state bytes */
+    size_t state_len;
+} ts_user_record;
+
+typedef struct ts_state_backend {
+    void *ctx;
+    /* 1 and fills `record` when the user exists (pointers in it stay valid
+     * until the next call), 0 when absent, -1 on error. */
+    int (*load)(void *ctx, const char *user_id, size_t id_len,
+                ts_user_record *record);
+    /* 0 on success, -1 on error. */
+    int (*save)(void *ctx, const char *user_id, size_t id_len,
+                const ts_user_record *record);
+} ts_state_backend;
+
+/* Borrowed; NULL detaches (in-memory only, nothing is marked dirty). */
+void ts_pipeline_set_state_backend(ts_pipeline *pipeline,
+                                   const ts_state_backend *backend);
+
+size_t ts_pipeline_dirty_count(const ts_pipeline *pipeline);
+
+/* Pass every dirty user to backend->save. Returns 0 when all saves
+ * succeeded, -1 at the first failure. Users stay dirty until
+ * ts_pipeline_mark_clean, i.e. until the caller's commit succeeded. */
+int ts_pipeline_save_dirty(ts_pipeline *pipeline);
+void ts_pipeline_mark_clean(ts_pipeline *pipeline);
+
 #endif

@@ -32,6 +32,7 @@ typedef struct ts_user {
     double last_lat;
     double last_lon;
     void *state;                 /* mechanism state, table->state_size bytes */
+    int dirty;                   /* ledger changed since the last commit */
     /* recency list, least recently touched first */
     struct ts_user *lru_prev;
     struct ts_user *lru_next;

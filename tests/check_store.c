@@ -1,0 +1,530 @@
+/* The LMDB store and the pipeline's state backend: record encoding, store
+ * round trips and persistence across reopen, schema version refusal,
+ * iteration, and the pipeline restoring a user's ledger (spend, mechanism
+ * state, ordering) from the store after its in-memory entry is gone, which
+ * is what keeps a restart or an expiry from refunding budget.
+ *
+ * The fake mechanism spends a fixed amount per point and counts its calls in
+ * the user's state, so every expected number is exact. */
+#include <check.h>
+#include <lmdb.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "daemon/pipeline.h"
+#include "daemon/store.h"
+#include "mechanisms/rng.h"
+
+#define WINDOW_MS 10000
+#define TOTAL 1.0
+#define SPEND 0.25           /* four points per window */
+
+typedef struct fake_profile {
+    double spend;
+} fake_profile;
+
+static struct {
+    ts_budget_view budget;
+    unsigned state_counter;
+} seen;
+
+static double fake_window_budget(const void *profile)
+{
+    (void)profile;
+    return TOTAL;
+}
+
+static size_t fake_state_size(const void *profile)
+{
+    (void)profile;
+    return sizeof(unsigned);
+}
+
+static void fake_profile_free(void *profile)
+{
+    free(profile);
+}
+
+static ts_release_status fake_release(const void *profile, void *user_state,
+                                      const ts_point *truth,
+                                      const ts_budget_view *budget,
+                                      ts_rng *rng, ts_report *out)
+{
+    const fake_profile *p = profile;
+    (void)rng;
+    unsigned counter;
+    memcpy(&counter, user_state, sizeof counter);
+    seen.budget = *budget;
+    seen.state_counter = counter;
+    counter++;
+    memcpy(user_state, &counter, sizeof counter);
+    if (!ts_budget_allows(budget, p->spend))
+        return TS_RELEASE_EXHAUSTED;
+    out->lat = truth->lat + 0.01;
+    out->lon = truth->lon + 0.01;
+    out->eps_point = p->spend;
+    return TS_RELEASE_OK;
+}
+
+static const ts_mechanism_ops fake_ops = {
+    .name = "fake",
+    .profile_free = fake_profile_free,
+    .window_budget = fake_window_budget,
+    .user_state_size = fake_state_size,
+    .release = fake_release,
+};
+
+static char dir[64];
+static ts_rng *rng;
+
+static void setup(void)
+{
+    memset(&seen, 0, sizeof seen);
+    snprintf(dir, sizeof dir, "/tmp/check_store.XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    rng = ts_rng_new_seeded(7);
+    ck_assert_ptr_nonnull(rng);
+}
+
+static void remove_in(const char *name)
+{
+    char path[128];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    unlink(path);
+}
+
+static void teardown(void)
+{
+    remove_in("data.mdb");
+    remove_in("lock.mdb");
+    rmdir(dir);
+    ts_rng_free(rng);
+}
+
+/* Profiles named by `names` (the first is the default). */
+static ts_pipeline *make_pipeline(const char *const *names, size_t n)
+{
+    ts_profile *profiles = calloc(n, sizeof *profiles);
+    ck_assert_ptr_nonnull(profiles);
+    for (size_t i = 0; i < n; i++) {
+        fake_profile *mech = malloc(sizeof *mech);
+        ck_assert_ptr_nonnull(mech);
+        mech->spend = SPEND;
+        profiles[i].name = strdup(names[i]);
+        profiles[i].ops = &fake_ops;
+        profiles[i].mech = mech;
+        profiles[i].window_budget = TOTAL;
+        profiles[i].window_ms = WINDOW_MS;
+        profiles[i].on_exhausted = TS_ON_EXHAUSTED_DROP;
+    }
+    ts_pipeline_limits limits = {
+        .max_users = 100, .idle_ttl_ms = 1000, .max_user_id_bytes = 64,
+    };
+    ts_pipeline *pipeline = ts_pipeline_new(profiles, n, 0, &limits, rng);
+    ck_assert_ptr_nonnull(pipeline);
+    return pipeline;
+}
+
+static ts_store *open_store(void)
+{
+    char err[512];
+    ts_store *store =
+        ts_store_open(dir, TS_STORE_SYNC_BATCH, 16, 0, err, sizeof err);
+    ck_assert_msg(store != NULL, "open: %s", err);
+    return store;
+}
+
+static void process(ts_pipeline *pipeline, const char *user, int64_t ts_ms,
+                    const char *profile, ts_outcome *out)
+{
+    ts_input input = {
+        .user_id = user, .ts_ms = ts_ms, .lat = 48.85, .lon = 2.35,
+        .profile = profile,
+    };
+    ts_pipeline_process(pipeline, &input, out);
+}
+
+/* What the daemon does at the end of each group of messages. */
+static void group_commit(ts_pipeline *pipeline, ts_store *store)
+{
+    char err[512];
+    ck_assert_int_eq(ts_store_begin(store, err, sizeof err), 0);
+    ck_assert_int_eq(ts_pipeline_save_dirty(pipeline), 0);
+    ck_assert_msg(ts_store_commit(store, err, sizeof err) == 0, "%s", err);
+    ts_pipeline_mark_clean(pipeline);
+}
+
+/* ------------------------------------------------------------ records */
+
+START_TEST(test_record_round_trip)
+{
+    unsigned char state[5] = { 1, 2, 3, 4, 5 };
+    ts_user_record in = {
+        .has_window = 1, .profile = "geoind", .window_start_ms = 1234567,
+        .window_ms = 86400000, .spent = 0.1 + 0.2, .last_ts_ms = 1299999,
+        .has_last = 1, .last_lat = -33.8688197, .last_lon = 151.2092955,
+        .state = state, .state_len = sizeof state,
+    };
+    unsigned char buf[256];
+    size_t len = ts_record_encode(&in, buf, sizeof buf);
+    ck_assert_uint_gt(len, 0);
+    ck_assert_uint_le(len, sizeof buf);
+    /* Too small a buffer reports the size and writes nothing past it. */
+    ck_assert_uint_eq(ts_record_encode(&in, buf, 3), len);
+
+    ts_user_record out;
+    ck_assert_int_eq(ts_record_decode(buf, len, &out), 0);
+    ck_assert_int_eq(out.has_window, 1);
+    ck_assert_str_eq(out.profile, "geoind");
+    ck_assert(out.window_start_ms == in.window_start_ms);
+    ck_assert(out.window_ms == in.window_ms);
+    ck_assert(out.spent == in.spent);  /* bit-exact */
+    ck_assert(out.last_ts_ms == in.last_ts_ms);
+    ck_assert_int_eq(out.has_last, 1);
+    ck_assert(out.last_lat == in.last_lat && out.last_lon == in.last_lon);
+    ck_assert_uint_eq(out.state_len, sizeof state);
+    ck_assert_mem_eq(out.state, state, sizeof state);
+
+    /* Every truncation and an unknown record version are refused. */
+    for (size_t cut = 0; cut < len; cut++)
+        ck_assert_int_eq(ts_record_decode(buf, cut, &out), -1);
+    buf[0] = TS_STORE_RECORD_VERSION + 1;
+    ck_assert_int_eq(ts_record_decode(buf, len, &out), -1);
+}
+END_TEST
+
+/* -------------------------------------------------------------- store */
+
+typedef struct collected {
+    char ids[8][16];
+    size_t n;
+} collected;
+
+static int collect(void *ctx, const char *id, size_t id_len,
+                   const void *bytes, size_t len)
+{
+    collected *c = ctx;
+    (void)bytes;
+    (void)len;
+    ck_assert_uint_lt(c->n, 8);
+    ck_assert_uint_lt(id_len, 16);
+    memcpy(c->ids[c->n], id, id_len);
+    c->ids[c->n][id_len] = '\0';
+    c->n++;
+    return 0;
+}
+
+START_TEST(test_store_persists_and_iterates)
+{
+    char err[512];
+    ts_store *store = open_store();
+    ck_assert_int_eq(ts_store_begin(store, err, sizeof err), 0);
+    ck_assert_int_eq(ts_store_put(store, "bob", 3, "B1", 2, err, sizeof err),
+                     0);
+    ck_assert_int_eq(ts_store_put(store, "alice", 5, "A1", 2, err,
+                                  sizeof err), 0);
+    ck_assert_int_eq(ts_store_put(store, "carol", 5, "C1", 2, err,
+                                  sizeof err), 0);
+    ck_assert_int_eq(ts_store_commit(store, err, sizeof err), 0);
+    /* An aborted transaction leaves nothing behind. */
+    ck_assert_int_eq(ts_store_begin(store, err, sizeof err), 0);
+    ck_assert_int_eq(ts_store_put(store, "dave", 4, "D1", 2, err, sizeof err),
+                     0);
+    ck_assert_int_eq(ts_store_del(store, "carol", 5), 0);
+    ts_store_abort(store);
+    ts_store_close(store);
+
+    store = open_store();
+    const void *bytes;
+    size_t len;
+    ck_assert_int_eq(ts_store_get(store, "alice", 5, &bytes, &len), 1);
+    ck_assert_uint_eq(len, 2);
+    ck_assert_mem_eq(bytes, "A1", 2);
+    ck_assert_int_eq(ts_store_get(store, "dave", 4, &bytes, &len), 0);
+    ck_assert_int_eq(ts_store_get(store, "carol", 5, &bytes, &len), 1);
+
+    collected c = { .n = 0 };
+    ck_assert_int_eq(ts_store_iterate(store, collect, &c), 0);
+    ck_assert_uint_eq(c.n, 3);
+    ck_assert_str_eq(c.ids[0], "alice");  /* key order */
+    ck_assert_str_eq(c.ids[1], "bob");
+    ck_assert_str_eq(c.ids[2], "carol");
+
+    ck_assert_int_eq(ts_store_begin(store, err, sizeof err), 0);
+    ck_assert_int_eq(ts_store_del(store, "bob", 3), 0);
+    ck_assert_int_eq(ts_store_commit(store, err, sizeof err), 0);
+    ts_store_info info;
+    ck_assert_int_eq(ts_store_get_info(store, &info), 0);
+    ck_assert_uint_eq(info.users, 2);
+    ck_assert_uint_eq(info.schema_version, TS_STORE_SCHEMA_VERSION);
+    ck_assert_uint_eq(info.map_size_bytes, 16u << 20);
+    ts_store_close(store);
+
+    /* Read-only opening sees the same data and cannot write. */
+    store = ts_store_open(dir, TS_STORE_SYNC_FULL, 16, 1, err, sizeof err);
+    ck_assert_msg(store != NULL, "%s", err);
+    ck_assert_int_eq(ts_store_get(store, "bob", 3, &bytes, &len), 0);
+    ck_assert_int_ne(ts_store_begin(store, err, sizeof err), 0);
+    ts_store_close(store);
+}
+END_TEST
+
+START_TEST(test_store_refuses_newer_schema)
+{
+    ts_store_close(open_store());
+    /* Write a future schema version behind the store's back. */
+    MDB_env *env;
+    MDB_txn *txn;
+    MDB_dbi meta;
+    ck_assert_int_eq(mdb_env_create(&env), 0);
+    ck_assert_int_eq(mdb_env_set_maxdbs(env, 2), 0);
+    ck_assert_int_eq(mdb_env_open(env, dir, 0, 0600), 0);
+    ck_assert_int_eq(mdb_txn_begin(env, NULL, 0, &txn), 0);
+    ck_assert_int_eq(mdb_dbi_open(txn, "meta", 0, &meta), 0);
+    unsigned char version[4] = { TS_STORE_SCHEMA_VERSION + 1, 0, 0, 0 };
+    MDB_val key = { .mv_size = strlen("schema_version"),
+                    .mv_data = "schema_version" };
+    MDB_val value = { .mv_size = 4, .mv_data = version };
+    ck_assert_int_eq(mdb_put(txn, meta, &key, &value, 0), 0);
+    ck_assert_int_eq(mdb_txn_commit(txn), 0);
+    mdb_env_close(env);
+
+    char err[512] = "";
+    ck_assert_ptr_null(
+        ts_store_open(dir, TS_STORE_SYNC_FULL, 16, 0, err, sizeof err));
+    ck_assert_msg(strstr(err, "schema version 2") != NULL &&
+                      strstr(err, "newer") != NULL,
+                  "unclear message: %s", err);
+    ck_assert_ptr_null(
+        ts_store_open(dir, TS_STORE_SYNC_FULL, 16, 1, err, sizeof err));
+}
+END_TEST
+
+START_TEST(test_store_unusable_directory)
+{
+    char err[512] = "";
+    ck_assert_ptr_null(ts_store_open("/dev/null/state", TS_STORE_SYNC_FULL,
+                                     16, 0, err, sizeof err));
+    ck_assert_ptr_nonnull(strstr(err, "/dev/null/state"));
+    /* Inspecting never creates a store. */
+    char missing[128];
+    snprintf(missing, sizeof missing, "%s/absent", dir);
+    ck_assert_ptr_null(
+        ts_store_open(missing, TS_STORE_SYNC_FULL, 16, 1, err, sizeof err));
+    ck_assert_int_ne(access(missing, F_OK), 0);
+}
+END_TEST
+
+START_TEST(test_store_full_map_fails_commit)
+{
+    char err[512];
+    ts_store *store =
+        ts_store_open(dir, TS_STORE_SYNC_NONE, 1, 0, err, sizeof err);
+    ck_assert_ptr_nonnull(store);
+    static char blob[4096];
+    int failed = 0;
+    for (int i = 0; i < 1000 && !failed; i++) {
+        char id[16];
+        int n = snprintf(id, sizeof id, "u%d", i);
+        ck_assert_int_eq(ts_store_begin(store, err, sizeof err), 0);
+        if (ts_store_put(store, id, (size_t)n, blob, sizeof blob, err,
+                         sizeof err) != 0) {
+            ts_store_abort(store);
+            failed = 1;
+        } else if (ts_store_commit(store, err, sizeof err) != 0) {
+            failed = 1;
+        }
+    }
+    /* 1000 x 4 KiB cannot fit in a 1 MiB map: the failure is reported. */
+    ck_assert_int_eq(failed, 1);
+    ck_assert_ptr_nonnull(strstr(err, "MDB_MAP_FULL"));
+    ts_store_close(store);
+}
+END_TEST
+
+/* -------------------------------------------------- pipeline + backend */
+
+START_TEST(test_pipeline_restores_ledger_after_restart)
+{
+    static const char *const names[] = { "a", "b" };
+    ts_store *store = open_store();
+    ts_store_backend sb;
+    ts_store_backend_init(&sb, store);
+    ts_pipeline *pipeline = make_pipeline(names, 2);
+    ts_pipeline_set_state_backend(pipeline, &sb.backend);
+
+    ts_outcome out;
+    for (int i = 0; i < 3; i++) {
+        process(pipeline, "u", 1000 + i, NULL, &out);
+        ck_assert_int_eq(out.sanitized, 1);
+    }
+    ck_assert_uint_eq(ts_pipeline_dirty_count(pipeline), 1);
+    group_commit(pipeline, store);
+    ck_assert_uint_eq(ts_pipeline_dirty_count(pipeline), 0);
+    /* An uncommitted fourth debit would be lost with the process, but then
+     * its point was never published either. */
+    ts_pipeline_free(pipeline);
+    ts_store_backend_free(&sb);
+    ts_store_close(store);
+
+    store = open_store();
+    ts_store_backend_init(&sb, store);
+    pipeline = make_pipeline(names, 2);
+    ts_pipeline_set_state_backend(pipeline, &sb.backend);
+    /* Ordering survives the restart. */
+    process(pipeline, "u", 1001, NULL, &out);
+    ck_assert_int_eq(out.sanitized, 0);
+    ck_assert_int_eq(out.reason, TS_REASON_TIME_WENT_BACKWARDS);
+    /* So does the binding to profile "a". */
+    process(pipeline, "u", 1003, "b", &out);
+    ck_assert_int_eq(out.reason, TS_REASON_PROFILE_CONFLICT);
+    /* The mechanism sees the restored spend and state. */
+    process(pipeline, "u", 1003, NULL, &out);
+    ck_assert_int_eq(out.sanitized, 1);
+    ck_assert(seen.budget.spent == 3 * SPEND);
+    ck_assert_uint_eq(seen.state_counter, 3);
+    ck_assert(out.eps_spent_window == 4 * SPEND);
+    ck_assert_int_eq(out.window_start_ms, 1000);
+    process(pipeline, "u", 1004, NULL, &out);
+    ck_assert_int_eq(out.reason, TS_REASON_BUDGET_EXHAUSTED);
+    /* A new window opens at the stored window's end, not later. */
+    process(pipeline, "u", 1000 + WINDOW_MS, NULL, &out);
+    ck_assert_int_eq(out.sanitized, 1);
+    ck_assert(seen.budget.spent == 0.0);
+    ck_assert(out.eps_spent_window == SPEND);
+    ck_assert_uint_eq(ts_pipeline_get_stats(pipeline)->users_created, 0);
+
+    ts_pipeline_free(pipeline);
+    ts_store_backend_free(&sb);
+    ts_store_close(store);
+}
+END_TEST
+
+START_TEST(test_pipeline_expiry_does_not_refund)
+{
+    static const char *const names[] = { "a" };
+    ts_store *store = open_store();
+    ts_store_backend sb;
+    ts_store_backend_init(&sb, store);
+    ts_pipeline *pipeline = make_pipeline(names, 1);
+    ts_pipeline_set_state_backend(pipeline, &sb.backend);
+
+    ts_outcome out;
+    for (int i = 0; i < 4; i++)
+        process(pipeline, "spender", 1000 + i, NULL, &out);
+    ck_assert_int_eq(out.sanitized, 1);
+    /* Another user's points move the watermark past spender's window end. */
+    process(pipeline, "other", 1000 + WINDOW_MS + 5000, NULL, &out);
+    ck_assert_int_eq(out.sanitized, 1);
+    /* Dirty users are never forgotten before they are saved. */
+    ck_assert_uint_eq(ts_pipeline_expire(pipeline, 100), 0);
+    group_commit(pipeline, store);
+    ck_assert_uint_eq(ts_pipeline_expire(pipeline, 100), 1);
+    ck_assert_uint_eq(ts_pipeline_user_count(pipeline), 1);
+    ts_pipeline_free(pipeline);
+
+    /* The in-memory table is only a cache: with the window still open (a
+     * fresh pipeline, watermark at 0), the user comes back exhausted. */
+    pipeline = make_pipeline(names, 1);
+    ts_pipeline_set_state_backend(pipeline, &sb.backend);
+    process(pipeline, "spender", 1004 + 1, NULL, &out);
+    ck_assert_int_eq(out.reason, TS_REASON_BUDGET_EXHAUSTED);
+    ck_assert(seen.budget.spent == 4 * SPEND);
+    ts_pipeline_free(pipeline);
+    ts_store_backend_free(&sb);
+    ts_store_close(store);
+}
+END_TEST
+
+START_TEST(test_pipeline_removed_profile_keeps_user_bound)
+{
+    static const char *const before[] = { "a", "gone" };
+    static const char *const after[] = { "a" };
+    ts_store *store = open_store();
+    ts_store_backend sb;
+    ts_store_backend_init(&sb, store);
+    ts_pipeline *pipeline = make_pipeline(before, 2);
+    ts_pipeline_set_state_backend(pipeline, &sb.backend);
+    ts_outcome out;
+    process(pipeline, "u", 1000, "gone", &out);
+    ck_assert_int_eq(out.sanitized, 1);
+    group_commit(pipeline, store);
+    ts_pipeline_free(pipeline);
+
+    pipeline = make_pipeline(after, 1);
+    ts_pipeline_set_state_backend(pipeline, &sb.backend);
+    /* The spend is in the removed profile's unit: no point until the
+     * window ends, then a fresh window under the remaining profile. */
+    process(pipeline, "u", 2000, NULL, &out);
+    ck_assert_int_eq(out.reason, TS_REASON_PROFILE_CONFLICT);
+    process(pipeline, "u", 1000 + WINDOW_MS, NULL, &out);
+    ck_assert_int_eq(out.sanitized, 1);
+    ck_assert(out.eps_spent_window == SPEND);
+    ts_pipeline_free(pipeline);
+    ts_store_backend_free(&sb);
+    ts_store_close(store);
+}
+END_TEST
+
+/* A backend that fails every read: the update must be refused, not treated
+ * as a new user with a fresh budget. */
+static int failing_load(void *ctx, const char *id, size_t id_len,
+                        ts_user_record *record)
+{
+    (void)ctx;
+    (void)id;
+    (void)id_len;
+    (void)record;
+    return -1;
+}
+
+static int unused_save(void *ctx, const char *id, size_t id_len,
+                       const ts_user_record *record)
+{
+    (void)ctx;
+    (void)id;
+    (void)id_len;
+    (void)record;
+    return -1;
+}
+
+START_TEST(test_pipeline_load_failure_fails_closed)
+{
+    static const char *const names[] = { "a" };
+    ts_state_backend backend = { NULL, failing_load, unused_save };
+    ts_pipeline *pipeline = make_pipeline(names, 1);
+    ts_pipeline_set_state_backend(pipeline, &backend);
+    ts_outcome out;
+    process(pipeline, "u", 1000, NULL, &out);
+    ck_assert_int_eq(out.sanitized, 0);
+    ck_assert_int_eq(out.reason, TS_REASON_INTERNAL_ERROR);
+    ck_assert_uint_eq(ts_pipeline_user_count(pipeline), 0);
+    ck_assert_int_eq(ts_pipeline_save_dirty(pipeline), 0);
+    ts_pipeline_free(pipeline);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *suite = suite_create("store");
+    TCase *tc = tcase_create("store");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 30);
+    tcase_add_test(tc, test_record_round_trip);
+    tcase_add_test(tc, test_store_persists_and_iterates);
+    tcase_add_test(tc, test_store_refuses_newer_schema);
+    tcase_add_test(tc, test_store_unusable_directory);
+    tcase_add_test(tc, test_store_full_map_fails_commit);
+    tcase_add_test(tc, test_pipeline_restores_ledger_after_restart);
+    tcase_add_test(tc, test_pipeline_expiry_does_not_refund);
+    tcase_add_test(tc, test_pipeline_removed_profile_keeps_user_bound);
+    tcase_add_test(tc, test_pipeline_load_failure_fails_closed);
+    suite_add_tcase(suite, tc);
+    SRunner *runner = srunner_create(suite);
+    srunner_run_all(runner, CK_NORMAL);
+    int failed = srunner_ntests_failed(runner);
+    srunner_free(runner);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
