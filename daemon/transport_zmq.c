@@ -17,6 +17,10 @@
 #include <string.h>
 #include <zmq.h>
 
+#include "daemon/curve_keys.h"
+#include "daemon/log.h"
+#include "daemon/zap.h"
+
 #define ENDPOINT_MAX 256
 /* Bounded so that a stopped subscriber cannot keep the daemon from exiting,
  * long enough to hand the last batch to a connected one. */
@@ -31,6 +35,11 @@ struct ts_transport {
     void *output;
     struct event_base *base;
     struct event *readable;
+    /* PUSH output only: watches the output's ZMQ_FD while input reading is
+     * paused because no consumer can take more. */
+    struct event *output_ready;
+    int paused;
+    ts_zap *zap;
     ts_on_message_fn on_message;
     ts_on_batch_end_fn on_batch_end;
     void *arg;
@@ -41,10 +50,36 @@ struct ts_transport {
 };
 
 static void on_readable(evutil_socket_t fd, short what, void *arg);
+static void on_output_ready(evutil_socket_t fd, short what, void *arg);
 
 static int set_int_option(void *socket, int option, int value)
 {
     return zmq_setsockopt(socket, option, &value, sizeof value);
+}
+
+/* Makes `socket` a CURVE server whose clients the ZAP handler vets under
+ * `domain`. The secret key only passes through libzmq's copy. */
+static int enable_curve(void *socket, const ts_settings *settings,
+                        const char *domain, const char *what, char *err,
+                        size_t errlen)
+{
+    if (!settings->curve_enabled)
+        return 0;
+    if (settings->curve_server_secret == NULL) {
+        snprintf(err, errlen, "%s: CURVE is on but no server key is loaded",
+                 what);
+        return -1;
+    }
+    if (set_int_option(socket, ZMQ_CURVE_SERVER, 1) != 0 ||
+        zmq_setsockopt(socket, ZMQ_CURVE_SECRETKEY,
+                       settings->curve_server_secret,
+                       TS_CURVE_KEY_BYTES) != 0 ||
+        zmq_setsockopt(socket, ZMQ_ZAP_DOMAIN, domain, strlen(domain)) != 0) {
+        snprintf(err, errlen, "%s: cannot enable CURVE: %s", what,
+                 zmq_strerror(zmq_errno()));
+        return -1;
+    }
+    return 0;
 }
 
 static int attach(void *socket, ts_socket_mode mode, const char *endpoint,
@@ -93,6 +128,9 @@ static int open_input(ts_transport *t, const ts_settings *settings,
                  zmq_strerror(zmq_errno()));
         return -1;
     }
+    if (enable_curve(t->input, settings, TS_ZAP_DOMAIN_INPUT, "input", err,
+                     errlen) != 0)
+        return -1;
     if (type == ZMQ_SUB) {
         size_t n = settings->n_subscriptions;
         for (size_t i = 0; i < n; i++) {
@@ -120,7 +158,8 @@ static int open_input(ts_transport *t, const ts_settings *settings,
 static int open_output(ts_transport *t, const ts_settings *settings,
                        char *err, size_t errlen)
 {
-    t->output = zmq_socket(t->context, ZMQ_PUB);
+    t->output = zmq_socket(t->context, settings->output_kind == TS_OUTPUT_PUSH
+                                           ? ZMQ_PUSH : ZMQ_PUB);
     if (t->output == NULL) {
         snprintf(err, errlen, "output: cannot create socket: %s",
                  zmq_strerror(zmq_errno()));
@@ -131,6 +170,24 @@ static int open_output(ts_transport *t, const ts_settings *settings,
         snprintf(err, errlen, "output: cannot set socket options: %s",
                  zmq_strerror(zmq_errno()));
         return -1;
+    }
+    if (enable_curve(t->output, settings, TS_ZAP_DOMAIN_OUTPUT, "output",
+                     err, errlen) != 0)
+        return -1;
+    if (settings->output_kind == TS_OUTPUT_PUSH) {
+        int fd = -1;
+        size_t fd_len = sizeof fd;
+        if (zmq_getsockopt(t->output, ZMQ_FD, &fd, &fd_len) != 0) {
+            snprintf(err, errlen, "output: cannot get ZMQ_FD: %s",
+                     zmq_strerror(zmq_errno()));
+            return -1;
+        }
+        t->output_ready = event_new(t->base, fd, EV_READ | EV_PERSIST,
+                                    on_output_ready, t);
+        if (t->output_ready == NULL) {
+            snprintf(err, errlen, "output: cannot create event");
+            return -1;
+        }
     }
     return attach(t->output, settings->output_mode, settings->output_endpoint,
                   t->output_endpoint, sizeof t->output_endpoint, "output",
@@ -143,11 +200,23 @@ static void zmq_transport_close(ts_transport *t)
         return;
     if (t->readable != NULL)
         event_free(t->readable);
+    if (t->output_ready != NULL)
+        event_free(t->output_ready);
     zmq_msg_close(&t->frame);
     if (t->input != NULL)
         zmq_close(t->input);
     if (t->output != NULL)
         zmq_close(t->output);
+    if (t->zap != NULL) {
+        ts_zap_counters counters = ts_zap_get_counters(t->zap);
+        ts_log(counters.denied > 0 ? TS_LOG_WARN : TS_LOG_INFO,
+               "zap summary accepted=%llu denied=%llu",
+               (unsigned long long)counters.accepted,
+               (unsigned long long)counters.denied);
+        /* After the CURVE sockets: none may wait on a handler that is gone
+         * while zmq_ctx_term drains them. */
+        ts_zap_stop(t->zap);
+    }
     if (t->context != NULL)
         zmq_ctx_term(t->context);
     free(t);
@@ -174,6 +243,22 @@ static int zmq_transport_open(ts_transport **out, const ts_settings *settings,
         return -1;
     }
     zmq_ctx_set(t->context, ZMQ_IO_THREADS, 1);
+    if (settings->curve_enabled) {
+        /* Before any bind: a handshake that finds no handler is let
+         * through by libzmq, which would make CURVE allow everyone. */
+        if (!zmq_has("curve")) {
+            snprintf(err, errlen, "security.curve is on but this libzmq "
+                     "was built without CURVE support");
+            zmq_transport_close(t);
+            return -1;
+        }
+        t->zap = ts_zap_start(t->context, base, settings->curve_input_allow,
+                              settings->curve_output_allow, err, errlen);
+        if (t->zap == NULL) {
+            zmq_transport_close(t);
+            return -1;
+        }
+    }
     /* Output first: once input is bound, producers may start sending, and
      * every accepted update must have somewhere to go. */
     if (open_output(t, settings, err, errlen) != 0 ||
@@ -226,11 +311,56 @@ static size_t receive_remaining_parts(ts_transport *t, size_t frames)
     return frames;
 }
 
+static int output_writable(ts_transport *t)
+{
+    int events = 0;
+    size_t len = sizeof events;
+    if (zmq_getsockopt(t->output, ZMQ_EVENTS, &events, &len) != 0)
+        return 0;
+    return (events & ZMQ_POLLOUT) != 0;
+}
+
+/* A PUSH output with no consumer able to take a message (none connected,
+ * or all at their HWM) pauses input: messages then wait in the input
+ * socket and, past its HWM, in the producers, instead of being lost here.
+ * Reading ZMQ_EVENTS resets the output's ZMQ_FD, so any later change
+ * (a consumer connects or drains) raises it again. */
+static int pause_for_output(ts_transport *t)
+{
+    if (t->output_ready == NULL || output_writable(t))
+        return 0;
+    if (!t->paused) {
+        t->paused = 1;
+        /* The input's ZMQ_FD stays raised while messages wait unread, so
+         * its event must go or the loop would spin. */
+        event_del(t->readable);
+        event_add(t->output_ready, NULL);
+        ts_log(TS_LOG_DEBUG, "output cannot accept more; input paused");
+    }
+    return 1;
+}
+
+static void on_output_ready(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    ts_transport *t = arg;
+    if (!t->paused || !output_writable(t))
+        return;
+    t->paused = 0;
+    event_del(t->output_ready);
+    ts_log(TS_LOG_DEBUG, "output accepts again; input resumed");
+    event_add(t->readable, NULL);
+    event_active(t->readable, EV_READ, 0);
+}
+
 static void on_readable(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd;
     (void)what;
     ts_transport *t = arg;
+    if (pause_for_output(t))
+        return;
     size_t received = 0;
     while (received < t->read_budget) {
         if (zmq_msg_recv(&t->frame, t->input, ZMQ_DONTWAIT) < 0) {

@@ -15,6 +15,7 @@
 #include <zmq.h>
 
 #include "daemon/codec.h"
+#include "daemon/curve_keys.h"
 #include "daemon/pipeline.h"
 #include "tools/commands.h"
 #include "tools/csv.h"
@@ -42,6 +43,8 @@ typedef struct tail_options {
     double timeout_s;        /* 0 = none */
     const char *rejections_path;
     const char *ready_path;
+    const char *curve_server_key; /* server's public key file */
+    const char *curve_key;        /* client key pair prefix */
 } tail_options;
 
 typedef struct tail_state {
@@ -86,6 +89,9 @@ static void usage(FILE *out)
         "                          (scripts wait for it before sending)\n"
         "  -c, --config FILE, -o path=value\n"
         "                          read the default endpoint from a config\n"
+        "      --curve-server-key FILE --curve-key PREFIX\n"
+        "                          connect with CURVE: the daemon's public\n"
+        "                          key, and this client's PREFIX.key/.pub\n"
         "  -h, --help              show this help\n"
         "\n"
         "Runs until --count, --timeout, SIGINT or SIGTERM; exit status 0, or\n"
@@ -95,8 +101,11 @@ static void usage(FILE *out)
 
 static int parse_options(int argc, char **argv, tail_options *opts)
 {
+    enum { OPT_CURVE_SERVER_KEY = 1000, OPT_CURVE_KEY };
     static const struct option long_options[] = {
         { "connect", required_argument, NULL, 'C' },
+        { "curve-server-key", required_argument, NULL, OPT_CURVE_SERVER_KEY },
+        { "curve-key", required_argument, NULL, OPT_CURVE_KEY },
         { "topic", required_argument, NULL, 't' },
         { "count", required_argument, NULL, 'n' },
         { "timeout", required_argument, NULL, 'T' },
@@ -144,6 +153,12 @@ static int parse_options(int argc, char **argv, tail_options *opts)
         case 'R':
             opts->ready_path = optarg;
             break;
+        case OPT_CURVE_SERVER_KEY:
+            opts->curve_server_key = optarg;
+            break;
+        case OPT_CURVE_KEY:
+            opts->curve_key = optarg;
+            break;
         case 'c':
             opts->config_path = optarg;
             break;
@@ -161,6 +176,11 @@ static int parse_options(int argc, char **argv, tail_options *opts)
             usage(stderr);
             return -1;
         }
+    }
+    if ((opts->curve_server_key == NULL) != (opts->curve_key == NULL)) {
+        fprintf(stderr, TS_TOOL_NAME ": --curve-server-key and --curve-key "
+                "go together\n");
+        return -1;
     }
     if (optind != argc) {
         fprintf(stderr, TS_TOOL_NAME ": tail: unexpected argument '%s'\n",
@@ -368,6 +388,12 @@ int cmd_tail(int argc, char **argv)
                     zmq_strerror(zmq_errno()));
             goto out;
         }
+    }
+    if (opts.curve_key != NULL &&
+        ts_curve_client_setup(socket, opts.curve_server_key, opts.curve_key,
+                              err, sizeof err) != 0) {
+        fprintf(stderr, TS_TOOL_NAME ": %s\n", err);
+        goto out;
     }
     if (opts.ready_path != NULL) {
         monitor = ts_tool_monitor_open(context, socket, "tail");

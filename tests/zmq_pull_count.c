@@ -1,0 +1,54 @@
+/* Test helper: a PULL consumer for tracesand's `output.type = "push"`.
+ *   zmq_pull_count --connect ENDPOINT --count N [--timeout S]
+ * Receives messages until N have arrived or S seconds (default 10) pass
+ * without one, prints how many arrived, and exits 0 when that is N. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zmq.h>
+
+int main(int argc, char **argv)
+{
+    const char *endpoint = NULL;
+    long want = -1;
+    double timeout_s = 10.0;
+    for (int i = 1; i + 1 < argc; i += 2) {
+        if (strcmp(argv[i], "--connect") == 0)
+            endpoint = argv[i + 1];
+        else if (strcmp(argv[i], "--count") == 0)
+            want = strtol(argv[i + 1], NULL, 10);
+        else if (strcmp(argv[i], "--timeout") == 0)
+            timeout_s = strtod(argv[i + 1], NULL);
+    }
+    if (endpoint == NULL || want < 0) {
+        fprintf(stderr, "usage: zmq_pull_count --connect ENDPOINT --count N "
+                "[--timeout S]\n");
+        return 2;
+    }
+    void *context = zmq_ctx_new();
+    void *socket = zmq_socket(context, ZMQ_PULL);
+    int timeout_ms = (int)(timeout_s * 1000.0);
+    int linger = 0;
+    zmq_setsockopt(socket, ZMQ_RCVTIMEO, &timeout_ms, sizeof timeout_ms);
+    zmq_setsockopt(socket, ZMQ_LINGER, &linger, sizeof linger);
+    if (zmq_connect(socket, endpoint) != 0) {
+        fprintf(stderr, "zmq_pull_count: cannot connect %s: %s\n", endpoint,
+                zmq_strerror(zmq_errno()));
+        return 2;
+    }
+    long received = 0;
+    zmq_msg_t frame;
+    zmq_msg_init(&frame);
+    while (received < want) {
+        if (zmq_msg_recv(&frame, socket, 0) < 0)
+            break;
+        while (zmq_msg_more(&frame) && zmq_msg_recv(&frame, socket, 0) >= 0) {
+        }
+        received++;
+    }
+    zmq_msg_close(&frame);
+    printf("%ld\n", received);
+    zmq_close(socket);
+    zmq_ctx_term(context);
+    return received == want ? 0 : 1;
+}
