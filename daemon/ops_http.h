@@ -1,0 +1,32 @@
+/* The operator's HTTP endpoint (libevent evhttp, on the daemon's loop):
+ * GET /metrics (Prometheus text) and GET /healthz ("ok" or 503 + reason).
+ *
+ * It runs on the event loop thread, so a scrape reads the counters without
+ * locks; rendering is a few kilobytes of snprintf, far below a batch.
+ */
+#ifndef TRACESAN_DAEMON_OPS_HTTP_H
+#define TRACESAN_DAEMON_OPS_HTTP_H
+
+#include <stddef.h>
+
+struct event_base;
+
+typedef struct ts_ops_http ts_ops_http;
+
+/* Produces the /metrics body (malloc'ed, caller frees; NULL on failure). */
+typedef char *(*ts_ops_render_fn)(void *arg, size_t *len);
+
+/* Split "host:port" ("[v6]:port" for IPv6); port 0 asks for an ephemeral
+ * one. 0 on success, -1 with err filled otherwise. */
+int ts_ops_http_parse_listen(const char *listen, char *host, size_t host_size,
+                             unsigned *port, char *err, size_t errlen);
+
+/* Bind `listen` and serve. NULL with err filled on failure. */
+ts_ops_http *ts_ops_http_start(struct event_base *base, const char *listen,
+                               ts_ops_render_fn render, void *arg, char *err,
+                               size_t errlen);
+/* "host:port" actually bound (ephemeral port resolved). */
+const char *ts_ops_http_address(const ts_ops_http *http);
+void ts_ops_http_free(ts_ops_http *http);
+
+#endif
