@@ -4,17 +4,26 @@
 #   2. the same suite in ./build-asan, configured --enable-sanitizers
 #      (AddressSanitizer + UndefinedBehaviorSanitizer, leaks fatal)
 #   3. `make distcheck` (VPATH build from the tarball, read-only sources)
+#   4. the daemon's integration tests again, tracesand under valgrind
+#      memcheck (TS_VALGRIND=1: any error or definite/indirect leak fails)
+#   5. the libFuzzer targets built in ./build-fuzz (CC=clang,
+#      --enable-fuzzers), each run for FUZZ_SECONDS (20) on its seed corpus
 # The last line is always `tests: N passed, M failed`: N and M sum the test
-# results of both builds, plus distcheck as one more check. Exit status is
-# non-zero when anything failed.
+# results of both builds, plus distcheck, the valgrind run and each fuzz
+# target as one more check each. Exit status is non-zero when anything
+# failed.
 #
 # Environment: BUILD_DIR (default build), ASAN_BUILD_DIR (default
-# build-asan), SKIP_ASAN=1, SKIP_DISTCHECK=1 to leave a stage out.
+# build-asan), FUZZ_BUILD_DIR (default build-fuzz), FUZZ_SECONDS (default
+# 20), SKIP_ASAN=1, SKIP_DISTCHECK=1, SKIP_VALGRIND=1, SKIP_FUZZ=1 to leave
+# a stage out.
 set -uo pipefail
 
 cd "$(dirname "$0")/.." || exit 1
 build=${BUILD_DIR:-build}
 asan_build=${ASAN_BUILD_DIR:-build-asan}
+fuzz_build=${FUZZ_BUILD_DIR:-build-fuzz}
+top=$(pwd)
 jobs=$(nproc 2>/dev/null || echo 2)
 
 passed=0
@@ -101,6 +110,61 @@ if [ "${SKIP_DISTCHECK:-0}" != 1 ]; then
     else
         say "$build: distcheck FAILED; last lines of $build/make-distcheck.out:"
         tail -n 40 "$build/make-distcheck.out" | sed 's/^/    /'
+        failed=$((failed + 1))
+    fi
+fi
+
+# 4. valgrind: the integration tests that start tracesand, daemon wrapped in
+# memcheck (tests/lib.sh). Their own checks must pass too, so an error that
+# only changes behaviour is caught as well.
+if [ "${SKIP_VALGRIND:-0}" != 1 ]; then
+    vg_ok=1
+    build_abs=$(cd "$build" && pwd)
+    for script in integration_feed integration_bad_input integration_burst; do
+        say "$build: $script.sh under valgrind"
+        if ! (cd "$build_abs" && TS_VALGRIND=1 top_srcdir="$top" \
+                top_builddir="$build_abs" bash "$top/tests/$script.sh") \
+                >"$build/$script.valgrind.log" 2>&1; then
+            vg_ok=0
+            say "$build: $script.sh FAILED under valgrind; last lines of $build/$script.valgrind.log:"
+            tail -n 40 "$build/$script.valgrind.log" | sed 's/^/    /'
+        fi
+    done
+    if [ $vg_ok -eq 1 ]; then
+        say "$build: valgrind integration run passed"
+        passed=$((passed + 1))
+    else
+        failed=$((failed + 1))
+    fi
+fi
+
+# 5. Fuzz smoke: every libFuzzer target on its corpus for a short while.
+if [ "${SKIP_FUZZ:-0}" != 1 ]; then
+    mkdir -p "$fuzz_build"
+    if [ ! -f "$fuzz_build/config.status" ] ||
+       [ configure -nt "$fuzz_build/config.status" ]; then
+        say "configuring in $fuzz_build (CC=clang --enable-fuzzers)"
+        (cd "$fuzz_build" && CC=clang "$top/configure" -q --enable-fuzzers) \
+            >"$fuzz_build/configure.out" 2>&1
+    fi
+    if make -C "$fuzz_build" -j"$jobs" fuzzers >"$fuzz_build/make-fuzzers.out" 2>&1; then
+        make -C "$fuzz_build" fuzz-smoke FUZZ_SECONDS="${FUZZ_SECONDS:-20}" \
+            >"$fuzz_build/fuzz-smoke.out" 2>&1
+        sed -n 's/^\(fuzz: .*\)/\1/p; /^    /p' "$fuzz_build/fuzz-smoke.out" |
+            sed 's/^/test: /'
+        fuzz_pass=$(grep -c '^fuzz: .*: ok' "$fuzz_build/fuzz-smoke.out")
+        fuzz_fail=$(grep -c '^fuzz: .*: FAILED' "$fuzz_build/fuzz-smoke.out")
+        passed=$((passed + fuzz_pass))
+        failed=$((failed + fuzz_fail))
+        if [ $((fuzz_pass + fuzz_fail)) -eq 0 ]; then
+            say "$fuzz_build: fuzz smoke produced no results"
+            tail -n 20 "$fuzz_build/fuzz-smoke.out" | sed 's/^/    /'
+            failed=$((failed + 1))
+        fi
+    else
+        say "$fuzz_build: building the fuzzers FAILED (needs clang + libclang-rt-14-dev):"
+        cat "$fuzz_build/configure.out" 2>/dev/null | tail -n 5 | sed 's/^/    /'
+        grep -E 'error' "$fuzz_build/make-fuzzers.out" | head -n 20 | sed 's/^/    /'
         failed=$((failed + 1))
     fi
 fi

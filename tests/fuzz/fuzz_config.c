@@ -1,0 +1,132 @@
+/* libFuzzer target: the configuration loader (libconfig file + overrides).
+ *
+ * Input layout: the configuration file text, then optionally a NUL byte and
+ * up to MAX_OVERRIDES NUL-separated `-o path=value` override strings. The
+ * file goes through a memfd and its /proc/self/fd path, because
+ * ts_config_load only takes a path. A configuration that loads must also
+ * turn into profiles and a pipeline (the mechanisms validate their own
+ * parameters there), and its error text must never be empty. */
+#define _GNU_SOURCE
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "daemon/config.h"
+#include "daemon/log.h"
+#include "daemon/pipeline.h"
+#include "mechanisms/rng.h"
+
+#define MAX_OVERRIDES 4
+
+static int config_fd = -1;
+static char config_path[64];
+
+int LLVMFuzzerInitialize(int *argc, char ***argv);
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+static void die(const char *what)
+{
+    fprintf(stderr, "fuzz_config: %s\n", what);
+    abort();
+}
+
+int LLVMFuzzerInitialize(int *argc, char ***argv)
+{
+    (void)argc;
+    (void)argv;
+    ts_log_init("fuzz_config", TS_LOG_ERROR, 0);
+    /* One memfd reused for every input: creating one per run would leak
+     * descriptors on the crash path and cost a syscall pair each time. */
+    config_fd = memfd_create("fuzz_config.conf", 0);
+    if (config_fd < 0)
+        die("memfd_create failed");
+    snprintf(config_path, sizeof config_path, "/proc/self/fd/%d", config_fd);
+    return 0;
+}
+
+static void write_config_file(const uint8_t *data, size_t size)
+{
+    if (ftruncate(config_fd, 0) != 0)
+        die("ftruncate failed");
+    size_t done = 0;
+    while (done < size) {
+        ssize_t n = pwrite(config_fd, data + done, size - done, (off_t)done);
+        if (n <= 0)
+            die("pwrite failed");
+        done += (size_t)n;
+    }
+}
+
+static void try_load(const char *path, const char *const *overrides,
+                     size_t n_overrides)
+{
+    char err[512];
+    memset(err, 0x5a, sizeof err);
+    ts_config *config = ts_config_load(path, overrides, n_overrides, err,
+                                       sizeof err);
+    if (config == NULL) {
+        if (memchr(err, '\0', sizeof err) == NULL || err[0] == '\0')
+            die("failed load without an error message");
+        return;
+    }
+    const ts_settings *settings = ts_config_settings(config);
+    if (settings == NULL || settings->default_profile == NULL ||
+        settings->input_endpoint == NULL || settings->output_endpoint == NULL)
+        die("loaded configuration lacks a required setting");
+    if (settings->n_subscriptions > TS_MAX_SUBSCRIPTIONS)
+        die("too many subscriptions accepted");
+
+    /* The pipeline may legitimately refuse (say, a table size too large to
+     * allocate); what matters is that it does so cleanly. Cap the table so a
+     * valid but huge users.max_users does not exhaust the fuzzer's memory
+     * limit: that is a resource limit, not a bug. */
+    if (settings->limits.max_users <= 100000) {
+        ts_rng *rng = ts_rng_new_seeded(1);
+        if (rng == NULL)
+            die("rng");
+        ts_pipeline *pipeline = ts_config_make_pipeline(config, rng, err,
+                                                        sizeof err);
+        if (pipeline != NULL) {
+            if (ts_pipeline_default_profile(pipeline) == NULL)
+                die("pipeline without a default profile");
+            ts_pipeline_free(pipeline);
+        }
+        ts_rng_free(rng);
+    }
+    ts_config_free(config);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    const uint8_t *nul = memchr(data, '\0', size);
+    size_t file_size = nul != NULL ? (size_t)(nul - data) : size;
+    write_config_file(data, file_size);
+
+    const char *overrides[MAX_OVERRIDES];
+    size_t n_overrides = 0;
+    char *rest = NULL;
+    if (nul != NULL) {
+        size_t rest_size = size - file_size - 1;
+        rest = malloc(rest_size + 1);
+        if (rest == NULL)
+            die("malloc");
+        memcpy(rest, nul + 1, rest_size);
+        rest[rest_size] = '\0';
+        char *cursor = rest;
+        char *end = rest + rest_size;
+        while (n_overrides < MAX_OVERRIDES && cursor <= end) {
+            overrides[n_overrides++] = cursor;
+            cursor += strlen(cursor) + 1;
+        }
+    }
+
+    try_load(config_path, overrides, n_overrides);
+    /* The same overrides on the built-in defaults, as `-o` without `-c`. */
+    if (n_overrides > 0)
+        try_load(NULL, overrides, n_overrides);
+    free(rest);
+    return 0;
+}
