@@ -6,10 +6,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include <libconfig.h>
 
+#include "daemon/curve_keys.h"
 #include "daemon/log.h"
+#include "daemon/ops_http.h"
 
 /* Ten years: generous upper bound for every duration setting, and small
  * enough that millisecond arithmetic on it cannot overflow. */
@@ -35,6 +38,9 @@ struct ts_config {
     profile_desc *profiles;
     size_t n_profiles;
     size_t default_index;
+    ts_curve_allow_list input_allow;   /* security.input_allow_keys_file */
+    ts_curve_allow_list output_allow;  /* security.output_allow_keys_file */
+    unsigned char *server_secret;      /* settings.curve_server_secret */
     char *err;                   /* first error wins */
     size_t errlen;
     int failed;
@@ -583,12 +589,17 @@ static void load_input(ts_config *config, config_setting_t *root)
 
 static void load_output(ts_config *config, config_setting_t *root)
 {
-    static const char *const known[] = { "endpoint", "mode", "hwm", NULL };
+    static const char *const known[] = { "endpoint", "mode", "hwm", "type",
+                                         NULL };
+    static const char *const types[] = { "pub", "push", NULL };
     ts_settings *s = &config->settings;
     config_setting_t *output = optional_group(config, root, "output");
     if (output == NULL || check_known_keys(config, output, known) < 0)
         return;
     read_endpoint(config, output, &s->output_endpoint);
+    int kind = (int)s->output_kind;
+    read_choice(config, output, "type", types, "\"pub\" or \"push\"", &kind);
+    s->output_kind = (ts_output_kind)kind;
     int mode = (int)s->output_mode;
     read_choice(config, output, "mode", socket_modes,
                 "\"bind\" or \"connect\"", &mode);
@@ -634,6 +645,188 @@ static void load_log(ts_config *config, config_setting_t *root)
     read_choice(config, log, "level", levels,
                 "\"error\", \"warn\", \"info\" or \"debug\"", &s->log_level);
     read_bool(config, log, "syslog", &s->log_syslog);
+}
+
+/* LMDB refuses keys longer than this (its default build); a user id is the
+ * key of the user's record. */
+#define MAX_STORE_KEY_BYTES 511
+
+static void load_state(ts_config *config, config_setting_t *root)
+{
+    static const char *const known[] = { "dir", "sync", "map_size_mb", NULL };
+    /* Same order as ts_store_sync in daemon/store.h. */
+    static const char *const syncs[] = { "full", "batch", "none", NULL };
+    ts_settings *s = &config->settings;
+    config_setting_t *state = optional_group(config, root, "state");
+    if (state == NULL || check_known_keys(config, state, known) < 0)
+        return;
+    read_string(config, state, "dir", &s->state_dir);
+    read_choice(config, state, "sync", syncs,
+                "\"full\", \"batch\" or \"none\"", &s->state_sync);
+    long long v = (long long)s->state_map_size_mb;
+    read_int(config, state, "map_size_mb", 1, 1LL << 24, &v);
+    s->state_map_size_mb = (size_t)v;
+    if (!config->failed && s->state_dir != NULL &&
+        s->limits.max_user_id_bytes > MAX_STORE_KEY_BYTES) {
+        config_setting_t *dir = config_setting_get_member(state, "dir");
+        fail_at(config, dir, "state.dir needs users.max_user_id_bytes <= %d "
+                "(user ids are store keys)", MAX_STORE_KEY_BYTES);
+    }
+}
+
+static void load_http(ts_config *config, config_setting_t *root)
+{
+    static const char *const known[] = { "listen", NULL };
+    ts_settings *s = &config->settings;
+    config_setting_t *http = optional_group(config, root, "http");
+    if (http == NULL || check_known_keys(config, http, known) < 0)
+        return;
+    config_setting_t *listen = config_setting_get_member(http, "listen");
+    if (listen == NULL)
+        return;
+    /* Unlike other strings, "" is meaningful here: the endpoint is off. */
+    if (config_setting_type(listen) != CONFIG_TYPE_STRING) {
+        fail_at(config, listen, "http.listen must be a string, not %s",
+                type_name(config_setting_type(listen)));
+        return;
+    }
+    s->http_listen = config_setting_get_string(listen);
+    if (s->http_listen[0] == '\0')
+        return;
+    char host[256];
+    char problem[256];
+    unsigned port;
+    if (ts_ops_http_parse_listen(s->http_listen, host, sizeof host, &port,
+                                 problem, sizeof problem) != 0)
+        fail_at(config, listen,
+                "http.listen %s (use \"127.0.0.1:9107\", or \"\" to turn "
+                "the endpoint off)", problem);
+}
+
+/* ---------------------------------------------------------- security */
+
+/* Blames the setting that named the file; the key file's own error (which
+ * never quotes key text) follows. */
+static void fail_key_file(ts_config *config, config_setting_t *group,
+                          const char *key, const char *detail)
+{
+    config_setting_t *s = config_setting_get_member(group, key);
+    char where[256];
+    setting_path(s, where, sizeof where);
+    fail_at(config, s, "%s: %s", where, detail);
+}
+
+static const char *required_key_file(ts_config *config,
+                                     config_setting_t *group, const char *key)
+{
+    const char *path = NULL;
+    read_string(config, group, key, &path);
+    if (path == NULL && !config->failed)
+        fail_at(config, group, "security.curve is on but security.%s is not "
+                "set", key);
+    return path;
+}
+
+static void load_server_keys(ts_config *config, config_setting_t *security)
+{
+    ts_settings *s = &config->settings;
+    char detail[512];
+    if (s->curve_secret_key_file == NULL || s->curve_public_key_file == NULL)
+        return;
+    struct stat st;
+    if (stat(s->curve_secret_key_file, &st) == 0 &&
+        (st.st_mode & (S_IRWXG | S_IRWXO)) != 0) {
+        snprintf(detail, sizeof detail, "%s: a secret key must not be "
+                 "accessible by group or others (chmod 600)",
+                 s->curve_secret_key_file);
+        fail_key_file(config, security, "server_secret_key_file", detail);
+        return;
+    }
+    config->server_secret = calloc(1, TS_CURVE_KEY_BYTES);
+    if (config->server_secret == NULL) {
+        fail_raw(config, "%s: out of memory", config->origin);
+        return;
+    }
+    s->curve_server_secret = config->server_secret;
+    if (ts_curve_read_key_file(s->curve_secret_key_file,
+                               config->server_secret, detail,
+                               sizeof detail) != 0) {
+        fail_key_file(config, security, "server_secret_key_file", detail);
+        return;
+    }
+    if (ts_curve_read_key_file(s->curve_public_key_file,
+                               s->curve_server_public, detail,
+                               sizeof detail) != 0) {
+        fail_key_file(config, security, "server_public_key_file", detail);
+        return;
+    }
+    if (ts_curve_check_pair(s->curve_server_secret,
+                            s->curve_server_public) != 0) {
+        snprintf(detail, sizeof detail, "%s is not the public key of %s",
+                 s->curve_public_key_file, s->curve_secret_key_file);
+        fail_key_file(config, security, "server_public_key_file", detail);
+    }
+}
+
+static void load_security(ts_config *config, config_setting_t *root)
+{
+    static const char *const known[] = {
+        "curve", "server_secret_key_file", "server_public_key_file",
+        "input_allow_keys_file", "output_allow_keys_file", NULL
+    };
+    ts_settings *s = &config->settings;
+    config_setting_t *security = optional_group(config, root, "security");
+    if (security == NULL || check_known_keys(config, security, known) < 0)
+        return;
+    read_bool(config, security, "curve", &s->curve_enabled);
+    if (config->failed)
+        return;
+    if (!s->curve_enabled) {
+        /* Paths are still type-checked so a typo shows before the switch is
+         * flipped; the files are only read when CURVE is on. */
+        read_string(config, security, "server_secret_key_file",
+                    &s->curve_secret_key_file);
+        read_string(config, security, "server_public_key_file",
+                    &s->curve_public_key_file);
+        read_string(config, security, "input_allow_keys_file",
+                    &s->curve_input_allow_file);
+        read_string(config, security, "output_allow_keys_file",
+                    &s->curve_output_allow_file);
+        return;
+    }
+    s->curve_secret_key_file =
+        required_key_file(config, security, "server_secret_key_file");
+    if (!config->failed)
+        s->curve_public_key_file =
+            required_key_file(config, security, "server_public_key_file");
+    if (!config->failed)
+        s->curve_input_allow_file =
+            required_key_file(config, security, "input_allow_keys_file");
+    if (!config->failed)
+        read_string(config, security, "output_allow_keys_file",
+                    &s->curve_output_allow_file);
+    if (config->failed)
+        return;
+    load_server_keys(config, security);
+    if (config->failed)
+        return;
+    char detail[512];
+    if (ts_curve_read_allow_list(s->curve_input_allow_file,
+                                 &config->input_allow, detail,
+                                 sizeof detail) != 0) {
+        fail_key_file(config, security, "input_allow_keys_file", detail);
+        return;
+    }
+    s->curve_input_allow = &config->input_allow;
+    if (s->curve_output_allow_file != NULL) {
+        if (ts_curve_read_allow_list(s->curve_output_allow_file,
+                                     &config->output_allow, detail,
+                                     sizeof detail) != 0) {
+            fail_key_file(config, security, "output_allow_keys_file", detail);
+            return;
+        }
+        s->curve_output_allow = &config->output_allow;
+    }
 }
 
 /* ---------------------------------------------------------- profiles */
@@ -927,6 +1120,10 @@ static void set_defaults(ts_settings *s)
     s->log_level = TS_LOG_INFO;
     s->log_syslog = 0;
     s->default_profile = "geoind";
+    s->http_listen = "127.0.0.1:9107";
+    s->state_dir = NULL;
+    s->state_sync = 0;
+    s->state_map_size_mb = 1024;
 }
 
 /* With no `profiles` group (in particular with no file at all) there is one
@@ -1038,7 +1235,8 @@ ts_config *ts_config_load(const char *path, const char *const *overrides,
         goto fail;
 
     static const char *const known_top[] = {
-        "input", "output", "users", "log", "default_profile", "profiles", NULL
+        "input", "output", "users", "log", "default_profile", "profiles", "http",
+        "state", "security", NULL
     };
     config_setting_t *root = config_root_setting(&config->cfg);
     check_known_keys(config, root, known_top);
@@ -1050,6 +1248,12 @@ ts_config *ts_config_load(const char *path, const char *const *overrides,
         load_users(config, root);
     if (!config->failed)
         load_log(config, root);
+    if (!config->failed)
+        load_http(config, root);
+    if (!config->failed)
+        load_state(config, root);
+    if (!config->failed)
+        load_security(config, root);
     if (!config->failed)
         read_string(config, root, "default_profile",
                     &config->settings.default_profile);
@@ -1072,6 +1276,11 @@ void ts_config_free(ts_config *config)
 {
     if (config == NULL)
         return;
+    if (config->server_secret != NULL)
+        ts_curve_wipe(config->server_secret, TS_CURVE_KEY_BYTES);
+    free(config->server_secret);
+    ts_curve_allow_list_free(&config->input_allow);
+    ts_curve_allow_list_free(&config->output_allow);
     config_destroy(&config->cfg);
     for (size_t i = 0; i < config->n_overrides; i++)
         free(config->overrides[i]);

@@ -19,6 +19,9 @@
 
 typedef enum ts_socket_kind { TS_SOCKET_PULL = 0, TS_SOCKET_SUB = 1 } ts_socket_kind;
 typedef enum ts_socket_mode { TS_SOCKET_BIND = 0, TS_SOCKET_CONNECT = 1 } ts_socket_mode;
+/* PUB drops for slow subscribers; PUSH is lossless: when no consumer can
+ * take more, the transport stops reading input until one can. */
+typedef enum ts_output_kind { TS_OUTPUT_PUB = 0, TS_OUTPUT_PUSH = 1 } ts_output_kind;
 
 #define TS_MAX_SUBSCRIPTIONS 16
 
@@ -48,6 +51,28 @@ typedef struct ts_settings {
     int log_syslog;                      /* log.syslog, default false */
     /* profiles */
     const char *default_profile;         /* default_profile, default "geoind" */
+    /* state (durable store, daemon/store.h) */
+    const char *state_dir;               /* state.dir; NULL = in memory only */
+    int state_sync;                      /* state.sync: ts_store_sync, "full" */
+    size_t state_map_size_mb;            /* state.map_size_mb, default 1024 */
+    /* output socket type and transport security (CURVE) */
+    ts_output_kind output_kind;          /* output.type: "pub" | "push", default pub */
+    int curve_enabled;                   /* security.curve, default false */
+    const char *curve_secret_key_file;   /* security.server_secret_key_file */
+    const char *curve_public_key_file;   /* security.server_public_key_file */
+    const char *curve_input_allow_file;  /* security.input_allow_keys_file */
+    const char *curve_output_allow_file; /* security.output_allow_keys_file */
+    /* Loaded and checked by ts_config_load when curve_enabled: 32 bytes
+     * each. The secret lives on the heap so that copies of the settings do
+     * not copy it, and ts_config_free wipes it. curve_output_allow NULL =
+     * any CURVE client may subscribe. */
+    const unsigned char *curve_server_secret;
+    unsigned char curve_server_public[32];
+    const struct ts_curve_allow_list *curve_input_allow;
+    const struct ts_curve_allow_list *curve_output_allow;
+    /* operations (daemon/ops_http.h) */
+    const char *http_listen;             /* http.listen "host:port", default
+                                            "127.0.0.1:9107"; "" = off */
 } ts_settings;
 
 typedef struct ts_config ts_config;

@@ -19,13 +19,18 @@
 #include <unistd.h>
 
 #include <event2/event.h>
+#include <systemd/sd-daemon.h>
 
 #include <gsl/gsl_errno.h>
 
 #include "daemon/codec.h"
 #include "daemon/config.h"
 #include "daemon/log.h"
+#include "daemon/metrics.h"
+#include "daemon/ops_http.h"
 #include "daemon/pipeline.h"
+#include "daemon/pipeline_reload.h"
+#include "daemon/store.h"
 #include "daemon/transport.h"
 
 #ifndef PACKAGE_VERSION
@@ -86,6 +91,21 @@ typedef struct daemon_state {
     uint64_t encode_failures;
     uint64_t publish_failures;
     uint64_t future_rejections;
+    ts_store *store;             /* NULL: state.dir unset, memory only */
+    ts_store_backend store_backend;
+    int store_failed;            /* a commit failed: unhealthy, input stopped */
+    /* operations: metrics, HTTP, reload, systemd */
+    ts_metrics *metrics;
+    ts_ops_http *http;
+    uint64_t messages_in;
+    uint64_t messages_published;
+    const char *config_path;     /* re-read on SIGHUP */
+    const char *const *overrides;
+    size_t n_overrides;
+    struct event *ops_tick_event;
+    struct timespec ops_tick_due;
+    unsigned ops_ticks;
+    struct event *watchdog_event;
 } daemon_state;
 
 typedef struct options {
@@ -121,13 +141,17 @@ static void usage(FILE *out)
         "  -V, --version         show the version and exit\n"
         "\n"
         "Once both sockets are up the daemon logs\n"
-        "  ready input=<endpoint> output=<endpoint>\n"
-        "with the actual endpoints (tcp://host:* ports resolved).\n"
+        "  ready input=<endpoint> output=<endpoint> [http=<host:port>]\n"
+        "with the actual endpoints (tcp://host:* ports resolved); http= names\n"
+        "the /metrics and /healthz endpoint (http.listen) when it is on.\n"
         "\n"
         "signals:\n"
         "  SIGINT, SIGTERM  finish and publish the current batch, log a summary\n"
         "                   (summary updates=N sanitized=N repeated=N rejected=N\n"
         "                   users=N rejected.<reason>=N...) and exit 0\n"
+        "  SIGHUP           reload the configuration file: log level and\n"
+        "                   profile parameters apply, users keep their\n"
+        "                   spend; an invalid file is logged and ignored\n"
         "  SIGPIPE          ignored\n"
         "\n"
         "Logs go to stderr as \"" PROGRAM_NAME ": <level>: <message>\" (or to\n"
@@ -277,12 +301,50 @@ static void queue_message_rejection(daemon_state *daemon, ts_reason reason,
     }
 }
 
-/* Durable commit of the batch's state goes here once the store exists. It
- * must run before anything of the batch is published. */
+static double seconds_since(const struct timespec *start)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (double)(now.tv_sec - start->tv_sec) +
+           (double)(now.tv_nsec - start->tv_nsec) * 1e-9;
+}
+
+/* Group commit: every user whose ledger changed in this batch is written in
+ * one transaction, committed (durable per state.sync), and only then is the
+ * batch published. After a failure nothing more is published: the in-memory
+ * ledgers stay debited (conservative), the daemon is unhealthy and stops. */
 static int commit_batch(daemon_state *daemon)
 {
-    (void)daemon;
+    if (daemon->store == NULL)
+        return 0;
+    if (daemon->store_failed)
+        return -1;
+    if (ts_pipeline_dirty_count(daemon->pipeline) == 0)
+        return 0;
+    char err[ERR_MAX];
+    struct timespec commit_started;
+    clock_gettime(CLOCK_MONOTONIC, &commit_started);
+    if (ts_store_begin(daemon->store, err, sizeof err) != 0)
+        goto fail;
+    if (ts_pipeline_save_dirty(daemon->pipeline) != 0) {
+        snprintf(err, sizeof err, "%s", daemon->store_backend.err);
+        ts_store_abort(daemon->store);
+        goto fail;
+    }
+    if (ts_store_commit(daemon->store, err, sizeof err) != 0)
+        goto fail;
+    ts_pipeline_mark_clean(daemon->pipeline);
+    ts_metrics_observe_commit(daemon->metrics, seconds_since(&commit_started),
+                              daemon->outbox.count);
     return 0;
+
+fail:
+    daemon->store_failed = 1;
+    ts_metrics_set_unhealthy("state store commit failed; input stopped");
+    ts_log(TS_LOG_ERROR, "%s; the batch is not published (%zu outcomes "
+           "dropped), input stopped: daemon unhealthy",
+           err, daemon->outbox.count);
+    return -1;
 }
 
 static void flush_outbox(daemon_state *daemon)
@@ -291,9 +353,11 @@ static void flush_outbox(daemon_state *daemon)
     if (box->count == 0)
         return;
     if (commit_batch(daemon) != 0) {
-        /* Unreachable today; with a store, an uncommitted batch must not be
-         * published. */
+        /* An uncommitted batch must not be published. The transport has no
+         * pause, so stopping input means leaving the loop (exit status 1). */
         outbox_clear(box);
+        if (daemon->base != NULL)
+            event_base_loopbreak(daemon->base);
         return;
     }
     for (size_t i = 0; i < box->count; i++) {
@@ -303,6 +367,8 @@ static void flush_outbox(daemon_state *daemon)
                 entry->topic_len, box->payloads.data + entry->payload_offset,
                 entry->payload_len) != 0)
             daemon->publish_failures++;
+        else
+            daemon->messages_published++;
     }
     outbox_clear(box);
 }
@@ -314,6 +380,24 @@ static int64_t wall_clock_ms(void)
     struct timespec now;
     clock_gettime(CLOCK_REALTIME, &now);
     return (int64_t)now.tv_sec * 1000 + now.tv_nsec / 1000000;
+}
+
+/* Profiles live in one array inside the pipeline, so an outcome's profile
+ * pointer gives its index without a name lookup on the hot path. */
+static void observe_update_latency(daemon_state *daemon,
+                                   const ts_outcome *outcome,
+                                   const struct timespec *started)
+{
+    if (daemon->metrics == NULL || outcome->profile == NULL)
+        return;
+    const ts_profile *first = ts_pipeline_profile_at(daemon->pipeline, 0);
+    size_t count = ts_pipeline_profile_count(daemon->pipeline);
+    if (first == NULL || outcome->profile < first ||
+        outcome->profile >= first + count)
+        return;
+    ts_metrics_observe_profile(daemon->metrics,
+                               (size_t)(outcome->profile - first),
+                               seconds_since(started));
 }
 
 static void process_update(daemon_state *daemon,
@@ -337,7 +421,10 @@ static void process_update(daemon_state *daemon,
                                     TS_REASON_INVALID_TIMESTAMP);
         daemon->future_rejections++;
     } else {
+        struct timespec started;
+        clock_gettime(CLOCK_MONOTONIC, &started);
         ts_pipeline_process(daemon->pipeline, &input, outcome);
+        observe_update_latency(daemon, outcome, &started);
     }
     if (!outcome->sanitized)
         log_rejection(daemon, outcome->user_id, outcome->reason,
@@ -351,6 +438,7 @@ static void on_message(void *arg, const ts_inbound *message)
     const ts_settings *settings = daemon->settings;
     char detail[160];
 
+    daemon->messages_in++;
     if (message->frames != 1 && message->frames != 2) {
         snprintf(detail, sizeof detail,
                  "message has %zu frames, expected 1 or 2", message->frames);
@@ -455,6 +543,322 @@ static void log_summary(const daemon_state *daemon)
                daemon->encode_failures, daemon->publish_failures);
 }
 
+/* ---------------------------------------------------------- operations */
+
+/* Period of the timer that measures event-loop lag; every
+ * STATUS_EVERY_TICKS ticks it also refreshes systemd's STATUS= line. */
+#define OPS_TICK_MS 250
+#define STATUS_EVERY_TICKS 20
+
+static char *render_metrics(void *arg, size_t *len)
+{
+    daemon_state *daemon = arg;
+    ts_metrics_sources sources = {
+        .pipeline = ts_pipeline_get_stats(daemon->pipeline),
+        .updates_before_pipeline = daemon->future_rejections,
+        .users = ts_pipeline_user_count(daemon->pipeline),
+        .messages_in = daemon->messages_in,
+        .messages_published = daemon->messages_published,
+        .publish_failures = daemon->publish_failures,
+        .encode_failures = daemon->encode_failures,
+    };
+    return ts_metrics_render(daemon->metrics, &sources, len);
+}
+
+static void notify_status(const daemon_state *daemon)
+{
+    const ts_pipeline_stats *stats = ts_pipeline_get_stats(daemon->pipeline);
+    uint64_t rejected = 0;
+    for (int r = 0; r < TS_REASON_COUNT; r++)
+        rejected += stats->rejected[r];
+    sd_notifyf(0,
+               "STATUS=updates=%" PRIu64 " sanitized=%" PRIu64
+               " rejected=%" PRIu64 " users=%zu",
+               stats->updates + daemon->future_rejections, stats->sanitized,
+               rejected, ts_pipeline_user_count(daemon->pipeline));
+}
+
+static void timespec_add_ms(struct timespec *t, long ms)
+{
+    t->tv_sec += ms / 1000;
+    t->tv_nsec += (ms % 1000) * 1000000L;
+    if (t->tv_nsec >= 1000000000L) {
+        t->tv_sec++;
+        t->tv_nsec -= 1000000000L;
+    }
+}
+
+static int arm_ops_tick(daemon_state *daemon)
+{
+    clock_gettime(CLOCK_MONOTONIC, &daemon->ops_tick_due);
+    timespec_add_ms(&daemon->ops_tick_due, OPS_TICK_MS);
+    struct timeval delay = { .tv_sec = 0, .tv_usec = OPS_TICK_MS * 1000 };
+    return event_add(daemon->ops_tick_event, &delay);
+}
+
+/* A one-shot timer re-armed on each tick: how late it fires is the time
+ * the loop spent on other work, i.e. the event-loop lag. */
+static void on_ops_tick(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    daemon_state *daemon = arg;
+    ts_metrics_observe_loop_lag(daemon->metrics,
+                                seconds_since(&daemon->ops_tick_due));
+    if (++daemon->ops_ticks % STATUS_EVERY_TICKS == 0)
+        notify_status(daemon);
+    if (arm_ops_tick(daemon) != 0)
+        ts_log(TS_LOG_ERROR, "cannot re-arm the metrics timer");
+}
+
+/* Pinged from the loop itself, so a wedged loop stops the pings and
+ * systemd restarts the daemon. */
+static void on_watchdog(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    (void)arg;
+    sd_notify(0, "WATCHDOG=1");
+}
+
+static void notify_reloading(void)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    /* MONOTONIC_USEC lets Type=notify-reload managers match the reload. */
+    sd_notifyf(0, "RELOADING=1\nMONOTONIC_USEC=%" PRIu64,
+               (uint64_t)now.tv_sec * 1000000u +
+                   (uint64_t)now.tv_nsec / 1000u);
+}
+
+static int same_text(const char *a, const char *b)
+{
+    if (a == NULL || b == NULL)
+        return a == b;
+    return strcmp(a, b) == 0;
+}
+
+/* Settings that live in sockets, tables or files opened at start: a reload
+ * reports them and leaves them alone. */
+static void log_restart_only_changes(const ts_settings *old,
+                                     const ts_settings *new)
+{
+    const char *changed[24];
+    size_t n = 0;
+#define RESTART_ONLY(cond, name) \
+    do { if (cond) changed[n++] = name; } while (0)
+    RESTART_ONLY(!same_text(old->input_endpoint, new->input_endpoint),
+                 "input.endpoint");
+    RESTART_ONLY(old->input_kind != new->input_kind ||
+                 old->input_mode != new->input_mode ||
+                 old->input_hwm != new->input_hwm ||
+                 old->n_subscriptions != new->n_subscriptions, "input.*");
+    RESTART_ONLY(old->max_message_bytes != new->max_message_bytes ||
+                 old->max_batch_updates != new->max_batch_updates ||
+                 old->read_budget != new->read_budget ||
+                 old->max_future_ms != new->max_future_ms, "input limits");
+    RESTART_ONLY(!same_text(old->output_endpoint, new->output_endpoint) ||
+                 old->output_mode != new->output_mode ||
+                 old->output_hwm != new->output_hwm, "output.*");
+    RESTART_ONLY(old->limits.max_users != new->limits.max_users ||
+                 old->limits.idle_ttl_ms != new->limits.idle_ttl_ms ||
+                 old->limits.max_user_id_bytes !=
+                     new->limits.max_user_id_bytes ||
+                 old->expire_interval_ms != new->expire_interval_ms,
+                 "users.*");
+    RESTART_ONLY(old->log_syslog != new->log_syslog, "log.syslog");
+    RESTART_ONLY(!same_text(old->http_listen, new->http_listen),
+                 "http.listen");
+    RESTART_ONLY(!same_text(old->state_dir, new->state_dir) ||
+                 old->state_sync != new->state_sync, "state.*");
+#undef RESTART_ONLY
+    for (size_t i = 0; i < n; i++)
+        ts_log(TS_LOG_WARN, "reload: %s changed; it takes effect only after "
+               "a restart", changed[i]);
+}
+
+static const char *on_exhausted_name(ts_on_exhausted policy)
+{
+    return policy == TS_ON_EXHAUSTED_REPEAT ? "repeat" : "drop";
+}
+
+/* Called before the swap; the names and order already match or the swap
+ * will refuse them. */
+static void log_profile_changes(const ts_pipeline *pipeline,
+                                const ts_profile *profiles, size_t n)
+{
+    for (size_t i = 0; i < n && i < ts_pipeline_profile_count(pipeline);
+         i++) {
+        const ts_profile *old = ts_pipeline_profile_at(pipeline, i);
+        const ts_profile *new = &profiles[i];
+        if (old->window_budget != new->window_budget)
+            ts_log(TS_LOG_INFO, "reload: profile '%s' window budget %.9g -> "
+                   "%.9g", old->name, old->window_budget,
+                   new->window_budget);
+        if (old->window_ms != new->window_ms)
+            ts_log(TS_LOG_INFO, "reload: profile '%s' budget_window_s %lld -> "
+                   "%lld (from each user's next window)", old->name,
+                   (long long)(old->window_ms / 1000),
+                   (long long)(new->window_ms / 1000));
+        if (old->on_exhausted != new->on_exhausted)
+            ts_log(TS_LOG_INFO, "reload: profile '%s' on_exhausted %s -> %s",
+                   old->name, on_exhausted_name(old->on_exhausted),
+                   on_exhausted_name(new->on_exhausted));
+        /* Mechanism parameters are opaque here, so every profile is
+         * reported as reloaded with its resulting ledger settings. */
+        ts_log(TS_LOG_INFO, "reload: profile '%s' parameters reloaded "
+               "(mechanism %s, window budget %.9g, budget_window_s %lld, "
+               "on_exhausted %s)", new->name, new->ops->name,
+               new->window_budget, (long long)(new->window_ms / 1000),
+               on_exhausted_name(new->on_exhausted));
+    }
+}
+
+/* Re-read the file with the original overrides. Only what can change
+ * without dropping sockets or users is applied; anything invalid leaves the
+ * running configuration untouched. */
+static void reload_configuration(daemon_state *daemon)
+{
+    char err[ERR_MAX];
+    notify_reloading();
+    ts_log(TS_LOG_INFO, "received SIGHUP, reloading %s",
+           daemon->config_path != NULL ? daemon->config_path
+                                       : "(built-in defaults)");
+    ts_config *fresh = ts_config_load(daemon->config_path, daemon->overrides,
+                                      daemon->n_overrides, err, sizeof err);
+    if (fresh == NULL) {
+        ts_log(TS_LOG_ERROR, "reload refused, keeping the running "
+               "configuration: %s", err);
+        ts_metrics_count_reload(daemon->metrics, 0);
+        goto done;
+    }
+    ts_profile *profiles = NULL;
+    size_t n_profiles = 0;
+    size_t default_index = 0;
+    if (ts_config_build_profiles(fresh, &profiles, &n_profiles,
+                                 &default_index, err, sizeof err) != 0) {
+        ts_log(TS_LOG_ERROR, "reload refused, keeping the running "
+               "configuration: %s", err);
+        ts_metrics_count_reload(daemon->metrics, 0);
+        ts_config_free(fresh);
+        goto done;
+    }
+    log_profile_changes(daemon->pipeline, profiles, n_profiles);
+    if (ts_pipeline_replace_profiles(daemon->pipeline, profiles, n_profiles,
+                                     default_index, err, sizeof err) != 0) {
+        ts_log(TS_LOG_ERROR, "reload refused, keeping the running "
+               "configuration: %s", err);
+        ts_metrics_count_reload(daemon->metrics, 0);
+        ts_config_free(fresh);
+        goto done;
+    }
+    const ts_settings *settings = ts_config_settings(fresh);
+    log_restart_only_changes(daemon->settings, settings);
+    if (settings->log_level != (int)ts_log_get_level()) {
+        ts_log(TS_LOG_INFO, "reload: log level changed");
+        ts_log_init(PROGRAM_NAME, (ts_log_level)settings->log_level,
+                    daemon->settings->log_syslog);
+    }
+    /* The running settings stay those of the original file: the transport
+     * and store hold pointers into them. */
+    ts_config_free(fresh);
+    ts_metrics_count_reload(daemon->metrics, 1);
+    log_always(daemon->settings, "reload complete");
+done:
+    sd_notify(0, "READY=1");
+}
+
+static void on_sighup(evutil_socket_t signum, short what, void *arg)
+{
+    (void)signum;
+    (void)what;
+    reload_configuration(arg);
+}
+
+/* Metrics, HTTP endpoint, SIGHUP and systemd timers. Returns -1 (logged)
+ * on failure; stop_operations frees whatever was set up. */
+static int start_operations(daemon_state *daemon, const char *config_path,
+                            const char *const *overrides, size_t n_overrides,
+                            struct event **sighup_event)
+{
+    char err[ERR_MAX];
+    daemon->config_path = config_path;
+    daemon->overrides = overrides;
+    daemon->n_overrides = n_overrides;
+
+    size_t n_profiles = ts_pipeline_profile_count(daemon->pipeline);
+    const char **names = calloc(n_profiles > 0 ? n_profiles : 1,
+                                sizeof *names);
+    if (names == NULL) {
+        ts_log(TS_LOG_ERROR, "out of memory");
+        return -1;
+    }
+    for (size_t i = 0; i < n_profiles; i++)
+        names[i] = ts_pipeline_profile_at(daemon->pipeline, i)->name;
+    daemon->metrics = ts_metrics_new(names, n_profiles);
+    free(names);
+    if (daemon->metrics == NULL) {
+        ts_log(TS_LOG_ERROR, "out of memory");
+        return -1;
+    }
+
+    const char *listen = daemon->settings->http_listen;
+    if (listen != NULL && listen[0] != '\0') {
+        daemon->http = ts_ops_http_start(daemon->base, listen, render_metrics,
+                                         daemon, err, sizeof err);
+        if (daemon->http == NULL) {
+            ts_log(TS_LOG_ERROR, "%s", err);
+            return -1;
+        }
+    }
+
+    *sighup_event = evsignal_new(daemon->base, SIGHUP, on_sighup, daemon);
+    daemon->ops_tick_event = event_new(daemon->base, -1, 0, on_ops_tick,
+                                       daemon);
+    if (*sighup_event == NULL || daemon->ops_tick_event == NULL ||
+        evsignal_add(*sighup_event, NULL) != 0 ||
+        arm_ops_tick(daemon) != 0) {
+        ts_log(TS_LOG_ERROR, "cannot set up the SIGHUP and metrics events");
+        return -1;
+    }
+
+    uint64_t watchdog_usec = 0;
+    if (sd_watchdog_enabled(0, &watchdog_usec) > 0 && watchdog_usec > 0) {
+        /* Half the interval: one late ping does not cost a restart. */
+        uint64_t half = watchdog_usec / 2;
+        struct timeval period = {
+            .tv_sec = (time_t)(half / 1000000u),
+            .tv_usec = (suseconds_t)(half % 1000000u),
+        };
+        daemon->watchdog_event = event_new(daemon->base, -1, EV_PERSIST,
+                                           on_watchdog, daemon);
+        if (daemon->watchdog_event == NULL ||
+            event_add(daemon->watchdog_event, &period) != 0) {
+            ts_log(TS_LOG_ERROR, "cannot start the watchdog timer");
+            return -1;
+        }
+        ts_log(TS_LOG_INFO, "systemd watchdog every %" PRIu64 " ms",
+               half / 1000u);
+    }
+    return 0;
+}
+
+static void stop_operations(daemon_state *daemon, struct event *sighup_event)
+{
+    if (daemon->watchdog_event != NULL)
+        event_free(daemon->watchdog_event);
+    daemon->watchdog_event = NULL;
+    if (daemon->ops_tick_event != NULL)
+        event_free(daemon->ops_tick_event);
+    daemon->ops_tick_event = NULL;
+    if (sighup_event != NULL)
+        event_free(sighup_event);
+    ts_ops_http_free(daemon->http);
+    daemon->http = NULL;
+    ts_metrics_free(daemon->metrics);
+    daemon->metrics = NULL;
+}
+
 /* ---------------------------------------------------------------- main */
 
 static int parse_options(int argc, char **argv, options *opts)
@@ -542,6 +946,7 @@ static int run(const options *opts)
     struct event *sigint_event = NULL;
     struct event *sigterm_event = NULL;
     struct event *expire_event = NULL;
+    struct event *sighup_event = NULL;
 
     const char *path = opts->config_path;
     if (path == NULL && access(DEFAULT_CONFIG_PATH, R_OK) == 0)
@@ -569,6 +974,24 @@ static int run(const options *opts)
     if (daemon.pipeline == NULL) {
         ts_log(TS_LOG_ERROR, "%s", err);
         goto out;
+    }
+    if (daemon.settings->state_dir != NULL) {
+        daemon.store = ts_store_open(daemon.settings->state_dir,
+                                     (ts_store_sync)daemon.settings->state_sync,
+                                     daemon.settings->state_map_size_mb, 0,
+                                     err, sizeof err);
+        if (daemon.store == NULL) {
+            ts_log(TS_LOG_ERROR, "%s", err);
+            goto out;
+        }
+        ts_store_backend_init(&daemon.store_backend, daemon.store);
+        ts_pipeline_set_state_backend(daemon.pipeline,
+                                      &daemon.store_backend.backend);
+        ts_log(TS_LOG_INFO, "state store %s opened",
+               daemon.settings->state_dir);
+    } else {
+        ts_log(TS_LOG_WARN, "state.dir is not set: budget ledgers live in "
+               "memory only and a restart gives every user a fresh budget");
     }
     daemon.base = event_base_new();
     if (daemon.base == NULL) {
@@ -603,23 +1026,33 @@ static int run(const options *opts)
         goto out;
     }
 
+    if (start_operations(&daemon, path, opts->overrides, opts->n_overrides,
+                         &sighup_event) != 0)
+        goto out;
+
     daemon.transport_ops->start(daemon.transport, on_message, on_batch_end,
                                 &daemon);
-    log_always(daemon.settings, "ready input=%s output=%s",
+    log_always(daemon.settings, "ready input=%s output=%s%s%s",
                daemon.transport_ops->input_endpoint(daemon.transport),
-               daemon.transport_ops->output_endpoint(daemon.transport));
+               daemon.transport_ops->output_endpoint(daemon.transport),
+               daemon.http != NULL ? " http=" : "",
+               daemon.http != NULL ? ts_ops_http_address(daemon.http) : "");
+    sd_notify(0, "READY=1");
+    notify_status(&daemon);
 
     if (event_base_dispatch(daemon.base) < 0) {
         ts_log(TS_LOG_ERROR, "event loop failed");
         goto out;
     }
+    sd_notify(0, "STOPPING=1");
     /* A mid-callback break cannot leave outcomes behind, but flushing here
      * keeps that true if the transport ever changes. */
     flush_outbox(&daemon);
     log_summary(&daemon);
-    status = 0;
+    status = daemon.store_failed ? 1 : 0;
 
 out:
+    stop_operations(&daemon, sighup_event);
     if (expire_event != NULL)
         event_free(expire_event);
     if (sigterm_event != NULL)
@@ -633,6 +1066,8 @@ out:
     outbox_free(&daemon.outbox);
     if (daemon.pipeline != NULL)
         ts_pipeline_free(daemon.pipeline);
+    ts_store_close(daemon.store);
+    ts_store_backend_free(&daemon.store_backend);
     if (rng != NULL)
         ts_rng_free(rng);
     if (config != NULL)

@@ -20,6 +20,8 @@ packages=(
     libevent-dev libzmq3-dev libprotobuf-c-dev protobuf-c-compiler
     libconfig-dev libgsl-dev libsodium-dev zlib1g-dev check uthash-dev
     valgrind liblmdb-dev gzip procps
+    clang libclang-rt-14-dev
+    libsystemd-dev curl
 )
 
 install_missing_packages() {

@@ -151,7 +151,8 @@ forget_pid() {
 
 # start_daemon NAME [-o path=value]...
 # Starts tracesand with the shipped config on ephemeral loopback ports and
-# waits for its ready line. Sets DAEMON_PID, DAEMON_LOG, INPUT_EP, OUTPUT_EP.
+# waits for its ready line. Sets DAEMON_PID, DAEMON_LOG, INPUT_EP, OUTPUT_EP,
+# HTTP_EP (empty when http.listen is off).
 # Extra arguments go to tracesand after the port overrides.
 start_daemon() {
     local name=$1
@@ -160,6 +161,7 @@ start_daemon() {
     "${daemon_wrapper[@]}" "$TRACESAND" -c "$SHIPPED_CONF" \
         -o 'input.endpoint=tcp://127.0.0.1:*' \
         -o 'output.endpoint=tcp://127.0.0.1:*' \
+        -o 'http.listen=127.0.0.1:0' \
         "$@" 2>"$DAEMON_LOG" </dev/null &
     DAEMON_PID=$!
     background_pids+=("$DAEMON_PID")
@@ -181,6 +183,9 @@ start_daemon() {
     fi
     INPUT_EP=${ready% *}
     OUTPUT_EP=${ready#* }
+    # The operator HTTP endpoint, when the ready line names one.
+    HTTP_EP=$(sed -n 's/.*ready input=.* http=\([^ ]*\).*/\1/p' \
+                  "$DAEMON_LOG" 2>/dev/null | head -n 1)
     case $INPUT_EP$OUTPUT_EP in
         *'*'*) fatal "ready line still has unresolved ports: $ready" ;;
     esac

@@ -16,6 +16,7 @@
 #include <zmq.h>
 
 #include "daemon/codec.h"
+#include "daemon/curve_keys.h"
 #include "tools/commands.h"
 #include "tools/csv.h"
 
@@ -30,7 +31,6 @@
 #define LINGER_MS 60000
 /* A PUB socket drops whatever it sends before the subscription arrives. */
 #define PUB_CONNECT_TIMEOUT_S 10.0
-#define PUB_SUBSCRIPTION_GRACE_S 0.2
 #define MAX_SKIP_WARNINGS 100
 
 typedef struct replay_options {
@@ -44,6 +44,8 @@ typedef struct replay_options {
     const char *profile;
     const char *topic;       /* NULL: one-frame messages */
     const char *input_path;
+    const char *curve_server_key; /* server's public key file */
+    const char *curve_key;        /* client key pair prefix */
 } replay_options;
 
 static void usage(FILE *out)
@@ -70,6 +72,9 @@ static void usage(FILE *out)
         "  -t, --topic T           send two-frame messages [T][payload]\n"
         "  -c, --config FILE, -o path=value\n"
         "                          read the default endpoint from a config\n"
+        "      --curve-server-key FILE --curve-key PREFIX\n"
+        "                          connect with CURVE: the daemon's public\n"
+        "                          key, and this client's PREFIX.key/.pub\n"
         "  -h, --help              show this help\n"
         "\n"
         "Waits until every message has been handed to the network, then\n"
@@ -80,12 +85,14 @@ static void usage(FILE *out)
 
 static int parse_options(int argc, char **argv, replay_options *opts)
 {
-    enum { OPT_SOCKET = 1000 };
+    enum { OPT_SOCKET = 1000, OPT_CURVE_SERVER_KEY, OPT_CURVE_KEY };
     static const struct option long_options[] = {
         { "connect", required_argument, NULL, 'C' },
         { "rate", required_argument, NULL, 'r' },
         { "batch", required_argument, NULL, 'b' },
         { "socket", required_argument, NULL, OPT_SOCKET },
+        { "curve-server-key", required_argument, NULL, OPT_CURVE_SERVER_KEY },
+        { "curve-key", required_argument, NULL, OPT_CURVE_KEY },
         { "profile", required_argument, NULL, 'p' },
         { "topic", required_argument, NULL, 't' },
         { "config", required_argument, NULL, 'c' },
@@ -129,6 +136,12 @@ static int parse_options(int argc, char **argv, replay_options *opts)
                 return -1;
             }
             break;
+        case OPT_CURVE_SERVER_KEY:
+            opts->curve_server_key = optarg;
+            break;
+        case OPT_CURVE_KEY:
+            opts->curve_key = optarg;
+            break;
         case 'p':
             opts->profile = optarg;
             break;
@@ -152,6 +165,11 @@ static int parse_options(int argc, char **argv, replay_options *opts)
             usage(stderr);
             return -1;
         }
+    }
+    if ((opts->curve_server_key == NULL) != (opts->curve_key == NULL)) {
+        fprintf(stderr, TS_TOOL_NAME ": --curve-server-key and --curve-key "
+                "go together\n");
+        return -1;
     }
     if (optind + 1 != argc) {
         fprintf(stderr, TS_TOOL_NAME ": replay needs exactly one input file "
@@ -211,26 +229,91 @@ static int flush_batch(sender *s)
     return 0;
 }
 
-static int wait_for_subscriber(void *monitor)
+/* A PUB drops everything sent before the subscriber's subscription has
+ * reached it (the slow-joiner problem). The XPUB socket receives that
+ * subscription as a message whose first byte is 1; waiting for it makes
+ * delivery depend on the subscription, not on timing. */
+static int wait_for_subscription(void *socket)
 {
     double deadline = ts_tool_now() + PUB_CONNECT_TIMEOUT_S;
     for (;;) {
         double left = deadline - ts_tool_now();
         if (left <= 0.0)
             return -1;
-        zmq_pollitem_t item = { .socket = monitor, .events = ZMQ_POLLIN };
+        zmq_pollitem_t item = { .socket = socket, .events = ZMQ_POLLIN };
         int rc = zmq_poll(&item, 1, (long)(left * 1000.0) + 1);
         if (rc < 0 && zmq_errno() != EINTR)
             return -1;
-        if (rc > 0) {
-            int event = ts_tool_monitor_read(monitor);
-            if (event < 0)
-                return -1;
-            if (event == 1) {
-                ts_tool_sleep(PUB_SUBSCRIPTION_GRACE_S);
-                return 0;
-            }
+        if (rc <= 0)
+            continue;
+        unsigned char first = 0;
+        int n = zmq_recv(socket, &first, sizeof first, ZMQ_DONTWAIT);
+        if (n >= 1 && first == 1)
+            return 0;
+    }
+}
+
+/* With CURVE the daemon's verdict on our key comes back as a handshake
+ * event: waiting for it turns a refused key into an error here instead of
+ * messages silently dropped with the connection. */
+static void *open_handshake_monitor(void *context, void *socket)
+{
+    char address[128];
+    snprintf(address, sizeof address, "inproc://replay-handshake-%p", socket);
+    if (zmq_socket_monitor(socket, address,
+                           ZMQ_EVENT_HANDSHAKE_SUCCEEDED |
+                               ZMQ_EVENT_HANDSHAKE_FAILED_AUTH |
+                               ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
+                               ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL) != 0)
+        return NULL;
+    void *monitor = zmq_socket(context, ZMQ_PAIR);
+    if (monitor == NULL)
+        return NULL;
+    int linger = 0;
+    zmq_setsockopt(monitor, ZMQ_LINGER, &linger, sizeof linger);
+    if (zmq_connect(monitor, address) != 0) {
+        zmq_close(monitor);
+        return NULL;
+    }
+    return monitor;
+}
+
+/* 0 once a CURVE handshake succeeded, -1 (reported) when the daemon
+ * refused it or nothing happened in time. */
+static int wait_for_handshake(void *monitor, const char *endpoint)
+{
+    double deadline = ts_tool_now() + PUB_CONNECT_TIMEOUT_S;
+    for (;;) {
+        double left = deadline - ts_tool_now();
+        if (left <= 0.0) {
+            fprintf(stderr, TS_TOOL_NAME ": no CURVE handshake with %s "
+                    "within %.0f s\n", endpoint, PUB_CONNECT_TIMEOUT_S);
+            return -1;
         }
+        zmq_msg_t frame;
+        zmq_msg_init(&frame);
+        zmq_pollitem_t item = { .socket = monitor, .events = ZMQ_POLLIN };
+        int rc = zmq_poll(&item, 1, (long)(left * 1000.0) + 1);
+        if (rc <= 0 || zmq_msg_recv(&frame, monitor, ZMQ_DONTWAIT) < 0) {
+            zmq_msg_close(&frame);
+            if (rc < 0 && zmq_errno() != EINTR)
+                return -1;
+            continue;
+        }
+        uint16_t event = 0;
+        if (zmq_msg_size(&frame) >= sizeof event)
+            memcpy(&event, zmq_msg_data(&frame), sizeof event);
+        while (zmq_msg_more(&frame) &&
+               (zmq_msg_recv(&frame, monitor, 0) >= 0 || zmq_errno() == EINTR)) {
+        }
+        zmq_msg_close(&frame);
+        if (event == ZMQ_EVENT_HANDSHAKE_SUCCEEDED)
+            return 0;
+        fprintf(stderr, TS_TOOL_NAME ": %s refused the CURVE handshake (%s)\n",
+                endpoint, event == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH
+                              ? "this client key is not allowed"
+                              : "wrong server key or no CURVE on that side");
+        return -1;
     }
 }
 
@@ -272,7 +355,9 @@ int cmd_replay(int argc, char **argv)
         fprintf(stderr, TS_TOOL_NAME ": cannot create ZeroMQ context\n");
         goto out;
     }
-    s.socket = zmq_socket(context, opts.use_pub ? ZMQ_PUB : ZMQ_PUSH);
+    /* XPUB rather than PUB: it hands us the subscriber's subscription,
+     * so we can start sending when it has arrived instead of guessing. */
+    s.socket = zmq_socket(context, opts.use_pub ? ZMQ_XPUB : ZMQ_PUSH);
     if (s.socket == NULL ||
         set_int_option(s.socket, ZMQ_SNDHWM, SEND_HWM) != 0 ||
         set_int_option(s.socket, ZMQ_SNDTIMEO, SEND_TIMEOUT_MS) != 0 ||
@@ -281,8 +366,14 @@ int cmd_replay(int argc, char **argv)
                 zmq_strerror(zmq_errno()));
         goto out;
     }
-    if (opts.use_pub) {
-        monitor = ts_tool_monitor_open(context, s.socket, "replay");
+    if (opts.curve_key != NULL &&
+        ts_curve_client_setup(s.socket, opts.curve_server_key, opts.curve_key,
+                              err, sizeof err) != 0) {
+        fprintf(stderr, TS_TOOL_NAME ": %s\n", err);
+        goto out;
+    }
+    if (opts.curve_key != NULL) {
+        monitor = open_handshake_monitor(context, s.socket);
         if (monitor == NULL) {
             fprintf(stderr, TS_TOOL_NAME ": cannot monitor the socket: %s\n",
                     zmq_strerror(zmq_errno()));
@@ -294,7 +385,9 @@ int cmd_replay(int argc, char **argv)
                 zmq_strerror(zmq_errno()));
         goto out;
     }
-    if (monitor != NULL && wait_for_subscriber(monitor) != 0) {
+    if (opts.curve_key != NULL && wait_for_handshake(monitor, endpoint) != 0)
+        goto out;
+    if (opts.use_pub && wait_for_subscription(s.socket) != 0) {
         fprintf(stderr, TS_TOOL_NAME ": no subscriber at %s within %.0f s\n",
                 endpoint, PUB_CONNECT_TIMEOUT_S);
         goto out;

@@ -16,6 +16,11 @@
 int cmd_sanitize(int argc, char **argv);
 int cmd_replay(int argc, char **argv);
 int cmd_tail(int argc, char **argv);
+int cmd_keygen(int argc, char **argv);
+int cmd_state(int argc, char **argv);
+int cmd_eval(int argc, char **argv);
+int cmd_sample(int argc, char **argv);
+int cmd_learn(int argc, char **argv);
 
 /* Strict number parsing for option values: the whole text must parse. */
 int ts_tool_parse_u64(const char *text, uint64_t *out);

@@ -35,6 +35,17 @@ static void usage(FILE *out)
         "  tail      print tracesand's sanitized feed as CSV\n"
         "            (" TS_TOOL_NAME " tail --connect ENDPOINT [--topic T]...\n"
         "             [--count N] [--timeout S])\n"
+        "  keygen    write a CURVE key pair for tracesand or a client\n"
+        "            (" TS_TOOL_NAME " keygen --out PREFIX)\n"
+        "  state     inspect, export or import a tracesand state store\n"
+        "            (" TS_TOOL_NAME " state --dir DIR [list|stats|export|import FILE])\n"
+        "  eval      compare a true trace with its sanitized output\n"
+        "            (" TS_TOOL_NAME " eval TRUE.csv SANITIZED.csv)\n"
+        "  sample    the predictive paper's query sampling of a trace\n"
+        "            (" TS_TOOL_NAME " sample --seed N --p P IN.csv)\n"
+        "  learn     learn a Markov mobility model from traces\n"
+        "            (" TS_TOOL_NAME " learn --region LAT_MIN,LON_MIN,LAT_MAX,LON_MAX\n"
+        "             --cell-m METRES --tick-s SECONDS [--per-user] IN.csv > model.bin)\n"
         "\n"
         "Run '" TS_TOOL_NAME " COMMAND --help' for a command's options.\n"
         "  -h, --help     show this help\n"
@@ -69,6 +80,11 @@ int main(int argc, char **argv)
         { "sanitize", cmd_sanitize },
         { "replay", cmd_replay },
         { "tail", cmd_tail },
+        { "keygen", cmd_keygen },
+        { "state", cmd_state },
+        { "eval", cmd_eval },
+        { "sample", cmd_sample },
+        { "learn", cmd_learn },
     };
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         if (strcmp(command, commands[i].name) == 0)
