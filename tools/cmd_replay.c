@@ -152,11 +152,9 @@ static int parse_options(int argc, char **argv, replay_options *opts)
             opts->config_path = optarg;
             break;
         case 'o':
-            if (opts->n_overrides == TS_TOOL_MAX_OVERRIDES) {
-                fprintf(stderr, TS_TOOL_NAME ": too many -o overrides\n");
+            if (ts_tool_add_override(opts->overrides, &opts->n_overrides,
+                                     optarg) != 0)
                 return -1;
-            }
-            opts->overrides[opts->n_overrides++] = optarg;
             break;
         case 'h':
             usage(stdout);
@@ -166,11 +164,9 @@ static int parse_options(int argc, char **argv, replay_options *opts)
             return -1;
         }
     }
-    if ((opts->curve_server_key == NULL) != (opts->curve_key == NULL)) {
-        fprintf(stderr, TS_TOOL_NAME ": --curve-server-key and --curve-key "
-                "go together\n");
+    if (ts_tool_check_curve_options(opts->curve_server_key, opts->curve_key) !=
+        0)
         return -1;
-    }
     if (optind + 1 != argc) {
         fprintf(stderr, TS_TOOL_NAME ": replay needs exactly one input file "
                 "('-' for stdin)\n");

@@ -90,6 +90,8 @@ static int write_outcome(const ts_outcome *outcome)
         .profile = profile->name,
         .has_predicted = outcome->report.has_predicted,
         .predicted = outcome->report.predicted,
+        .has_delta_set_size = outcome->report.has_delta_set_size,
+        .delta_set_size = outcome->report.delta_set_size,
     };
     return ts_csv_write_sanitized(stdout, &row);
 }
@@ -146,11 +148,8 @@ int cmd_sanitize(int argc, char **argv)
             seeded = 1;
             break;
         case 'o':
-            if (n_overrides == TS_TOOL_MAX_OVERRIDES) {
-                fprintf(stderr, TS_TOOL_NAME ": too many -o overrides\n");
+            if (ts_tool_add_override(overrides, &n_overrides, optarg) != 0)
                 return 1;
-            }
-            overrides[n_overrides++] = optarg;
             break;
         case 'h':
             usage(stdout);

@@ -163,11 +163,9 @@ static int parse_options(int argc, char **argv, tail_options *opts)
             opts->config_path = optarg;
             break;
         case 'o':
-            if (opts->n_overrides == TS_TOOL_MAX_OVERRIDES) {
-                fprintf(stderr, TS_TOOL_NAME ": too many -o overrides\n");
+            if (ts_tool_add_override(opts->overrides, &opts->n_overrides,
+                                     optarg) != 0)
                 return -1;
-            }
-            opts->overrides[opts->n_overrides++] = optarg;
             break;
         case 'h':
             usage(stdout);
@@ -177,11 +175,9 @@ static int parse_options(int argc, char **argv, tail_options *opts)
             return -1;
         }
     }
-    if ((opts->curve_server_key == NULL) != (opts->curve_key == NULL)) {
-        fprintf(stderr, TS_TOOL_NAME ": --curve-server-key and --curve-key "
-                "go together\n");
+    if (ts_tool_check_curve_options(opts->curve_server_key, opts->curve_key) !=
+        0)
         return -1;
-    }
     if (optind != argc) {
         fprintf(stderr, TS_TOOL_NAME ": tail: unexpected argument '%s'\n",
                 argv[optind]);
@@ -225,6 +221,8 @@ static int print_sanitized(tail_state *state, const zmq_msg_t *payload)
         .profile = location->profile != NULL ? location->profile : "",
         .has_predicted = location->has_predicted,
         .predicted = location->predicted,
+        .has_delta_set_size = location->has_delta_set_size,
+        .delta_set_size = location->delta_set_size,
     };
     int rc = ts_csv_write_sanitized(stdout, &row);
     tracesan__v1__sanitized_location__free_unpacked(location, NULL);

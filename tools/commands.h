@@ -22,6 +22,15 @@ int cmd_eval(int argc, char **argv);
 int cmd_sample(int argc, char **argv);
 int cmd_learn(int argc, char **argv);
 
+/* Appends one `-o path=value` to a command's override list; -1 (reported)
+ * when the list is full. */
+int ts_tool_add_override(const char **overrides, size_t *n_overrides,
+                         const char *override);
+/* The client's CURVE options come as a pair; -1 (reported) when only one
+ * of them was given. */
+int ts_tool_check_curve_options(const char *server_key_path,
+                                const char *key_prefix);
+
 /* Strict number parsing for option values: the whole text must parse. */
 int ts_tool_parse_u64(const char *text, uint64_t *out);
 int ts_tool_parse_double(const char *text, double *out);

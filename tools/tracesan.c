@@ -96,6 +96,28 @@ int main(int argc, char **argv)
 
 /* ------------------------------------------------------ shared helpers */
 
+int ts_tool_add_override(const char **overrides, size_t *n_overrides,
+                         const char *override)
+{
+    if (*n_overrides == TS_TOOL_MAX_OVERRIDES) {
+        fprintf(stderr, TS_TOOL_NAME ": too many -o overrides\n");
+        return -1;
+    }
+    overrides[(*n_overrides)++] = override;
+    return 0;
+}
+
+int ts_tool_check_curve_options(const char *server_key_path,
+                                const char *key_prefix)
+{
+    if ((server_key_path == NULL) != (key_prefix == NULL)) {
+        fprintf(stderr, TS_TOOL_NAME ": --curve-server-key and --curve-key "
+                "go together\n");
+        return -1;
+    }
+    return 0;
+}
+
 int ts_tool_parse_u64(const char *text, uint64_t *out)
 {
     if (text == NULL || *text == '\0' || *text == '-' || *text == '+')
