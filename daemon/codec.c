@@ -183,6 +183,10 @@ static int encode_sanitized(const ts_outcome *outcome, ts_buf *topic,
     }
     location.has_repeated = 1;
     location.repeated = outcome->repeated ? 1 : 0;
+    if (outcome->report.has_delta_set_size) {
+        location.has_delta_set_size = 1;
+        location.delta_set_size = outcome->report.delta_set_size;
+    }
 
     size_t topic_mark = topic->len;
     size_t payload_mark = payload->len;

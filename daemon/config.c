@@ -13,6 +13,7 @@
 #include "daemon/curve_keys.h"
 #include "daemon/log.h"
 #include "daemon/ops_http.h"
+#include "inference/model_file.h"
 
 /* Ten years: generous upper bound for every duration setting, and small
  * enough that millisecond arithmetic on it cannot overflow. */
@@ -28,8 +29,22 @@ typedef struct profile_desc {
     ts_on_exhausted on_exhausted;
 } profile_desc;
 
+/* Model files named by profiles (key `model`), opened once per path and
+ * kept until ts_config_free. Held through a pointer so the scratch views
+ * of ts_config_build_profiles share it. */
+typedef struct model_entry {
+    char *path;
+    ts_model *model;
+    struct model_entry *next;
+} model_entry;
+
+typedef struct model_cache {
+    model_entry *head;
+} model_cache;
+
 struct ts_config {
     config_t cfg;
+    model_cache *models;
     const char *origin;          /* the file path, or "(defaults)" */
     char *path;
     char **overrides;            /* copies: settings' hooks point at them */
@@ -835,6 +850,7 @@ static void load_security(ts_config *config, config_setting_t *root)
  * asked for, so keys it never reads (typos) can be reported. */
 typedef struct param_source {
     config_setting_t *group;
+    model_cache *models;
     char asked[MAX_PROFILE_KEYS][MAX_PARAM_NAME];
     size_t n_asked;
 } param_source;
@@ -884,6 +900,59 @@ static int param_get_string(void *ctx, const char *key, const char **out)
     return 1;
 }
 
+/* Errors start with the key name so blamed_setting points at the
+ * profile's `model` line. */
+static const void *param_get_model(void *ctx, const char *key, char *err,
+                                   size_t errlen)
+{
+    param_source *src = ctx;
+    const char *path = NULL;
+    int found = param_get_string(ctx, key, &path);
+    if (found <= 0) {
+        snprintf(err, errlen, found < 0 ? "%s must be a string (a model "
+                 "file path)" : "%s is required (a model file path, see "
+                 "`tracesan learn`)", key);
+        return NULL;
+    }
+    if (src->models == NULL) {
+        snprintf(err, errlen, "%s: out of memory", key);
+        return NULL;
+    }
+    for (model_entry *e = src->models->head; e != NULL; e = e->next)
+        if (strcmp(e->path, path) == 0)
+            return e->model;
+    model_entry *entry = calloc(1, sizeof *entry);
+    char reason[256] = "";
+    if (entry == NULL || (entry->path = strdup(path)) == NULL) {
+        free(entry);
+        snprintf(err, errlen, "%s: out of memory", key);
+        return NULL;
+    }
+    if (ts_model_open(path, &entry->model, reason, sizeof reason) < 0) {
+        free(entry->path);
+        free(entry);
+        snprintf(err, errlen, "%s: %s", key, reason);
+        return NULL;
+    }
+    entry->next = src->models->head;
+    src->models->head = entry;
+    return entry->model;
+}
+
+static void model_cache_free(model_cache *cache)
+{
+    if (cache == NULL)
+        return;
+    while (cache->head != NULL) {
+        model_entry *e = cache->head;
+        cache->head = e->next;
+        ts_model_close(e->model);
+        free(e->path);
+        free(e);
+    }
+    free(cache);
+}
+
 static int is_common_key(const char *name)
 {
     for (size_t i = 0; common_profile_keys[i] != NULL; i++)
@@ -929,12 +998,14 @@ static const config_setting_t *blamed_setting(const config_setting_t *group,
 static void *instantiate_profile(ts_config *config, const profile_desc *desc,
                                  double *window_budget)
 {
-    param_source source = { .group = desc->group };
+    param_source source = { .group = desc->group,
+                            .models = config->models };
     ts_params params = {
         .ctx = &source,
         .get_double = param_get_double,
         .get_int = param_get_int,
         .get_string = param_get_string,
+        .get_model = param_get_model,
     };
     char message[256] = "";
     void *mech = NULL;
@@ -1198,6 +1269,7 @@ ts_config *ts_config_load(const char *path, const char *const *overrides,
     }
     config->err = err;
     config->errlen = errlen;
+    config->models = calloc(1, sizeof *config->models);
     config_init(&config->cfg);
     set_defaults(&config->settings);
     if (path != NULL) {
@@ -1282,6 +1354,7 @@ void ts_config_free(ts_config *config)
     ts_curve_allow_list_free(&config->input_allow);
     ts_curve_allow_list_free(&config->output_allow);
     config_destroy(&config->cfg);
+    model_cache_free(config->models);
     for (size_t i = 0; i < config->n_overrides; i++)
         free(config->overrides[i]);
     free(config->overrides);

@@ -3,6 +3,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "mechanisms/delta_privacy.h"
 #include "mechanisms/geoind.h"
 #include "mechanisms/predictive.h"
 
@@ -10,6 +11,8 @@
 static const ts_mechanism_ops *const registry[] = {
     &ts_geoind_ops,
     &ts_predictive_ops,
+    &ts_pim_ops,
+    &ts_lm_delta_ops,
     NULL,
 };
 

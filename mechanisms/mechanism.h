@@ -24,6 +24,13 @@ typedef struct ts_params {
     int (*get_double)(void *ctx, const char *key, double *out);
     int (*get_int)(void *ctx, const char *key, long long *out);
     int (*get_string)(void *ctx, const char *key, const char **out);
+    /* Optional (NULL when the caller has no model files): the model named
+     * by the string parameter `key` (a path), opened by the caller and
+     * valid at least until profile_new returns; a `const ts_model *`
+     * (inference/model_file.h). NULL with a message in err when the key is
+     * absent or the model cannot be opened. */
+    const void *(*get_model)(void *ctx, const char *key, char *err,
+                             size_t errlen);
 } ts_params;
 
 /* The true location. Never copied into a report, a log or an error. */
@@ -47,6 +54,8 @@ typedef struct ts_report {
     double eps_point;    /* budget this report spends (0 allowed) */
     int has_predicted;   /* the mechanism defines the public easy/hard bit */
     int predicted;
+    int has_delta_set_size; /* delta-location-set mechanisms: |Delta X| */
+    unsigned delta_set_size;
 } ts_report;
 
 typedef enum ts_release_status {

@@ -391,7 +391,7 @@ START_TEST(sanitized_row_format)
     char *line = capture(write_sanitized, &row);
     ck_assert_str_eq(line, "62,1254682593,40.6459197,-73.7779355,geoind,"
                            "0.000767528364,0.00153505673,0.0199557375,"
-                           "geoind,\n");
+                           "geoind,,\n");
     free(line);
 
     row.ts_ms = 1254682593125LL;
@@ -401,12 +401,19 @@ START_TEST(sanitized_row_format)
     line = capture(write_sanitized, &row);
     ck_assert_str_eq(line, "\"a,b\",1254682593.125,40.6459197,-73.7779355,"
                            "geoind,0.000767528364,0.00153505673,"
-                           "0.0199557375,geoind,0\n");
+                           "0.0199557375,geoind,0,\n");
     free(line);
 
     row.predicted = 1;
     line = capture(write_sanitized, &row);
-    ck_assert_ptr_nonnull(strstr(line, ",geoind,1\n"));
+    ck_assert_ptr_nonnull(strstr(line, ",geoind,1,\n"));
+    free(line);
+
+    row.has_predicted = 0;
+    row.has_delta_set_size = 1;
+    row.delta_set_size = 17;
+    line = capture(write_sanitized, &row);
+    ck_assert_ptr_nonnull(strstr(line, ",geoind,,17\n"));
     free(line);
 }
 END_TEST

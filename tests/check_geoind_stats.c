@@ -130,7 +130,7 @@ static int make_profile(const param *items, size_t count, void **profile, char *
                         size_t errlen)
 {
     param_table table = {items, count};
-    ts_params params = {&table, table_get_double, table_get_int, table_get_string};
+    ts_params params = {&table, table_get_double, table_get_int, table_get_string, NULL};
     err[0] = '\0';
     return ts_geoind_ops.profile_new(&params, profile, err, errlen);
 }

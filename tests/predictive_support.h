@@ -99,7 +99,7 @@ static inline int table_get_string(void *ctx, const char *key,
 static inline ts_params table_params(param_table *t)
 {
     ts_params params = { t, table_get_double, table_get_int,
-                         table_get_string };
+                         table_get_string, NULL };
     return params;
 }
 

@@ -613,9 +613,15 @@ int ts_csv_write_sanitized(FILE *out, const ts_csv_sanitized *row)
     writer_char(&w, ',');
     writer_field(&w, row->profile);
     if (row->has_predicted)
-        writer_put(&w, row->predicted ? ",1\n" : ",0\n", 3);
+        writer_put(&w, row->predicted ? ",1," : ",0,", 3);
     else
-        writer_put(&w, ",\n", 2);
+        writer_put(&w, ",,", 2);
+    if (row->has_delta_set_size) {
+        char digits[16];
+        int len = snprintf(digits, sizeof digits, "%u", row->delta_set_size);
+        writer_put(&w, digits, (size_t)len);
+    }
+    writer_char(&w, '\n');
     return writer_end(&w);
 }
 

@@ -61,7 +61,8 @@ int ts_csv_has_profile_column(const ts_csv_reader *reader);
 /* Output ------------------------------------------------------------------ */
 
 #define TS_CSV_SANITIZED_HEADER \
-    "user,ts,lat,lon,mechanism,eps_point,eps_spent,eps_remaining,profile,predicted"
+    "user,ts,lat,lon,mechanism,eps_point,eps_spent,eps_remaining,profile,predicted," \
+    "delta_set_size"
 #define TS_CSV_REJECTED_HEADER "user,ts,reason,profile,detail"
 
 typedef struct ts_csv_sanitized {
@@ -76,6 +77,8 @@ typedef struct ts_csv_sanitized {
     const char *profile;
     int has_predicted;
     int predicted;
+    int has_delta_set_size;
+    unsigned delta_set_size;
 } ts_csv_sanitized;
 
 typedef struct ts_csv_rejected {

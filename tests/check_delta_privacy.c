@@ -1,0 +1,532 @@
+/* Unit tests for mechanisms/delta_privacy.c: the `pim` and `lm-delta`
+ * mechanisms of the registry (Algorithm 1 of Xiao & Xiong per release).
+ *
+ * A tiny model is written with ts_model_write into memory and opened with
+ * ts_model_open_buffer: a 3 x 3 grid of 100 m cells at the equator
+ *     6 7 8
+ *     3 4 5
+ *     0 1 2
+ * where every cell stays with probability 1/2 and moves to the next index
+ * (8 wraps to 0) with probability 1/2. Two initial distributions: a
+ * concentrated one (cell 0: 3/4, cell 1: 1/4), whose delta-set for
+ * delta = 0.01 is {0, 1} (3/4 < 0.99, 3/4 + 1/4 = 1), and the uniform one,
+ * whose delta-set is all 9 cells (8/9 < 0.99).
+ */
+#include <check.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "inference/belief.h"
+#include "inference/grid.h"
+#include "inference/markov.h"
+#include "inference/model_file.h"
+#include "mechanisms/delta_privacy.h"
+#include "mechanisms/geo.h"
+#include "mechanisms/lm_delta.h"
+#include "mechanisms/mechanism.h"
+#include "mechanisms/pim.h"
+#include "mechanisms/rng.h"
+
+#define CELL_M 100.0
+#define EARTH_R 6371008.8
+#define DEG (180.0 / 3.14159265358979323846)
+
+/* ------------------------------------------------------------ the model */
+
+typedef struct test_model {
+    void *buffer;
+    ts_model *model;
+} test_model;
+
+static const uint64_t ring_rows[10] = {0, 2, 4, 6, 8, 10, 12, 14, 16, 18};
+static const uint32_t ring_cols[18] = {0, 1, 1, 2, 2, 3, 3, 4, 4, 5,
+                                       5, 6, 6, 7, 7, 8, 0, 8};
+static const double ring_probs[18] = {0.5, 0.5, 0.5, 0.5, 0.5, 0.5,
+                                      0.5, 0.5, 0.5, 0.5, 0.5, 0.5,
+                                      0.5, 0.5, 0.5, 0.5, 0.5, 0.5};
+static const double concentrated_initial[9] = {0.75, 0.25, 0, 0, 0,
+                                               0,    0,    0, 0};
+static const double uniform_initial[9] = {1.0 / 9, 1.0 / 9, 1.0 / 9,
+                                          1.0 / 9, 1.0 / 9, 1.0 / 9,
+                                          1.0 / 9, 1.0 / 9, 1.0 / 9};
+
+/* 299 m boxes: ceil(2.99) = 3 cells per side whatever the rounding. */
+static void make_grid(ts_grid *grid)
+{
+    char err[256];
+    double side_deg = 299.0 / EARTH_R * DEG;
+    ck_assert_int_eq(ts_grid_init(grid, 0.0, 0.0, side_deg, side_deg, CELL_M,
+                                  err, sizeof err), 0);
+    ck_assert_uint_eq(grid->cols, 3);
+    ck_assert_uint_eq(grid->rows, 3);
+}
+
+static test_model make_model(const double *initial)
+{
+    ts_grid grid;
+    make_grid(&grid);
+    ts_markov markov = {
+        .cell_count = 9, .tick_s = 60.0, .nnz = 18,
+        .row_start = ring_rows, .col = ring_cols, .prob = ring_probs,
+        .initial = initial, .fallback = NULL,
+    };
+    ts_model_source popular = { .markov = &markov, .transitions = 1 };
+    char *data = NULL;
+    size_t len = 0;
+    FILE *out = open_memstream(&data, &len);
+    ck_assert_ptr_nonnull(out);
+    char err[256] = "";
+    ck_assert_msg(ts_model_write(out, &grid, 10.0, &popular, NULL, 0, NULL,
+                                 err, sizeof err) == 0, "%s", err);
+    fclose(out);
+    test_model t = { .buffer = malloc(len), .model = NULL };
+    ck_assert_ptr_nonnull(t.buffer);
+    memcpy(t.buffer, data, len);
+    free(data);
+    ck_assert_msg(ts_model_open_buffer(t.buffer, len, &t.model, err,
+                                       sizeof err) == 0, "%s", err);
+    return t;
+}
+
+static void free_model(test_model *t)
+{
+    ts_model_close(t->model);
+    free(t->buffer);
+}
+
+/* ----------------------------------------------------------- parameters */
+
+typedef struct table {
+    const ts_model *model;
+    double epsilon, delta, prune;
+    long long points, capacity;
+    const char *outside;
+} table;
+
+static int table_double(void *ctx, const char *key, double *out)
+{
+    table *t = ctx;
+    if (strcmp(key, "epsilon") == 0) { *out = t->epsilon; return 1; }
+    if (strcmp(key, "delta") == 0) { *out = t->delta; return 1; }
+    if (strcmp(key, "prune_threshold") == 0) { *out = t->prune; return 1; }
+    return 0;
+}
+
+static int table_int(void *ctx, const char *key, long long *out)
+{
+    table *t = ctx;
+    if (strcmp(key, "points_per_window") == 0) { *out = t->points; return 1; }
+    if (strcmp(key, "belief_capacity") == 0) { *out = t->capacity; return 1; }
+    return 0;
+}
+
+static int table_string(void *ctx, const char *key, const char **out)
+{
+    table *t = ctx;
+    if (strcmp(key, "outside_region") == 0 && t->outside != NULL) {
+        *out = t->outside;
+        return 1;
+    }
+    return 0;
+}
+
+static const void *table_model(void *ctx, const char *key, char *err,
+                               size_t errlen)
+{
+    table *t = ctx;
+    if (strcmp(key, "model") != 0 || t->model == NULL) {
+        snprintf(err, errlen, "model is required");
+        return NULL;
+    }
+    return t->model;
+}
+
+static table default_table(const ts_model *model)
+{
+    table t = { .model = model, .epsilon = 1.0, .delta = 0.01,
+                .prune = 0.0, .points = 5, .capacity = 64,
+                .outside = NULL };
+    return t;
+}
+
+static void *new_profile(const ts_mechanism_ops *ops, table *t)
+{
+    ts_params params = { t, table_double, table_int, table_string,
+                         table_model };
+    void *profile = NULL;
+    char err[256] = "";
+    ck_assert_msg(ops->profile_new(&params, &profile, err, sizeof err) == 0,
+                  "%s", err);
+    return profile;
+}
+
+/* Centre of a cell in degrees. */
+static ts_point cell_point(const ts_model *model, uint32_t cell,
+                           int64_t ts_ms)
+{
+    ts_point p = { .ts_ms = ts_ms, .accuracy_m = NAN };
+    ts_grid_cell_centre_latlon(&model->grid, cell, &p.lat, &p.lon);
+    return p;
+}
+
+/* ---------------------------------------------------------------- tests */
+
+START_TEST(registered_and_validated)
+{
+    const ts_mechanism_ops *pim = ts_mechanism_find("pim");
+    const ts_mechanism_ops *lm = ts_mechanism_find("lm-delta");
+    ck_assert_ptr_eq(pim, &ts_pim_ops);
+    ck_assert_ptr_eq(lm, &ts_lm_delta_ops);
+
+    test_model m = make_model(uniform_initial);
+    char err[256];
+    void *profile = NULL;
+
+    /* No model getter, no model, bad delta, unknown outside policy. */
+    table t = default_table(m.model);
+    ts_params no_getter = { &t, table_double, table_int, table_string, NULL };
+    err[0] = '\0';
+    ck_assert_int_eq(pim->profile_new(&no_getter, &profile, err, sizeof err),
+                     -1);
+    ck_assert_ptr_nonnull(strstr(err, "model"));
+
+    t.model = NULL;
+    ts_params params = { &t, table_double, table_int, table_string,
+                         table_model };
+    err[0] = '\0';
+    ck_assert_int_eq(lm->profile_new(&params, &profile, err, sizeof err), -1);
+    ck_assert_ptr_nonnull(strstr(err, "model"));
+
+    t = default_table(m.model);
+    t.delta = 1.0;
+    err[0] = '\0';
+    ck_assert_int_eq(pim->profile_new(&params, &profile, err, sizeof err), -1);
+    ck_assert_ptr_nonnull(strstr(err, "delta"));
+
+    t = default_table(m.model);
+    t.outside = "clamp";
+    err[0] = '\0';
+    ck_assert_int_eq(pim->profile_new(&params, &profile, err, sizeof err), -1);
+    ck_assert_ptr_nonnull(strstr(err, "outside_region"));
+
+    t = default_table(m.model);
+    t.outside = "reject";
+    t.epsilon = 0.5;
+    t.points = 7;
+    profile = new_profile(pim, &t);
+    ck_assert_double_eq_tol(pim->window_budget(profile), 3.5, 1e-12);
+    ck_assert_uint_eq(pim->user_state_size(profile),
+                      16 + ts_belief_bytes(64));
+    pim->profile_free(profile);
+    free_model(&m);
+}
+END_TEST
+
+/* Spend accounting: every release costs epsilon; a window of 5 points
+ * allows exactly 5 releases; the sixth is refused without state change. */
+static void check_spend(const ts_mechanism_ops *ops)
+{
+    test_model m = make_model(uniform_initial);
+    table t = default_table(m.model);
+    t.epsilon = 0.7;
+    void *profile = new_profile(ops, &t);
+    size_t size = ops->user_state_size(profile);
+    unsigned char *state = calloc(1, size);
+    unsigned char *before = malloc(size);
+    ts_rng *rng = ts_rng_new_seeded(11);
+    ts_budget_view budget = { .total = ops->window_budget(profile),
+                              .spent = 0.0 };
+    for (int i = 0; i < 5; i++) {
+        ts_point p = cell_point(m.model, 4, 1000000 + i * 60000);
+        ts_report out;
+        ck_assert_int_eq(ops->release(profile, state, &p, &budget, rng,
+                                      &out), TS_RELEASE_OK);
+        ck_assert_double_eq(out.eps_point, 0.7);
+        ck_assert_int_eq(out.has_delta_set_size, 1);
+        ck_assert_int_eq(out.has_predicted, 0);
+        budget.spent += out.eps_point;
+    }
+    memcpy(before, state, size);
+    ts_point p = cell_point(m.model, 4, 2000000);
+    ts_report out;
+    ck_assert_int_eq(ops->release(profile, state, &p, &budget, rng, &out),
+                     TS_RELEASE_EXHAUSTED);
+    ck_assert_int_eq(memcmp(before, state, size), 0);
+    ts_rng_free(rng);
+    free(before);
+    free(state);
+    ops->profile_free(profile);
+    free_model(&m);
+}
+
+START_TEST(spend_accounting)
+{
+    check_spend(&ts_pim_ops);
+    check_spend(&ts_lm_delta_ops);
+}
+END_TEST
+
+/* First release: the prior is the initial distribution, so |Delta X| is 9
+ * for the uniform model and 2 for the concentrated one. */
+START_TEST(delta_set_size_published)
+{
+    const double *initials[2] = { uniform_initial, concentrated_initial };
+    const unsigned expected[2] = { 9, 2 };
+    for (int k = 0; k < 2; k++) {
+        test_model m = make_model(initials[k]);
+        table t = default_table(m.model);
+        const ts_mechanism_ops *ops[2] = { &ts_pim_ops, &ts_lm_delta_ops };
+        for (int j = 0; j < 2; j++) {
+            void *profile = new_profile(ops[j], &t);
+            unsigned char *state = calloc(1, ops[j]->user_state_size(profile));
+            ts_rng *rng = ts_rng_new_seeded(3);
+            ts_budget_view budget = { .total = 5.0, .spent = 0.0 };
+            ts_point p = cell_point(m.model, 0, 600000);
+            ts_report out;
+            ck_assert_int_eq(ops[j]->release(profile, state, &p, &budget, rng,
+                                             &out), TS_RELEASE_OK);
+            ck_assert_uint_eq(out.delta_set_size, expected[k]);
+            ck_assert(isfinite(out.lat) && isfinite(out.lon));
+            /* Published coordinates are on the 1e-7 degree grid. */
+            double lat = out.lat, lon = out.lon;
+            ts_geo_snap(&lat, &lon);
+            ck_assert_double_eq(lat, out.lat);
+            ck_assert_double_eq(lon, out.lon);
+            ts_rng_free(rng);
+            free(state);
+            ops[j]->profile_free(profile);
+        }
+        free_model(&m);
+    }
+}
+END_TEST
+
+/* The state is what an observer computes from the model and the published
+ * points: replay the releases with the belief functions, emission at the
+ * SNAPPED published point projected back to the plane, and compare the
+ * stored belief byte for byte. Releases at irregular gaps (0, 1, 3 ticks)
+ * exercise the prior M^k. */
+static void check_public_state(const ts_mechanism_ops *ops, int use_pim)
+{
+    test_model m = make_model(concentrated_initial);
+    const ts_model *model = m.model;
+    table t = default_table(model);
+    void *profile = new_profile(ops, &t);
+    size_t size = ops->user_state_size(profile);
+    unsigned char *state = calloc(1, size);
+    ts_rng *rng = ts_rng_new_seeded(42);
+    ts_budget_view budget = { .total = 5.0, .spent = 0.0 };
+
+    ts_belief *replay = malloc(ts_belief_bytes(64));
+    ck_assert_int_eq(ts_belief_init(replay, 64), 0);
+    ts_belief_workspace *ws = ts_belief_workspace_new(9, 64);
+    ts_belief_params bp = { .prune_threshold = 0.0, .max_ticks = 1000 };
+    uint32_t cells[64];
+    pim_vec2 centres[64];
+    pim_context pim;
+    pim_context_init(&pim);
+
+    const int64_t times[4] = { 600000, 610000, 660000, 840000 };
+    const uint32_t truth_cells[4] = { 0, 1, 1, 3 };
+    int64_t last = 0;
+    int changed = 0;
+    for (int i = 0; i < 4; i++) {
+        ts_point p = cell_point(model, truth_cells[i], times[i]);
+        ts_report out;
+        ck_assert_int_eq(ops->release(profile, state, &p, &budget, rng, &out),
+                         TS_RELEASE_OK);
+
+        uint64_t ticks = i == 0 ? 0
+            : (uint64_t)ts_markov_ticks_between(60.0, last, times[i]);
+        ck_assert_int_ne(ts_belief_predict(replay, &model->popular, ticks,
+                                           &bp, ws), TS_BELIEF_ERROR);
+        size_t n = ts_belief_delta_set(replay, 0.01, cells, ws);
+        ck_assert_uint_eq(n, out.delta_set_size);
+        ts_grid_cell_centres(&model->grid, cells, n, centres);
+        pim_vec2 z = ts_grid_project(&model->grid, out.lat, out.lon);
+        if (use_pim) {
+            ck_assert_int_eq(pim_context_build(&pim, centres, n, CELL_M), 0);
+            ts_pim_emission e = { .pim = &pim, .eps = 1.0 };
+            ck_assert_int_ne(ts_belief_posterior(replay, &model->grid, z,
+                                                 ts_pim_log_emission, &e, &bp,
+                                                 ws), TS_BELIEF_ERROR);
+        } else {
+            double dx, dy;
+            ck_assert_int_eq(lm_delta_sensitivity(centres, n, CELL_M, &dx,
+                                                  &dy), 0);
+            ts_lm_emission e = { .scale = lm_delta_scale(dx, dy, 1.0) };
+            ck_assert_int_ne(ts_belief_posterior(replay, &model->grid, z,
+                                                 ts_lm_log_emission, &e, &bp,
+                                                 ws), TS_BELIEF_ERROR);
+        }
+        const ts_belief *stored = (const ts_belief *)(state + 16);
+        ck_assert_uint_eq(stored->count, replay->count);
+        ck_assert_int_eq(memcmp(stored, replay, sizeof(ts_belief) +
+                                replay->count * sizeof(ts_belief_entry)), 0);
+        /* Nothing but the live entries is stored. */
+        const unsigned char *tail = (const unsigned char *)
+            &stored->entry[stored->count];
+        for (size_t b = 0; b < (64 - stored->count) * sizeof(ts_belief_entry);
+             b++)
+            ck_assert_uint_eq(tail[b], 0);
+        /* The belief evolves: it is not the initial distribution forever. */
+        if (fabs(ts_belief_prob(stored, 0) - 0.75) > 1e-6)
+            changed = 1;
+        last = times[i];
+        budget.spent += out.eps_point;
+    }
+    ck_assert(changed);
+    pim_context_free(&pim);
+    ts_belief_workspace_free(ws);
+    free(replay);
+    ts_rng_free(rng);
+    free(state);
+    ops->profile_free(profile);
+    free_model(&m);
+}
+
+START_TEST(state_is_public)
+{
+    check_public_state(&ts_pim_ops, 1);
+    check_public_state(&ts_lm_delta_ops, 0);
+}
+END_TEST
+
+/* Drift: the delta-set of the concentrated prior is {0, 1}; a user truly
+ * in cell 8 is released around the surrogate, cell 1 (nearest centre:
+ * 223.6 m against 282.8 m for cell 0), and never around the truth. Both
+ * noises are centrally symmetric, so the mean of N fresh releases
+ * estimates the released centre with standard error s / sqrt(N) per axis;
+ * the test allows 5 standard errors (a false failure rate below 1e-6). */
+static void check_drift(const ts_mechanism_ops *ops)
+{
+    test_model m = make_model(concentrated_initial);
+    const ts_model *model = m.model;
+    table t = default_table(model);
+    void *profile = new_profile(ops, &t);
+    size_t size = ops->user_state_size(profile);
+    unsigned char *state = malloc(size);
+    ts_rng *rng = ts_rng_new_seeded(7);
+    enum { N = 4000 };
+    double sum[2] = {0, 0}, sum2[2] = {0, 0};
+    for (int i = 0; i < N; i++) {
+        memset(state, 0, size);
+        ts_budget_view budget = { .total = 5.0, .spent = 0.0 };
+        ts_point p = cell_point(model, 8, 600000);
+        ts_report out;
+        ck_assert_int_eq(ops->release(profile, state, &p, &budget, rng, &out),
+                         TS_RELEASE_OK);
+        ck_assert_uint_eq(out.delta_set_size, 2);
+        pim_vec2 z = ts_grid_project(&model->grid, out.lat, out.lon);
+        sum[0] += z.x;
+        sum[1] += z.y;
+        sum2[0] += z.x * z.x;
+        sum2[1] += z.y * z.y;
+    }
+    pim_vec2 surrogate = ts_grid_cell_centre(&model->grid, 1);
+    pim_vec2 truth = ts_grid_cell_centre(&model->grid, 8);
+    double target[2] = { surrogate.x, surrogate.y };
+    double away[2] = { truth.x, truth.y };
+    for (int a = 0; a < 2; a++) {
+        double mean = sum[a] / N;
+        double sd = sqrt(sum2[a] / N - mean * mean);
+        double se = sd / sqrt((double)N);
+        ck_assert_msg(fabs(mean - target[a]) < 5 * se,
+                      "axis %d: mean %.2f, surrogate %.2f, se %.2f", a, mean,
+                      target[a], se);
+        if (a == 1)   /* truth is 200 m north of the surrogate */
+            ck_assert(fabs(mean - away[a]) > 10 * se);
+    }
+    ts_rng_free(rng);
+    free(state);
+    ops->profile_free(profile);
+    free_model(&m);
+}
+
+START_TEST(drift_uses_surrogate)
+{
+    check_drift(&ts_pim_ops);
+    check_drift(&ts_lm_delta_ops);
+}
+END_TEST
+
+/* outside_region = "reject": an error before any state change, also for a
+ * user with a belief. */
+START_TEST(outside_region_rejected)
+{
+    test_model m = make_model(uniform_initial);
+    table t = default_table(m.model);
+    t.outside = "reject";
+    void *profile = new_profile(&ts_pim_ops, &t);
+    size_t size = ts_pim_ops.user_state_size(profile);
+    unsigned char *state = calloc(1, size);
+    unsigned char *zero = calloc(1, size);
+    ts_rng *rng = ts_rng_new_seeded(5);
+    ts_budget_view budget = { .total = 5.0, .spent = 0.0 };
+    ts_point far = { .lat = 1.0, .lon = 1.0, .ts_ms = 600000,
+                     .accuracy_m = NAN };
+    ts_report out;
+    ck_assert_int_eq(ts_pim_ops.release(profile, state, &far, &budget, rng,
+                                        &out), TS_RELEASE_ERROR);
+    ck_assert_int_eq(memcmp(state, zero, size), 0);
+
+    ts_point inside = cell_point(m.model, 4, 600000);
+    ck_assert_int_eq(ts_pim_ops.release(profile, state, &inside, &budget, rng,
+                                        &out), TS_RELEASE_OK);
+    memcpy(zero, state, size);
+    far.ts_ms = 900000;
+    ck_assert_int_eq(ts_pim_ops.release(profile, state, &far, &budget, rng,
+                                        &out), TS_RELEASE_ERROR);
+    ck_assert_int_eq(memcmp(state, zero, size), 0);
+    ts_rng_free(rng);
+    free(zero);
+    free(state);
+    ts_pim_ops.profile_free(profile);
+    free_model(&m);
+}
+END_TEST
+
+/* The profile copies the model: it keeps working after the model is
+ * closed (a daemon reload frees the config that opened the file). */
+START_TEST(profile_outlives_model)
+{
+    test_model m = make_model(uniform_initial);
+    table t = default_table(m.model);
+    void *profile = new_profile(&ts_lm_delta_ops, &t);
+    ts_point p = cell_point(m.model, 4, 600000);
+    free_model(&m);
+    unsigned char *state = calloc(1, ts_lm_delta_ops.user_state_size(profile));
+    ts_rng *rng = ts_rng_new_seeded(9);
+    ts_budget_view budget = { .total = 5.0, .spent = 0.0 };
+    ts_report out;
+    ck_assert_int_eq(ts_lm_delta_ops.release(profile, state, &p, &budget, rng,
+                                             &out), TS_RELEASE_OK);
+    ck_assert_uint_eq(out.delta_set_size, 9);
+    ts_rng_free(rng);
+    free(state);
+    ts_lm_delta_ops.profile_free(profile);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("delta_privacy");
+    TCase *tc = tcase_create("core");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, registered_and_validated);
+    tcase_add_test(tc, spend_accounting);
+    tcase_add_test(tc, delta_set_size_published);
+    tcase_add_test(tc, state_is_public);
+    tcase_add_test(tc, drift_uses_surrogate);
+    tcase_add_test(tc, outside_region_rejected);
+    tcase_add_test(tc, profile_outlives_model);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
