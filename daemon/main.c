@@ -26,6 +26,7 @@
 #include "daemon/codec.h"
 #include "daemon/config.h"
 #include "daemon/log.h"
+#include "daemon/curve_keys.h"
 #include "daemon/metrics.h"
 #include "daemon/ops_http.h"
 #include "daemon/pipeline.h"
@@ -55,6 +56,11 @@
 #define OUTBOX_FLUSH_ENTRIES 65536
 /* Longest user id echoed into a log line. */
 #define LOG_USER_MAX 64
+/* A failed commit is retried with exponential backoff: quick enough to
+ * recover soon after an operator frees space, slow enough not to hammer a
+ * broken disk or flood the log. */
+#define COMMIT_RETRY_FIRST_MS 1000
+#define COMMIT_RETRY_MAX_MS 30000
 
 typedef struct outbox_entry {
     size_t topic_offset;
@@ -93,7 +99,14 @@ typedef struct daemon_state {
     uint64_t future_rejections;
     ts_store *store;             /* NULL: state.dir unset, memory only */
     ts_store_backend store_backend;
-    int store_failed;            /* a commit failed: unhealthy, input stopped */
+    int store_failed;            /* a commit failed: unhealthy, input
+                                    paused, the outbox held until a retry
+                                    commits it */
+    struct event *commit_retry_event;
+    long commit_retry_ms;        /* delay before the next retry */
+    uint64_t commit_failures;    /* failed attempts, first and retries */
+    uint64_t store_pauses;       /* times input paused for the store */
+    uint64_t dropped_uncommitted; /* held outcomes dropped at shutdown */
     /* operations: metrics, HTTP, reload, systemd */
     ts_metrics *metrics;
     ts_ops_http *http;
@@ -150,8 +163,10 @@ static void usage(FILE *out)
         "                   (summary updates=N sanitized=N repeated=N rejected=N\n"
         "                   users=N rejected.<reason>=N...) and exit 0\n"
         "  SIGHUP           reload the configuration file: log level and\n"
-        "                   profile parameters apply, users keep their\n"
-        "                   spend; an invalid file is logged and ignored\n"
+        "                   profile parameters and CURVE client\n"
+        "                   allow-lists apply, users keep their spend and\n"
+        "                   peers their connections; an invalid file is\n"
+        "                   logged and ignored\n"
         "  SIGPIPE          ignored\n"
         "\n"
         "Logs go to stderr as \"" PROGRAM_NAME ": <level>: <message>\" (or to\n"
@@ -311,55 +326,34 @@ static double seconds_since(const struct timespec *start)
 
 /* Group commit: every user whose ledger changed in this batch is written in
  * one transaction, committed (durable per state.sync), and only then is the
- * batch published. After a failure nothing more is published: the in-memory
- * ledgers stay debited (conservative), the daemon is unhealthy and stops. */
-static int commit_batch(daemon_state *daemon)
+ * batch published. 0 on success; -1 with `err` filled, the transaction
+ * aborted and the users still dirty, so the same group can be retried. */
+static int commit_batch(daemon_state *daemon, char *err, size_t errlen)
 {
     if (daemon->store == NULL)
         return 0;
-    if (daemon->store_failed)
-        return -1;
     if (ts_pipeline_dirty_count(daemon->pipeline) == 0)
         return 0;
-    char err[ERR_MAX];
     struct timespec commit_started;
     clock_gettime(CLOCK_MONOTONIC, &commit_started);
-    if (ts_store_begin(daemon->store, err, sizeof err) != 0)
-        goto fail;
+    if (ts_store_begin(daemon->store, err, errlen) != 0)
+        return -1;
     if (ts_pipeline_save_dirty(daemon->pipeline) != 0) {
-        snprintf(err, sizeof err, "%s", daemon->store_backend.err);
+        snprintf(err, errlen, "%s", daemon->store_backend.err);
         ts_store_abort(daemon->store);
-        goto fail;
+        return -1;
     }
-    if (ts_store_commit(daemon->store, err, sizeof err) != 0)
-        goto fail;
+    if (ts_store_commit(daemon->store, err, errlen) != 0)
+        return -1;
     ts_pipeline_mark_clean(daemon->pipeline);
     ts_metrics_observe_commit(daemon->metrics, seconds_since(&commit_started),
                               daemon->outbox.count);
     return 0;
-
-fail:
-    daemon->store_failed = 1;
-    ts_metrics_set_unhealthy("state store commit failed; input stopped");
-    ts_log(TS_LOG_ERROR, "%s; the batch is not published (%zu outcomes "
-           "dropped), input stopped: daemon unhealthy",
-           err, daemon->outbox.count);
-    return -1;
 }
 
-static void flush_outbox(daemon_state *daemon)
+static void publish_outbox(daemon_state *daemon)
 {
     outbox *box = &daemon->outbox;
-    if (box->count == 0)
-        return;
-    if (commit_batch(daemon) != 0) {
-        /* An uncommitted batch must not be published. The transport has no
-         * pause, so stopping input means leaving the loop (exit status 1). */
-        outbox_clear(box);
-        if (daemon->base != NULL)
-            event_base_loopbreak(daemon->base);
-        return;
-    }
     for (size_t i = 0; i < box->count; i++) {
         const outbox_entry *entry = &box->entries[i];
         if (daemon->transport_ops->publish(
@@ -371,6 +365,88 @@ static void flush_outbox(daemon_state *daemon)
             daemon->messages_published++;
     }
     outbox_clear(box);
+}
+
+static void arm_commit_retry(daemon_state *daemon)
+{
+    struct timeval delay = {
+        .tv_sec = (time_t)(daemon->commit_retry_ms / 1000),
+        .tv_usec = (suseconds_t)(daemon->commit_retry_ms % 1000) * 1000,
+    };
+    if (daemon->commit_retry_event == NULL ||
+        event_add(daemon->commit_retry_event, &delay) != 0) {
+        /* Without a retry the daemon would stay paused for good; leaving
+         * the loop ends in the shutdown path's last attempt. */
+        ts_log(TS_LOG_ERROR, "cannot schedule the commit retry; stopping");
+        event_base_loopbreak(daemon->base);
+    }
+}
+
+/* The failed group stays in the outbox, unpublished, and its users stay
+ * dirty with their in-memory ledgers debited (conservative). Input stops so
+ * that nothing new is debited or queued while nothing can be committed. */
+static void hold_after_commit_failure(daemon_state *daemon, const char *err)
+{
+    daemon->commit_failures++;
+    daemon->store_pauses++;
+    daemon->store_failed = 1;
+    daemon->commit_retry_ms = COMMIT_RETRY_FIRST_MS;
+    char reason[ERR_MAX + 64];
+    snprintf(reason, sizeof reason,
+             "state store commit failed (%s); input paused", err);
+    ts_metrics_set_unhealthy(reason);
+    ts_log(TS_LOG_ERROR, "%s; the batch is not published (%zu outcomes "
+           "held), input paused: daemon unhealthy, retrying in %ld ms",
+           err, daemon->outbox.count, daemon->commit_retry_ms);
+    daemon->transport_ops->pause_input(daemon->transport);
+    arm_commit_retry(daemon);
+}
+
+/* 0 when the held group is now committed and published. */
+static int retry_held_commit(daemon_state *daemon)
+{
+    char err[ERR_MAX];
+    if (commit_batch(daemon, err, sizeof err) != 0) {
+        daemon->commit_failures++;
+        ts_log(TS_LOG_WARN, "commit retry failed: %s; %zu outcomes still "
+               "held", err, daemon->outbox.count);
+        return -1;
+    }
+    daemon->store_failed = 0;
+    publish_outbox(daemon);
+    ts_metrics_set_healthy();
+    ts_log(TS_LOG_INFO, "commit retry succeeded: held batch published, "
+           "input resumed, daemon healthy");
+    return 0;
+}
+
+static void on_commit_retry(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    daemon_state *daemon = arg;
+    if (!daemon->store_failed)
+        return;
+    if (retry_held_commit(daemon) == 0) {
+        daemon->transport_ops->resume_input(daemon->transport);
+        return;
+    }
+    daemon->commit_retry_ms *= 2;
+    if (daemon->commit_retry_ms > COMMIT_RETRY_MAX_MS)
+        daemon->commit_retry_ms = COMMIT_RETRY_MAX_MS;
+    arm_commit_retry(daemon);
+}
+
+static void flush_outbox(daemon_state *daemon)
+{
+    if (daemon->outbox.count == 0 || daemon->store_failed)
+        return; /* a held group leaves only through on_commit_retry */
+    char err[ERR_MAX];
+    if (commit_batch(daemon, err, sizeof err) != 0) {
+        hold_after_commit_failure(daemon, err);
+        return;
+    }
+    publish_outbox(daemon);
 }
 
 /* ---------------------------------------------------- message handling */
@@ -561,7 +637,18 @@ static char *render_metrics(void *arg, size_t *len)
         .messages_published = daemon->messages_published,
         .publish_failures = daemon->publish_failures,
         .encode_failures = daemon->encode_failures,
+        .dropped_uncommitted = daemon->dropped_uncommitted,
+        .input_pauses_store = daemon->store_pauses,
+        .store_commit_failures = daemon->commit_failures,
     };
+    ts_transport_counters transport;
+    daemon->transport_ops->get_counters(daemon->transport, &transport);
+    sources.dropped_output_hwm = transport.publish_dropped_hwm;
+    sources.dropped_output_error = transport.publish_dropped_error;
+    sources.input_pauses_output = transport.input_pauses_output;
+    sources.has_zap = transport.has_zap;
+    sources.zap_accepted = transport.zap_accepted;
+    sources.zap_denied = transport.zap_denied;
     return ts_metrics_render(daemon->metrics, &sources, len);
 }
 
@@ -671,6 +758,10 @@ static void log_restart_only_changes(const ts_settings *old,
                  "http.listen");
     RESTART_ONLY(!same_text(old->state_dir, new->state_dir) ||
                  old->state_sync != new->state_sync, "state.*");
+    RESTART_ONLY(old->curve_enabled != new->curve_enabled ||
+                 memcmp(old->curve_server_public, new->curve_server_public,
+                        sizeof old->curve_server_public) != 0,
+                 "security.curve and the server key");
 #undef RESTART_ONLY
     for (size_t i = 0; i < n; i++)
         ts_log(TS_LOG_WARN, "reload: %s changed; it takes effect only after "
@@ -754,6 +845,23 @@ static void reload_configuration(daemon_state *daemon)
     }
     const ts_settings *settings = ts_config_settings(fresh);
     log_restart_only_changes(daemon->settings, settings);
+    /* Client keys apply to the next handshakes; connected peers stay. */
+    int keys = daemon->transport_ops->reload_allow_lists(
+        daemon->transport, settings, err, sizeof err);
+    if (keys < 0) {
+        ts_log(TS_LOG_ERROR, "reload: client allow-lists not reloaded, the "
+               "running ones stay: %s", err);
+        ts_metrics_count_reload(daemon->metrics, 0);
+        ts_config_free(fresh);
+        goto done;
+    }
+    if (keys > 0)
+        ts_log(TS_LOG_INFO, "reload: client allow-lists reloaded "
+               "(input %zu keys, output %s)",
+               settings->curve_input_allow != NULL
+                   ? settings->curve_input_allow->n_keys : (size_t)0,
+               settings->curve_output_allow != NULL ? "restricted"
+                                                    : "open to any key");
     if (settings->log_level != (int)ts_log_get_level()) {
         ts_log(TS_LOG_INFO, "reload: log level changed");
         ts_log_init(PROGRAM_NAME, (ts_log_level)settings->log_level,
@@ -1008,8 +1116,10 @@ static int run(const options *opts)
     sigterm_event = evsignal_new(daemon.base, SIGTERM, on_signal, &daemon);
     expire_event = event_new(daemon.base, -1, EV_PERSIST, on_expire_tick,
                              &daemon);
+    daemon.commit_retry_event = event_new(daemon.base, -1, 0,
+                                          on_commit_retry, &daemon);
     if (sigint_event == NULL || sigterm_event == NULL ||
-        expire_event == NULL || evsignal_add(sigint_event, NULL) != 0 ||
+        expire_event == NULL || daemon.commit_retry_event == NULL || evsignal_add(sigint_event, NULL) != 0 ||
         evsignal_add(sigterm_event, NULL) != 0) {
         ts_log(TS_LOG_ERROR, "cannot set up signal and timer events");
         goto out;
@@ -1046,8 +1156,16 @@ static int run(const options *opts)
     }
     sd_notify(0, "STOPPING=1");
     /* A mid-callback break cannot leave outcomes behind, but flushing here
-     * keeps that true if the transport ever changes. */
+     * keeps that true if the transport ever changes. A group held by a
+     * failed commit gets one last attempt; if that fails too it is dropped
+     * unpublished (its users' committed ledgers are what survives). */
     flush_outbox(&daemon);
+    if (daemon.store_failed && retry_held_commit(&daemon) != 0) {
+        ts_log(TS_LOG_ERROR, "shutting down with an uncommitted batch: %zu "
+               "outcomes not published", daemon.outbox.count);
+        daemon.dropped_uncommitted += daemon.outbox.count;
+        outbox_clear(&daemon.outbox);
+    }
     log_summary(&daemon);
     status = daemon.store_failed ? 1 : 0;
 
@@ -1055,6 +1173,8 @@ out:
     stop_operations(&daemon, sighup_event);
     if (expire_event != NULL)
         event_free(expire_event);
+    if (daemon.commit_retry_event != NULL)
+        event_free(daemon.commit_retry_event);
     if (sigterm_event != NULL)
         event_free(sigterm_event);
     if (sigint_event != NULL)

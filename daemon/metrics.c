@@ -329,6 +329,34 @@ char *ts_metrics_render(const ts_metrics *metrics,
     counter(&t, "tracesand_encode_failures_total",
             "Outcomes dropped before publishing (out of memory).",
             sources->encode_failures);
+    header(&t, "tracesand_dropped_total", "counter",
+           "Outcomes dropped without being published, by cause.");
+    put(&t, "tracesand_dropped_total{cause=\"output_hwm\"} %" PRIu64 "\n",
+        sources->dropped_output_hwm);
+    put(&t, "tracesand_dropped_total{cause=\"output_error\"} %" PRIu64 "\n",
+        sources->dropped_output_error);
+    put(&t, "tracesand_dropped_total{cause=\"encode\"} %" PRIu64 "\n",
+        sources->encode_failures);
+    put(&t, "tracesand_dropped_total{cause=\"uncommitted\"} %" PRIu64 "\n",
+        sources->dropped_uncommitted);
+    header(&t, "tracesand_input_pauses_total", "counter",
+           "Times input reading stopped, by cause (queued input then waits "
+           "in the input socket and the producers).");
+    put(&t, "tracesand_input_pauses_total{cause=\"output_full\"} %" PRIu64
+        "\n", sources->input_pauses_output);
+    put(&t, "tracesand_input_pauses_total{cause=\"store\"} %" PRIu64 "\n",
+        sources->input_pauses_store);
+    counter(&t, "tracesand_store_commit_failures_total",
+            "Failed state store commit attempts (first failures and retries).",
+            sources->store_commit_failures);
+    if (sources->has_zap) {
+        header(&t, "tracesand_zap_requests_total", "counter",
+               "CURVE handshakes judged by the ZAP handler, by result.");
+        put(&t, "tracesand_zap_requests_total{result=\"accepted\"} %" PRIu64
+            "\n", sources->zap_accepted);
+        put(&t, "tracesand_zap_requests_total{result=\"denied\"} %" PRIu64
+            "\n", sources->zap_denied);
+    }
     counter(&t, "tracesand_config_reloads_total",
             "Configuration reloads applied.", metrics->reloads);
     counter(&t, "tracesand_config_reload_failures_total",

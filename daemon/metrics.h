@@ -51,6 +51,18 @@ typedef struct ts_metrics_sources {
     uint64_t messages_published;
     uint64_t publish_failures;          /* dropped by the output socket */
     uint64_t encode_failures;           /* dropped before publishing */
+    /* Drops and pauses by cause (tracesand_dropped_total{cause}); the
+     * publish_failures above is their output-side sum. */
+    uint64_t dropped_output_hwm;        /* output socket at its HWM */
+    uint64_t dropped_output_error;      /* other output socket errors */
+    uint64_t dropped_uncommitted;       /* held outcomes never committed
+                                           (store failure at shutdown) */
+    uint64_t input_pauses_output;       /* input paused: output full */
+    uint64_t input_pauses_store;        /* input paused: commit failed */
+    uint64_t store_commit_failures;     /* failed commit attempts */
+    int has_zap;                        /* CURVE on: render ZAP counters */
+    uint64_t zap_accepted;
+    uint64_t zap_denied;
 } ts_metrics_sources;
 
 /* The exposition text, NUL-terminated, malloc'ed (caller frees); NULL when

@@ -5,6 +5,7 @@
 #define TRACESAN_DAEMON_TRANSPORT_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "daemon/config.h"
 
@@ -26,6 +27,17 @@ typedef void (*ts_on_message_fn)(void *arg, const ts_inbound *message);
 /* Called after each drained group of messages: commit, then publish. */
 typedef void (*ts_on_batch_end_fn)(void *arg);
 
+/* Everything the transport dropped or refused, by cause, for /metrics. */
+typedef struct ts_transport_counters {
+    uint64_t publish_dropped_hwm;    /* output at its high-water mark */
+    uint64_t publish_dropped_error;  /* any other send failure */
+    uint64_t input_pauses_output;    /* input paused: output could not take
+                                        more (PUSH output) */
+    int has_zap;                     /* CURVE on: the two below are live */
+    uint64_t zap_accepted;           /* CURVE handshakes let through */
+    uint64_t zap_denied;             /* CURVE handshakes refused */
+} ts_transport_counters;
+
 typedef struct ts_transport_ops {
     const char *name;
     int (*open)(ts_transport **out, const ts_settings *settings,
@@ -39,6 +51,23 @@ typedef struct ts_transport_ops {
     const char *(*input_endpoint)(const ts_transport *transport);
     const char *(*output_endpoint)(const ts_transport *transport);
     void (*close)(ts_transport *transport);
+    /* Stop reading input until resume_input: messages wait in the input
+     * socket and, past its HWM, in the producers (PULL) or are dropped by
+     * libzmq (SUB). Safe to call from inside on_message: the current
+     * readiness callback reads nothing more. Idempotent. */
+    void (*pause_input)(ts_transport *transport);
+    /* Undo pause_input; messages queued meanwhile are read on the next loop
+     * turn (their readiness edge may already have fired). Idempotent. */
+    void (*resume_input)(ts_transport *transport);
+    void (*get_counters)(const ts_transport *transport,
+                         ts_transport_counters *out);
+    /* SIGHUP: adopt the client allow-lists of `settings` (copied) for new
+     * handshakes; established connections are untouched. Returns 1 when
+     * the lists were replaced, 0 when CURVE is off (nothing to do), -1
+     * with err filled (the running lists are kept). */
+    int (*reload_allow_lists)(ts_transport *transport,
+                              const ts_settings *settings, char *err,
+                              size_t errlen);
 } ts_transport_ops;
 
 extern const ts_transport_ops ts_transport_zmq_ops;

@@ -39,6 +39,10 @@ struct ts_transport {
      * paused because no consumer can take more. */
     struct event *output_ready;
     int paused;
+    /* Set by pause_input (e.g. the store cannot commit): no reading at all,
+     * whatever the output can take. */
+    int held;
+    ts_transport_counters counters;
     ts_zap *zap;
     ts_on_message_fn on_message;
     ts_on_batch_end_fn on_batch_end;
@@ -331,6 +335,7 @@ static int pause_for_output(ts_transport *t)
         return 0;
     if (!t->paused) {
         t->paused = 1;
+        t->counters.input_pauses_output++;
         /* The input's ZMQ_FD stays raised while messages wait unread, so
          * its event must go or the loop would spin. */
         event_del(t->readable);
@@ -349,6 +354,8 @@ static void on_output_ready(evutil_socket_t fd, short what, void *arg)
         return;
     t->paused = 0;
     event_del(t->output_ready);
+    if (t->held)
+        return; /* resume_input re-arms the input */
     ts_log(TS_LOG_DEBUG, "output accepts again; input resumed");
     event_add(t->readable, NULL);
     event_active(t->readable, EV_READ, 0);
@@ -359,10 +366,10 @@ static void on_readable(evutil_socket_t fd, short what, void *arg)
     (void)fd;
     (void)what;
     ts_transport *t = arg;
-    if (pause_for_output(t))
+    if (t->held || pause_for_output(t))
         return;
     size_t received = 0;
-    while (received < t->read_budget) {
+    while (received < t->read_budget && !t->held) {
         if (zmq_msg_recv(&t->frame, t->input, ZMQ_DONTWAIT) < 0) {
             if (zmq_errno() == EINTR)
                 continue;
@@ -382,8 +389,33 @@ static void on_readable(evutil_socket_t fd, short what, void *arg)
     /* Reading ZMQ_EVENTS here also covers the sends done by on_batch_end:
      * whatever they consumed from the notification fd, a pending message is
      * seen now and served on the next loop turn, after other events. */
-    if (input_has_message(t))
+    if (!t->held && input_has_message(t))
         event_active(t->readable, EV_READ, 0);
+}
+
+static void zmq_transport_pause_input(ts_transport *t)
+{
+    if (t->held)
+        return;
+    t->held = 1;
+    /* The input's ZMQ_FD stays raised while messages wait unread: its event
+     * must go or the loop would spin. */
+    event_del(t->readable);
+    if (t->paused) {
+        t->paused = 0;
+        event_del(t->output_ready);
+    }
+}
+
+static void zmq_transport_resume_input(ts_transport *t)
+{
+    if (!t->held)
+        return;
+    t->held = 0;
+    event_add(t->readable, NULL);
+    /* Edges that fired while paused are gone; on_readable reads ZMQ_EVENTS
+     * (and the output's state) again instead of waiting for a new one. */
+    event_active(t->readable, EV_READ, 0);
 }
 
 static void zmq_transport_start(ts_transport *t, ts_on_message_fn on_message,
@@ -406,16 +438,49 @@ static int zmq_transport_publish(ts_transport *t, const void *topic,
         if (zmq_send(t->output, topic, topic_len,
                      ZMQ_SNDMORE | ZMQ_DONTWAIT) >= 0)
             break;
-        if (zmq_errno() != EINTR)
-            return -1;
+        int error = zmq_errno();
+        if (error == EINTR)
+            continue;
+        if (error == EAGAIN)
+            t->counters.publish_dropped_hwm++;
+        else
+            t->counters.publish_dropped_error++;
+        return -1;
     }
     for (;;) {
         /* The first part is queued, so libzmq accepts the rest of the
          * message regardless of the high-water mark. */
         if (zmq_send(t->output, payload, len, ZMQ_DONTWAIT) >= 0)
             return 0;
-        if (zmq_errno() != EINTR)
+        if (zmq_errno() != EINTR) {
+            t->counters.publish_dropped_error++;
             return -1;
+        }
+    }
+}
+
+static int zmq_transport_reload_allow_lists(ts_transport *t,
+                                            const ts_settings *settings,
+                                            char *err, size_t errlen)
+{
+    if (t->zap == NULL || !settings->curve_enabled)
+        return 0;
+    if (ts_zap_replace_allow_lists(t->zap, settings->curve_input_allow,
+                                   settings->curve_output_allow, err,
+                                   errlen) != 0)
+        return -1;
+    return 1;
+}
+
+static void zmq_transport_get_counters(const ts_transport *t,
+                                       ts_transport_counters *out)
+{
+    *out = t->counters;
+    if (t->zap != NULL) {
+        ts_zap_counters zap = ts_zap_get_counters(t->zap);
+        out->has_zap = 1;
+        out->zap_accepted = zap.accepted;
+        out->zap_denied = zap.denied;
     }
 }
 
@@ -437,4 +502,8 @@ const ts_transport_ops ts_transport_zmq_ops = {
     .input_endpoint = zmq_transport_input_endpoint,
     .output_endpoint = zmq_transport_output_endpoint,
     .close = zmq_transport_close,
+    .pause_input = zmq_transport_pause_input,
+    .resume_input = zmq_transport_resume_input,
+    .get_counters = zmq_transport_get_counters,
+    .reload_allow_lists = zmq_transport_reload_allow_lists,
 };

@@ -252,6 +252,31 @@ fail:
     return NULL;
 }
 
+int ts_zap_replace_allow_lists(ts_zap *zap,
+                               const ts_curve_allow_list *input_allow,
+                               const ts_curve_allow_list *output_allow,
+                               char *err, size_t errlen)
+{
+    /* Both copies first, so a failure leaves the running lists whole. */
+    ts_curve_allow_list input_copy;
+    ts_curve_allow_list output_copy;
+    if (ts_curve_allow_list_copy(&input_copy, input_allow) != 0) {
+        snprintf(err, errlen, "zap: out of memory");
+        return -1;
+    }
+    if (ts_curve_allow_list_copy(&output_copy, output_allow) != 0) {
+        ts_curve_allow_list_free(&input_copy);
+        snprintf(err, errlen, "zap: out of memory");
+        return -1;
+    }
+    ts_curve_allow_list_free(&zap->input_allow);
+    ts_curve_allow_list_free(&zap->output_allow);
+    zap->input_allow = input_copy;
+    zap->output_allow = output_copy;
+    zap->output_restricted = output_allow != NULL;
+    return 0;
+}
+
 ts_zap_counters ts_zap_get_counters(const ts_zap *zap)
 {
     return zap->counters;

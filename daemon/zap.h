@@ -37,6 +37,13 @@ ts_zap *ts_zap_start(void *context, struct event_base *base,
                      const ts_curve_allow_list *output_allow, char *err,
                      size_t errlen);
 ts_zap_counters ts_zap_get_counters(const ts_zap *zap);
+/* Swaps in new allow-lists (copied; same meaning as for ts_zap_start) for
+ * the handshakes that follow: established connections are not re-vetted.
+ * 0, or -1 with err filled and the old lists kept. */
+int ts_zap_replace_allow_lists(ts_zap *zap,
+                               const ts_curve_allow_list *input_allow,
+                               const ts_curve_allow_list *output_allow,
+                               char *err, size_t errlen);
 /* Closes the socket (before zmq_ctx_term) and frees the handler. */
 void ts_zap_stop(ts_zap *zap);
 

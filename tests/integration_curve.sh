@@ -172,6 +172,41 @@ TAIL_PID=$PLAIN_PID
 wait_tail plain_sub 15
 check_eq "plaintext subscriber: receives nothing" 0 "$(data_rows "$PLAIN_OUT")"
 
+# ZAP verdicts in /metrics (so far: the publisher and subscribers accepted,
+# the stranger and plaintext clients denied).
+zap_metric() {
+    curl -s --max-time 5 "http://$HTTP_EP/metrics" |
+        awk -v s="tracesand_zap_requests_total{result=\"$1\"}" '$1 == s { print $2; exit }'
+}
+if command -v curl >/dev/null 2>&1 && [ -n "$HTTP_EP" ]; then
+    check_ge "metrics: ZAP accepted handshakes counted" 3 "$(zap_metric accepted)"
+    check_ge "metrics: ZAP denied handshakes counted" 2 "$(zap_metric denied)"
+else
+    note "curl missing or http off: ZAP metrics not checked"
+fi
+
+# SIGHUP reloads the allow-lists: the stranger's key is added to the input
+# allow-list and it gets through without a restart, while a subscriber
+# connected before the reload keeps its connection and receives the points.
+LATEST=$TMPD/latest.csv
+awk -F, -v OFS=, 'NR == 1 { print; next } { $2 += 345600; print }' "$SMALL" >"$LATEST"
+# shellcheck disable=SC2046
+start_tail kept "$ROWS" $(client subscriber)
+cat "$KEYS/stranger.pub" >>"$KEYS/input.allow"
+kill -HUP "$DAEMON_PID"
+tries=100
+until grep -q "reload complete" "$DAEMON_LOG" || [ $tries -le 0 ]; do
+    sleep 0.1
+    tries=$((tries - 1))
+done
+check "reload: the client allow-lists are reloaded" \
+    grep -q "reload: client allow-lists reloaded (input 2 keys" "$DAEMON_LOG"
+# shellcheck disable=SC2046
+replay "$LATEST" $(client stranger)
+wait_tail kept 30
+check_eq "reload: a newly allowed publisher gets through, and the subscriber connected before the reload receives it" \
+    "$ROWS" "$(data_rows "$TAIL_OUT")"
+
 stop_daemon curve
 
 stranger_fp=$(head -c 40 "$KEYS/stranger.pub")
@@ -186,8 +221,8 @@ check "daemon log holds no full public key of a refused client" \
 check "daemon log holds no server secret key" \
     sh -c '! grep -qF "$1" "$2"' sh "$(head -c 40 "$KEYS/server.key")" "$DAEMON_LOG"
 check "daemon log holds no input coordinate" no_coordinates_in "$SMALL" "$DAEMON_LOG"
-check_eq "summary: only the allowed publisher's updates were processed" \
-    $((2 * ROWS)) "$(summary_value updates)"
+check_eq "summary: only the allowed publishers' updates were processed" \
+    $((3 * ROWS)) "$(summary_value updates)"
 
 # --- output.type = "push": lossless, input waits for a consumer -----------
 ZMQ_PULL_COUNT=${ZMQ_PULL_COUNT:-$top_builddir/tests/zmq_pull_count}

@@ -6,7 +6,10 @@
 #      for every user, the ledger's spend >= the eps of all points the
 #      subscriber actually received, and no window exceeds its budget.
 #   3. An unusable store: the daemon refuses to start; a store that fills
-#      up mid-run stops the daemon without publishing undebited points.
+#      up mid-run pauses input and reports unhealthy without publishing
+#      undebited points.
+#   4. (root) A full disk that is freed again: the retried commit publishes
+#      the held group, health and input come back, nothing is lost.
 . "${top_srcdir:-$(dirname "$0")/..}/tests/lib.sh"
 
 # Shipped geoind profile (level ln 10 over 100 m), with a small number of
@@ -205,7 +208,9 @@ else
 fi
 
 # A store that fills up (1 MiB map) mid-run: the daemon logs the failure,
-# stops consuming and exits non-zero; every point it did publish is debited.
+# stays up but unhealthy (/healthz 503), stops consuming and retries the
+# commit with backoff; it publishes nothing it has not debited. SIGTERM
+# then gets one last attempt, fails, and exits non-zero.
 awk -v t="$T0" 'BEGIN { print "user,ts,lat,lon";
     for (i = 0; i < 30000; i++) printf "full%05d,%d,40.7,-73.9\n", i, t + i % 1000 }' \
     >"$TMPD/many.csv"
@@ -217,14 +222,41 @@ start_tail full 0 --timeout 5
     2>"$TMPD/full.replay.log" </dev/null &
 FULL_REPLAY=$!
 background_pids+=("$FULL_REPLAY")
-if wait_for_pid "$DAEMON_PID" 30; then
-    check_eq "full store: the daemon stops with status 1" 1 "$waited_status"
+tries=300
+until grep -q 'MDB_MAP_FULL' "$DAEMON_LOG" 2>/dev/null || [ $tries -le 0 ]; do
+    is_running "$DAEMON_PID" || break
+    sleep 0.1
+    tries=$((tries - 1))
+done
+check "full store: the commit failure is logged" \
+    grep -q 'MDB_MAP_FULL.*not published.*input paused.*unhealthy' "$DAEMON_LOG"
+# The first retry is due 1 s after the failure, the second 2 s later.
+sleep 1.5
+check "full store: the daemon stays up" is_running "$DAEMON_PID"
+check "full store: the commit is retried" grep -q 'commit retry failed' "$DAEMON_LOG"
+if command -v curl >/dev/null 2>&1 && [ -n "$HTTP_EP" ]; then
+    check_eq "full store: /healthz is 503" 503 \
+        "$(curl -s --max-time 5 -o /dev/null -w '%{http_code}' "http://$HTTP_EP/healthz")"
+    check "full store: /healthz gives the reason" \
+        sh -c "curl -s --max-time 5 'http://$HTTP_EP/healthz' | grep -q 'state store commit failed'"
+    updates_paused=$(curl -s --max-time 5 "http://$HTTP_EP/metrics" |
+        awk '$1 == "tracesand_updates_total" { print $2; exit }')
+    sleep 1
+    check_eq "full store: input stays paused (no update read)" "$updates_paused" \
+        "$(curl -s --max-time 5 "http://$HTTP_EP/metrics" |
+            awk '$1 == "tracesand_updates_total" { print $2; exit }')"
 else
-    fail "full store: the daemon kept running"
+    note "curl missing or http off: /healthz checks skipped"
+fi
+kill -TERM "$DAEMON_PID"
+if wait_for_pid "$DAEMON_PID" 15; then
+    check_eq "full store: SIGTERM with an uncommittable batch exits 1" 1 "$waited_status"
+else
+    fail "full store: the daemon did not stop on SIGTERM"
     kill -KILL "$DAEMON_PID"
 fi
-check "full store: the commit failure is logged" \
-    grep -q 'MDB_MAP_FULL.*not published.*unhealthy' "$DAEMON_LOG"
+check "full store: the held batch is dropped unpublished at shutdown" \
+    grep -q 'uncommitted batch.*not published' "$DAEMON_LOG"
 { kill -KILL "$FULL_REPLAY"; wait "$FULL_REPLAY"; } 2>/dev/null
 forget_pid "$FULL_REPLAY"
 wait_for_pid "$TAIL_PID" 15 || kill -KILL "$TAIL_PID"
@@ -239,5 +271,71 @@ check "full store: every received point is in the ledger" \
         END { exit bad > 0 }' "$TMPD/full.export.jsonl" "$TAIL_OUT"
 check "full store: fewer points published than sent" \
     test "$(data_rows "$TAIL_OUT")" -lt 30000
+
+# ------------------------------- 4. a full disk that is freed again: recovery
+# Root only (a 2 MiB tmpfs as state.dir): the disk fills mid-run, the daemon
+# pauses input and reports 503, and once space is freed the retried commit
+# publishes the held group, /healthz is 200 again and input resumes: every
+# point arrives, nothing is dropped.
+TMPFS=$TMPD/tmpfs
+mkdir -p "$TMPFS"
+if [ "$(id -u)" = 0 ] && command -v curl >/dev/null 2>&1 &&
+        mount -t tmpfs -o size=2m tracesan-test "$TMPFS" 2>/dev/null; then
+    unmount_after() {
+        local pid
+        for pid in "${background_pids[@]}"; do kill -KILL "$pid" 2>/dev/null; done
+        sleep 0.2
+        umount "$TMPFS" 2>/dev/null
+        cleanup
+    }
+    trap unmount_after EXIT
+    RECOVER_POINTS=8000
+    awk -v t="$T0" -v n="$RECOVER_POINTS" 'BEGIN { print "user,ts,lat,lon";
+        for (i = 0; i < n; i++) printf "rec%05d,%d,40.7,-73.9\n", i, t + i % 1000 }' \
+        >"$TMPD/recover.csv"
+    start_daemon recover -o "state.dir=$TMPFS/state" -o 'state.map_size_mb=64'
+    # Leave ~400 KiB: room for a few thousand users, not for all of them.
+    avail_kb=$(df -k --output=avail "$TMPFS" | tail -n 1)
+    dd if=/dev/zero of="$TMPFS/filler" bs=1k count=$(( avail_kb - 400 )) 2>/dev/null
+    start_tail recover "$RECOVER_POINTS" --timeout 20
+    "$TRACESAN" replay --connect "$INPUT_EP" --batch 20 --rate 4000 "$TMPD/recover.csv" \
+        2>"$TMPD/recover.replay.log" </dev/null &
+    RECOVER_REPLAY=$!
+    background_pids+=("$RECOVER_REPLAY")
+    tries=100
+    until grep -q 'not published' "$DAEMON_LOG" || [ $tries -le 0 ]; do
+        sleep 0.1
+        tries=$((tries - 1))
+    done
+    check "recovery: the full disk fails a commit" \
+        grep -q 'No space left on device.*not published.*input paused' "$DAEMON_LOG"
+    check_eq "recovery: /healthz is 503 while the disk is full" 503 \
+        "$(curl -s --max-time 5 -o /dev/null -w '%{http_code}' "http://$HTTP_EP/healthz")"
+    rm -f "$TMPFS/filler"
+    tries=400
+    until grep -q 'commit retry succeeded' "$DAEMON_LOG" || [ $tries -le 0 ]; do
+        sleep 0.1
+        tries=$((tries - 1))
+    done
+    check "recovery: a retried commit succeeds once space is freed" \
+        grep -q 'commit retry succeeded: held batch published' "$DAEMON_LOG"
+    check_eq "recovery: /healthz is 200 again" 200 \
+        "$(curl -s --max-time 5 -o /dev/null -w '%{http_code}' "http://$HTTP_EP/healthz")"
+    wait_for_pid "$RECOVER_REPLAY" 30 || fail "recovery: replay did not finish"
+    wait_tail recover 30
+    check_eq "recovery: every point arrives after the pause" "$RECOVER_POINTS" \
+        "$(data_rows "$TAIL_OUT")"
+    check_eq "recovery: nothing dropped as uncommitted" 0 \
+        "$(curl -s --max-time 5 "http://$HTTP_EP/metrics" |
+            awk '$1 == "tracesand_dropped_total{cause=\"uncommitted\"}" { print $2 }')"
+    stop_daemon recover
+    "$TRACESAN" state --dir "$TMPFS/state" export >"$TMPD/recover.export.jsonl"
+    check_eq "recovery: every user's debit is in the store" "$RECOVER_POINTS" \
+        "$(grep -c '"user":"rec' "$TMPD/recover.export.jsonl")"
+    umount "$TMPFS" 2>/dev/null || note "recovery: could not unmount $TMPFS"
+    trap cleanup EXIT
+else
+    note "not root, no curl or no tmpfs mount: disk-full recovery check skipped"
+fi
 
 finish

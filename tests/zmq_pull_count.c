@@ -1,10 +1,13 @@
 /* Test helper: a PULL consumer for tracesand's `output.type = "push"`.
- *   zmq_pull_count --connect ENDPOINT --count N [--timeout S]
+ *   zmq_pull_count --connect ENDPOINT --count N [--timeout S] [--delay-us U]
  * Receives messages until N have arrived or S seconds (default 10) pass
- * without one, prints how many arrived, and exits 0 when that is N. */
+ * without one, prints how many arrived, and exits 0 when that is N.
+ * --delay-us U sleeps U microseconds after each message: a slow consumer
+ * taking at most 1e6 / U messages per second (load tests). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <zmq.h>
 
 int main(int argc, char **argv)
@@ -12,6 +15,7 @@ int main(int argc, char **argv)
     const char *endpoint = NULL;
     long want = -1;
     double timeout_s = 10.0;
+    long delay_us = 0;
     for (int i = 1; i + 1 < argc; i += 2) {
         if (strcmp(argv[i], "--connect") == 0)
             endpoint = argv[i + 1];
@@ -19,6 +23,8 @@ int main(int argc, char **argv)
             want = strtol(argv[i + 1], NULL, 10);
         else if (strcmp(argv[i], "--timeout") == 0)
             timeout_s = strtod(argv[i + 1], NULL);
+        else if (strcmp(argv[i], "--delay-us") == 0)
+            delay_us = strtol(argv[i + 1], NULL, 10);
     }
     if (endpoint == NULL || want < 0) {
         fprintf(stderr, "usage: zmq_pull_count --connect ENDPOINT --count N "
@@ -45,6 +51,8 @@ int main(int argc, char **argv)
         while (zmq_msg_more(&frame) && zmq_msg_recv(&frame, socket, 0) >= 0) {
         }
         received++;
+        if (delay_us > 0)
+            usleep((useconds_t)delay_us);
     }
     zmq_msg_close(&frame);
     printf("%ld\n", received);
