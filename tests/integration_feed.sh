@@ -14,23 +14,6 @@ POINTS_PER_WINDOW=30
 EXCESS=$((HEAVY_ROWS - POINTS_PER_WINDOW))
 USERS=$(awk -F, 'NR > 1 { u[$1] = 1 } END { for (k in u) n++; print n }' "$FEED")
 
-# Every input (user, ts) yields exactly one output message across the
-# sanitized and rejected CSVs, and nothing else appears.
-one_output_per_input() {
-    awk -F, '
-        FNR == 1 { file++; next }
-        file == 1 { want[$1 "," $2]++; next }
-        { got[$1 "," $2]++ }
-        END {
-            for (k in want)
-                if (got[k] != want[k]) { print "# input " k ": " got[k] + 0 " outputs"; bad++ }
-            for (k in got)
-                if (!(k in want)) { print "# output for unknown input " k; bad++ }
-            exit bad > 0
-        }
-    ' "$FEED" "$1" "$2"
-}
-
 # mechanism and profile columns, valid WGS84, eps_point as configured,
 # eps_spent the running sum of eps_point per user, eps_remaining the rest.
 ledger_consistent() {

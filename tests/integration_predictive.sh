@@ -36,21 +36,6 @@ JUMPER_SANITIZED=$(awk -v t="$TOTAL" -v n="$EPS_NOISE" -v e="$EPS_TEST" \
     'BEGIN { print 1 + int((t - n) / (e + n) * (1 + 1e-9)) }')
 JUMPER_EXCESS=$((USER_ROWS - JUMPER_SANITIZED))
 
-one_output_per_input() {
-    awk -F, '
-        FNR == 1 { file++; next }
-        file == 1 { want[$1 "," $2]++; next }
-        { got[$1 "," $2]++ }
-        END {
-            for (k in want)
-                if (got[k] != want[k]) { print "# input " k ": " got[k] + 0 " outputs"; bad++ }
-            for (k in got)
-                if (!(k in want)) { print "# output for unknown input " k; bad++ }
-            exit bad > 0
-        }
-    ' "$FEED" "$1" "$2"
-}
-
 # Per user in time order: predicted is 0 or 1 on every row; the first row
 # is hard; eps_spent is the running sum of eps_point and within the
 # budget; eps_remaining the rest; easy rows repeat the latest hard row's

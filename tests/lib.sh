@@ -357,3 +357,20 @@ no_coordinates_in() {
 }
 
 require_programs "$TRACESAND" "$TRACESAN"
+
+# Every input (user, ts) of $FEED yields exactly one output across the
+# sanitized CSV $1 and the rejected CSV $2, and nothing else appears.
+one_output_per_input() {
+    awk -F, '
+        FNR == 1 { file++; next }
+        file == 1 { want[$1 "," $2]++; next }
+        { got[$1 "," $2]++ }
+        END {
+            for (k in want)
+                if (got[k] != want[k]) { print "# input " k ": " got[k] + 0 " outputs"; bad++ }
+            for (k in got)
+                if (!(k in want)) { print "# output for unknown input " k; bad++ }
+            exit bad > 0
+        }
+    ' "$FEED" "$1" "$2"
+}
