@@ -46,21 +46,6 @@ PROFILES=(-o profiles.pim.mechanism=pim -o "profiles.pim.model=\"$MODEL\""
           -o profiles.lmd.mechanism=lm-delta -o "profiles.lmd.model=\"$MODEL\""
           -o profiles.lmd.points_per_window=1000 -o profiles.lmd.epsilon=2.0)
 
-one_output_per_input() {
-    awk -F, '
-        FNR == 1 { file++; next }
-        file == 1 { want[$1 "," $2]++; next }
-        { got[$1 "," $2]++ }
-        END {
-            for (k in want)
-                if (got[k] != want[k]) { print "# input " k ": " got[k] + 0 " outputs"; bad++ }
-            for (k in got)
-                if (!(k in want)) { print "# output for unknown input " k; bad++ }
-            exit bad > 0
-        }
-    ' "$FEED" "$1" "$2"
-}
-
 # Every row: the profile's mechanism and eps, a positive integer
 # delta_set_size, and the running spend.
 rows_ok() {
@@ -114,6 +99,33 @@ check "sanitize: mechanism, eps, delta_set_size and spend on every row" \
     rows_ok "$TMPD/pim_a.csv"
 check "sanitize: no published point equals an input point" \
     no_input_point_published "$FEED" "$TMPD/pim_a.csv"
+
+# --- eval: RMSE and |ΔX| figures -------------------------------------------------
+rc=0
+"$TRACESAN" eval --format csv --series "$TMPD/pim_series.csv" "$FEED" \
+    "$TMPD/pim_a.csv" >"$TMPD/pim_eval.csv" 2>"$TMPD/pim_eval.err" || rc=$?
+check_eq "eval: exit status" 0 "$rc"
+check_eq "eval: rmse_m next to the mean, |ΔX| columns at the end" \
+    "user,n,dropped,mean_err_m,rmse_m,alpha90_m,pred_rate,rho,windows,exhausted,covered,dss_mean,dss_median,dss_min" \
+    "$(head -n 1 "$TMPD/pim_eval.csv")"
+check_eq "eval: every sanitized row matched" "$((ROWS - AWAY))" \
+    "$(awk -F, '$1 == "(all)" { print $2 }' "$TMPD/pim_eval.csv")"
+# RMS >= mean for any sample (Cauchy-Schwarz), min <= median, |ΔX| >= 1;
+# user "away" has no sanitized row (all figures "-").
+check "eval: rmse >= mean, 1 <= dss_min <= dss_median, per line" \
+    awk -F, 'NR > 1 && $2 > 0 && !($5 + 0 >= $4 + 0 && $14 >= 1 && $14 <= $13 + 0) { exit 1 }' \
+    "$TMPD/pim_eval.csv"
+check_eq "eval --series: one row per sanitized row" "$((ROWS - AWAY))" \
+    "$(data_rows "$TMPD/pim_series.csv")"
+check_eq "eval --series: header" "user,ts,delta_set_size,error_m" \
+    "$(head -n 1 "$TMPD/pim_series.csv")"
+check_eq "eval --series: |ΔX| mean and min agree with the summary" \
+    "$(awk -F, '$1 == "(all)" { print $12 "," $14 }' "$TMPD/pim_eval.csv")" \
+    "$(awk -F, 'NR > 1 { s += $3; n++; if (n == 1 || $3 < m) m = $3 }
+        END { printf "%.2f,%d\n", s / n, m }' "$TMPD/pim_series.csv")"
+check_eq "eval --series: |ΔX| matches the sanitized output row by row" \
+    "$(awk -F, 'NR > 1 { print $1 "," $2 "," $11 }' "$TMPD/pim_a.csv" | sort)" \
+    "$(awk -F, 'NR > 1 { print $1 "," $2 "," $3 }' "$TMPD/pim_series.csv" | sort)"
 
 # --- a missing model is a configuration error ------------------------------
 "$TRACESAND" --check-config "$SHIPPED_CONF" -o profiles.pim.mechanism=pim \

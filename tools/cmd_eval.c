@@ -24,6 +24,13 @@
  *              windows, of the rows sanitized before the window's first
  *              dropped row ("-" when no window was exhausted). A dropped
  *              row belongs to the window of the sanitized row before it.
+ * When the sanitized file has a delta_set_size column (pim, lm-delta), the
+ * report adds, after mean_err_m, rmse_m (root mean square error, which
+ * weighs the rare far draws of the exponential-tailed noise that the mean
+ * hides) and, at the end, dss_mean, dss_median and dss_min: |ΔX| over the
+ * user's rows, which shows how far the δ-location set shrinks (a set of 1
+ * means the point is released with the belief at one cell). Files without
+ * the column keep the original columns.
  * Repeats (on_exhausted = "repeat") are sanitized rows spending 0 and would
  * count as covered; evaluate with "drop".
  *
@@ -67,6 +74,7 @@ typedef struct true_row {
     int window_start;
     double error_m;
     double rho;
+    double delta_set_size;   /* NAN when the column is absent or empty */
 } true_row;
 
 typedef struct key_entry {
@@ -88,6 +96,7 @@ typedef struct eval_data {
     true_row *rows;
     size_t n_rows, rows_cap;
     key_entry *keys;
+    int has_delta;           /* the sanitized file has delta_set_size */
 } eval_data;
 
 typedef struct user_stats {
@@ -96,13 +105,16 @@ typedef struct user_stats {
     double error_sum, rho_sum;
     double *errors;          /* n of them, for α(0.9) */
     size_t errors_len;
+    double error_sq_sum;
+    double *dss;             /* delta_set_size of matched rows */
+    size_t dss_len;
 } user_stats;
 
 static void usage(FILE *out)
 {
     fputs(
-        "usage: " TS_TOOL_NAME " eval [--format table|csv] TRUE.csv "
-        "SANITIZED.csv\n"
+        "usage: " TS_TOOL_NAME " eval [--format table|csv] [--series FILE] "
+        "TRUE.csv SANITIZED.csv\n"
         "\n"
         "Joins a true trace (user,ts,lat,lon, as given to sanitize) with its\n"
         "sanitized output by (user, ts) and reports per user and overall:\n"
@@ -112,9 +124,13 @@ static void usage(FILE *out)
         "the mean number of points covered before exhaustion. The overall\n"
         "row is labelled " OVERALL_LABEL ". Evaluate runs made with\n"
         "on_exhausted = \"drop\" (see docs/predictive.md).\n"
+        "When SANITIZED.csv has a delta_set_size column (pim, lm-delta) the\n"
+        "report adds rmse_m and the mean, median and minimum |ΔX|.\n"
         "\n"
         "options:\n"
         "  -f, --format F  'table' (aligned text, default) or 'csv'\n"
+        "  -s, --series F  also write user,ts,delta_set_size,error_m per\n"
+        "                  matched row (time order) to F\n"
         "  -h, --help      show this help\n",
         out);
 }
@@ -236,6 +252,7 @@ static int load_truth(eval_data *data, const char *path)
         r->lat = row.lat;
         r->lon = row.lon;
         r->predicted = -1;
+        r->delta_set_size = NAN;
         data->n_rows++;
     }
     if (skipped != 0)
@@ -352,6 +369,7 @@ static int load_sanitized(eval_data *data, const char *path)
     }
     char *fields[64];
     int column[S_COLUMNS];
+    int delta_column = -1;
     if (gzgets(gz, line, MAX_LINE_BYTES) == NULL) {
         fprintf(stderr, TS_TOOL_NAME ": %s: empty file\n", path);
         goto out;
@@ -370,6 +388,10 @@ static int load_sanitized(eval_data *data, const char *path)
             goto out;
         }
     }
+    for (int f = 0; f < n_header; f++)
+        if (strcasecmp(fields[f], "delta_set_size") == 0)
+            delta_column = f;
+    data->has_delta = delta_column >= 0;
     uint64_t line_no = 1, unmatched = 0, bad = 0;
     while (gzgets(gz, line, MAX_LINE_BYTES) != NULL) {
         line_no++;
@@ -413,6 +435,10 @@ static int load_sanitized(eval_data *data, const char *path)
             fabs(eps_spent - eps_point) <= WINDOW_START_TOLERANCE * budget;
         const char *flag = fields[column[S_PREDICTED]];
         r->predicted = flag[0] == '\0' ? -1 : (strcmp(flag, "1") == 0);
+        double size;
+        if (delta_column >= 0 && delta_column < n &&
+            parse_number(fields[delta_column], &size) == 0 && size >= 0.0)
+            r->delta_set_size = size;
     }
     int errnum = Z_OK;
     gzerror(gz, &errnum);
@@ -476,6 +502,9 @@ static int accumulate(const true_row *rows, size_t first, size_t end,
             covered++;
         stats->n++;
         stats->error_sum += r->error_m;
+        stats->error_sq_sum += r->error_m * r->error_m;
+        if (isfinite(r->delta_set_size))
+            stats->dss[stats->dss_len++] = r->delta_set_size;
         if (isfinite(r->rho))
             stats->rho_sum += r->rho;
         if (r->predicted >= 0) {
@@ -488,8 +517,9 @@ static int accumulate(const true_row *rows, size_t first, size_t end,
 }
 
 typedef struct printed_stats {
-    char n[24], dropped[24], mean[32], alpha[32], pr[16], rho[24];
+    char n[24], dropped[24], mean[32], rmse[32], alpha[32], pr[16], rho[24];
     char windows[24], exhausted[24], covered[24];
+    char dss_mean[32], dss_median[32], dss_min[32];
 } printed_stats;
 
 static void format_stats(user_stats *s, printed_stats *out)
@@ -499,11 +529,14 @@ static void format_stats(user_stats *s, printed_stats *out)
     snprintf(out->dropped, sizeof out->dropped, "%" PRIu64, s->dropped);
     if (s->n > 0) {
         snprintf(out->mean, sizeof out->mean, "%.1f", s->error_sum / s->n);
+        snprintf(out->rmse, sizeof out->rmse, "%.1f",
+                 sqrt(s->error_sq_sum / s->n));
         snprintf(out->alpha, sizeof out->alpha, "%.1f",
                  quantile_sorted(s->errors, s->errors_len, 0.9));
         snprintf(out->rho, sizeof out->rho, "%.5f", s->rho_sum / s->n);
     } else {
         strcpy(out->mean, "-");
+        strcpy(out->rmse, "-");
         strcpy(out->alpha, "-");
         strcpy(out->rho, "-");
     }
@@ -519,22 +552,59 @@ static void format_stats(user_stats *s, printed_stats *out)
                  (double)s->covered_sum / s->exhausted);
     else
         strcpy(out->covered, "-");
+    if (s->dss_len > 0) {
+        qsort(s->dss, s->dss_len, sizeof *s->dss, compare_doubles);
+        double sum = 0.0;
+        for (size_t i = 0; i < s->dss_len; i++)
+            sum += s->dss[i];
+        size_t mid = s->dss_len / 2;
+        double median = s->dss_len % 2 ? s->dss[mid]
+                                       : (s->dss[mid - 1] + s->dss[mid]) / 2.0;
+        snprintf(out->dss_mean, sizeof out->dss_mean, "%.2f",
+                 sum / (double)s->dss_len);
+        snprintf(out->dss_median, sizeof out->dss_median, "%.1f", median);
+        snprintf(out->dss_min, sizeof out->dss_min, "%.0f", s->dss[0]);
+    } else {
+        strcpy(out->dss_mean, "-");
+        strcpy(out->dss_median, "-");
+        strcpy(out->dss_min, "-");
+    }
 }
 
-static const char *const headers[] = {
-    "user", "n", "dropped", "mean_err_m", "alpha90_m", "pred_rate", "rho",
-    "windows", "exhausted", "covered",
-};
-#define N_HEADERS (sizeof headers / sizeof headers[0])
+#define N_HEADERS 14
 
-static void print_line(int csv, const int *widths, const char *user,
-                       const printed_stats *p)
+/* Fills cells (N_HEADERS of room) with one report line, or the header when
+ * p is NULL; returns the number of columns. */
+static size_t line_cells(int has_delta, const char *user,
+                         const printed_stats *p, const char **cells)
 {
-    const char *cells[N_HEADERS] = {
-        user, p->n, p->dropped, p->mean, p->alpha, p->pr, p->rho,
-        p->windows, p->exhausted, p->covered,
-    };
-    for (size_t c = 0; c < N_HEADERS; c++) {
+    size_t n = 0;
+    cells[n++] = p ? user : "user";
+    cells[n++] = p ? p->n : "n";
+    cells[n++] = p ? p->dropped : "dropped";
+    cells[n++] = p ? p->mean : "mean_err_m";
+    if (has_delta)
+        cells[n++] = p ? p->rmse : "rmse_m";
+    cells[n++] = p ? p->alpha : "alpha90_m";
+    cells[n++] = p ? p->pr : "pred_rate";
+    cells[n++] = p ? p->rho : "rho";
+    cells[n++] = p ? p->windows : "windows";
+    cells[n++] = p ? p->exhausted : "exhausted";
+    cells[n++] = p ? p->covered : "covered";
+    if (has_delta) {
+        cells[n++] = p ? p->dss_mean : "dss_mean";
+        cells[n++] = p ? p->dss_median : "dss_median";
+        cells[n++] = p ? p->dss_min : "dss_min";
+    }
+    return n;
+}
+
+static void print_line(int csv, int has_delta, const int *widths,
+                       const char *user, const printed_stats *p)
+{
+    const char *cells[N_HEADERS];
+    size_t n_cells = line_cells(has_delta, user, p, cells);
+    for (size_t c = 0; c < n_cells; c++) {
         if (csv) {
             if (c > 0)
                 fputc(',', stdout);
@@ -551,6 +621,46 @@ static void print_line(int csv, const int *widths, const char *user,
     fputc('\n', stdout);
 }
 
+static void print_ts(FILE *out, int64_t ts_ms)
+{
+    if (ts_ms % 1000 == 0)
+        fprintf(out, "%" PRId64, ts_ms / 1000);
+    else
+        fprintf(out, "%.3f", (double)ts_ms / 1000.0);
+}
+
+/* One row per matched true row, in (user, time) order: |ΔX| and the error
+ * over time, for plots. Errors only, never a coordinate. */
+static int write_series(const eval_data *data, const char *path)
+{
+    FILE *out = fopen(path, "w");
+    if (out == NULL) {
+        fprintf(stderr, TS_TOOL_NAME ": cannot open %s for writing\n", path);
+        return -1;
+    }
+    fputs("user,ts,delta_set_size,error_m\n", out);
+    for (size_t i = 0; i < data->n_rows; i++) {
+        const true_row *r = &data->rows[i];
+        if (!r->matched)
+            continue;
+        ts_csv_write_field(out, data->users[r->user]->name);
+        fputc(',', out);
+        print_ts(out, r->ts_ms);
+        if (isfinite(r->delta_set_size))
+            fprintf(out, ",%.0f,%.1f\n", r->delta_set_size, r->error_m);
+        else
+            fprintf(out, ",,%.1f\n", r->error_m);
+    }
+    int failed = ferror(out) != 0;
+    if (fclose(out) != 0)
+        failed = 1;
+    if (failed) {
+        fprintf(stderr, TS_TOOL_NAME ": cannot write %s\n", path);
+        return -1;
+    }
+    return 0;
+}
+
 static int report(eval_data *data, int csv)
 {
     user_stats overall;
@@ -559,8 +669,10 @@ static int report(eval_data *data, int csv)
                                   sizeof *per_user);
     overall.errors = malloc((data->n_rows ? data->n_rows : 1) *
                             sizeof *overall.errors);
+    overall.dss = malloc((data->n_rows ? data->n_rows : 1) *
+                         sizeof *overall.dss);
     int status = -1;
-    if (per_user == NULL || overall.errors == NULL)
+    if (per_user == NULL || overall.errors == NULL || overall.dss == NULL)
         goto oom;
     for (size_t first = 0; first < data->n_rows;) {
         size_t end = first;
@@ -568,7 +680,8 @@ static int report(eval_data *data, int csv)
         while (end < data->n_rows && data->rows[end].user == u)
             end++;
         per_user[u].errors = malloc((end - first) * sizeof(double));
-        if (per_user[u].errors == NULL)
+        per_user[u].dss = malloc((end - first) * sizeof(double));
+        if (per_user[u].errors == NULL || per_user[u].dss == NULL)
             goto oom;
         accumulate(data->rows, first, end, &per_user[u]);
         accumulate(data->rows, first, end, &overall);
@@ -580,34 +693,36 @@ static int report(eval_data *data, int csv)
     if (printed == NULL)
         goto oom;
     int widths[N_HEADERS];
-    for (size_t c = 0; c < N_HEADERS; c++)
-        widths[c] = (int)strlen(headers[c]);
+    const char *cells[N_HEADERS];
+    size_t n_cells = line_cells(data->has_delta, NULL, NULL, cells);
+    for (size_t c = 0; c < n_cells; c++)
+        widths[c] = (int)strlen(cells[c]);
     for (size_t u = 0; u <= data->n_users; u++) {
         int is_overall = u == data->n_users;
         user_stats *s = is_overall ? &overall : &per_user[u];
         format_stats(s, &printed[u]);
-        const printed_stats *p = &printed[u];
-        const char *cells[N_HEADERS] = {
-            is_overall ? OVERALL_LABEL : data->users[u]->name,
-            p->n, p->dropped, p->mean, p->alpha, p->pr, p->rho,
-            p->windows, p->exhausted, p->covered,
-        };
-        for (size_t c = 0; c < N_HEADERS; c++)
+        line_cells(data->has_delta,
+                   is_overall ? OVERALL_LABEL : data->users[u]->name,
+                   &printed[u], cells);
+        for (size_t c = 0; c < n_cells; c++)
             if ((int)strlen(cells[c]) > widths[c])
                 widths[c] = (int)strlen(cells[c]);
     }
-    for (size_t c = 0; c < N_HEADERS; c++) {
+    line_cells(data->has_delta, NULL, NULL, cells);
+    for (size_t c = 0; c < n_cells; c++) {
         if (csv)
-            printf("%s%s", c ? "," : "", headers[c]);
+            printf("%s%s", c ? "," : "", cells[c]);
         else if (c == 0)
-            printf("%-*s", widths[c], headers[c]);
+            printf("%-*s", widths[c], cells[c]);
         else
-            printf("  %*s", widths[c], headers[c]);
+            printf("  %*s", widths[c], cells[c]);
     }
     fputc('\n', stdout);
     for (size_t u = 0; u < data->n_users; u++)
-        print_line(csv, widths, data->users[u]->name, &printed[u]);
-    print_line(csv, widths, OVERALL_LABEL, &printed[data->n_users]);
+        print_line(csv, data->has_delta, widths, data->users[u]->name,
+                   &printed[u]);
+    print_line(csv, data->has_delta, widths, OVERALL_LABEL,
+               &printed[data->n_users]);
     free(printed);
     status = fflush(stdout) != 0 || ferror(stdout) ? -1 : 0;
     if (status != 0)
@@ -617,10 +732,13 @@ oom:
     fprintf(stderr, TS_TOOL_NAME ": out of memory\n");
 out:
     if (per_user != NULL)
-        for (size_t u = 0; u < data->n_users; u++)
+        for (size_t u = 0; u < data->n_users; u++) {
             free(per_user[u].errors);
+            free(per_user[u].dss);
+        }
     free(per_user);
     free(overall.errors);
+    free(overall.dss);
     return status;
 }
 
@@ -628,13 +746,15 @@ int cmd_eval(int argc, char **argv)
 {
     static const struct option long_options[] = {
         { "format", required_argument, NULL, 'f' },
+        { "series", required_argument, NULL, 's' },
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 },
     };
     int csv = 0;
+    const char *series_path = NULL;
     int c;
     optind = 1;
-    while ((c = getopt_long(argc, argv, "f:h", long_options, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "f:s:h", long_options, NULL)) != -1) {
         switch (c) {
         case 'f':
             if (strcmp(optarg, "csv") == 0)
@@ -646,6 +766,9 @@ int cmd_eval(int argc, char **argv)
                         "'csv'\n");
                 return 1;
             }
+            break;
+        case 's':
+            series_path = optarg;
             break;
         case 'h':
             usage(stdout);
@@ -670,7 +793,8 @@ int cmd_eval(int argc, char **argv)
     int status = 1;
     if (load_truth(&data, argv[optind]) == 0 &&
         load_sanitized(&data, argv[optind + 1]) == 0 &&
-        report(&data, csv) == 0)
+        report(&data, csv) == 0 &&
+        (series_path == NULL || write_series(&data, series_path) == 0))
         status = 0;
     free_data(&data);
     return status;
