@@ -55,6 +55,11 @@ trap 'exit 130' INT TERM
 
 port_busy() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
+# The embedded LMDB store holds the budget ledger: every debit is committed
+# before the point that spends it is published (invariant 2). The demo keeps
+# it in its temporary directory; production uses /var/lib/tracesand.
+mkdir -p "$tmp/state"
+store=(-o "state.dir=$tmp/state")
 overrides=()
 busy=""
 for port in 7001 7002; do
@@ -88,11 +93,11 @@ start_daemon() {
     daemon_pid=""
 }
 
-start_daemon "${overrides[@]}"
+start_daemon "${store[@]}" "${overrides[@]}"
 if [ -z "$ready" ] && [ ${#overrides[@]} -eq 0 ]; then
     # Lost a race for the shipped ports: one more try on ephemeral ports.
     say "retrying on ephemeral ports"
-    start_daemon -o 'input.endpoint=tcp://127.0.0.1:*' -o 'output.endpoint=tcp://127.0.0.1:*'
+    start_daemon "${store[@]}" -o 'input.endpoint=tcp://127.0.0.1:*' -o 'output.endpoint=tcp://127.0.0.1:*'
 fi
 [ -n "$ready" ] || exit 1
 input_ep=${ready% *}
@@ -182,6 +187,9 @@ fi
 echo
 echo "Daemon summary:"
 sed -n '/summary updates=/,$p' "$tmp/daemon.log" | sed 's/^/  /'
+echo
+echo "Durable budget ledger (tracesan state --dir STATE stats):"
+"$bin/tracesan" state --dir "$tmp/state" stats 2>&1 | sed 's/^/  /' || true
 
 if [ $status -eq 0 ] && [ $((sanitized + rejected)) -eq "$rows" ]; then
     echo
