@@ -69,7 +69,10 @@ static double bits_double(uint64_t v)
 
 /* version u8, flags u8, window_start i64, window_ms i64, spent f64,
  * last_ts i64, last_lat f64, last_lon f64, profile length u16 (including its
- * NUL) + bytes, state length u32 + bytes; integers little-endian. */
+ * NUL) + bytes, state length u32, then (version 2 only) stored length u32,
+ * then the stored bytes; integers little-endian. Version 1 stores all
+ * state-length bytes; version 2 the bytes up to the last non-zero one, the
+ * rest being zero, and says how many so a truncated record is detected. */
 #define RECORD_FIXED (2 + 6 * 8 + 2 + 4)
 #define FLAG_HAS_WINDOW 1u
 #define FLAG_HAS_LAST 2u
@@ -79,9 +82,14 @@ size_t ts_record_encode(const ts_user_record *record, unsigned char *buf,
 {
     size_t profile_len = record->profile != NULL ? strlen(record->profile) + 1
                                                  : 0;
-    if (profile_len > UINT16_MAX || record->state_len > UINT32_MAX)
+    if (profile_len > UINT16_MAX || record->state_len > UINT32_MAX ||
+        record->state_stored_len > record->state_len)
         return 0;
-    size_t total = RECORD_FIXED + profile_len + record->state_len;
+    size_t stored = record->state_stored_len;
+    const unsigned char *state = record->state;
+    while (stored > 0 && state[stored - 1] == 0)
+        stored--;
+    size_t total = RECORD_FIXED + 4 + profile_len + stored;
     if (total > cap)
         return total;
     unsigned char *p = buf;
@@ -102,8 +110,10 @@ size_t ts_record_encode(const ts_user_record *record, unsigned char *buf,
     p += profile_len;
     for (int i = 0; i < 4; i++)
         *p++ = (unsigned char)(record->state_len >> (8 * i));
-    if (record->state_len > 0)
-        memcpy(p, record->state, record->state_len);
+    for (int i = 0; i < 4; i++)
+        *p++ = (unsigned char)(stored >> (8 * i));
+    if (stored > 0)
+        memcpy(p, state, stored);
     return total;
 }
 
@@ -111,8 +121,9 @@ int ts_record_decode(const void *bytes, size_t len, ts_user_record *record)
 {
     const unsigned char *p = bytes;
     memset(record, 0, sizeof *record);
-    if (len < RECORD_FIXED || p[0] != TS_STORE_RECORD_VERSION)
+    if (len < RECORD_FIXED || (p[0] != 1 && p[0] != 2))
         return -1;
+    unsigned version = p[0];
     record->has_window = (p[1] & FLAG_HAS_WINDOW) != 0;
     record->has_last = (p[1] & FLAG_HAS_LAST) != 0;
     p += 2;
@@ -139,10 +150,21 @@ int ts_record_decode(const void *bytes, size_t len, ts_user_record *record)
     for (int i = 0; i < 4; i++)
         state_len |= (size_t)p[i] << (8 * i);
     p += 4;
-    if (state_len != rest)
+    size_t stored = state_len;
+    if (version == 2) {
+        if (rest < 4)
+            return -1;
+        stored = 0;
+        for (int i = 0; i < 4; i++)
+            stored |= (size_t)p[i] << (8 * i);
+        p += 4;
+        rest -= 4;
+    }
+    if (stored != rest || stored > state_len)
         return -1;
-    record->state = state_len > 0 ? p : NULL;
+    record->state = rest > 0 ? p : NULL;
     record->state_len = state_len;
+    record->state_stored_len = rest;
     if (record->has_window &&
         (record->profile == NULL || record->window_ms <= 0 ||
          !(record->spent >= 0.0)))
@@ -217,6 +239,27 @@ static int check_schema(ts_store *store, const char *dir, char *err,
                 "point state.dir elsewhere)",
                 dir, version, TS_STORE_SCHEMA_VERSION);
         return -1;
+    }
+    if (version < TS_STORE_SCHEMA_VERSION && !store->readonly) {
+        rc = mdb_txn_begin(store->env, NULL, 0, &txn);
+        if (rc == 0) {
+            unsigned char mark[4];
+            for (int i = 0; i < 4; i++)
+                mark[i] = (unsigned char)(TS_STORE_SCHEMA_VERSION >> (8 * i));
+            MDB_val upgraded = { .mv_size = sizeof mark, .mv_data = mark };
+            rc = mdb_put(txn, store->meta, &key, &upgraded, 0);
+            if (rc == 0)
+                rc = mdb_txn_commit(txn);
+            else
+                mdb_txn_abort(txn);
+        }
+        if (rc != 0) {
+            set_err(err, errlen, "state store %s: cannot upgrade schema "
+                    "version %u to %u: %s", dir, version,
+                    TS_STORE_SCHEMA_VERSION, mdb_strerror(rc));
+            return -1;
+        }
+        version = TS_STORE_SCHEMA_VERSION;
     }
     store->schema_version = version;
     return 0;

@@ -36,9 +36,13 @@ typedef enum ts_store_sync {
 } ts_store_sync;
 
 /* Layout of the environment (databases, meta keys). */
-#define TS_STORE_SCHEMA_VERSION 1u
-/* Encoding of one user record. */
-#define TS_STORE_RECORD_VERSION 1u
+/* 2: records of version 2 may appear (opening a version-1 store for
+ * writing upgrades its mark, so an older build refuses it as a whole
+ * instead of failing user by user). */
+#define TS_STORE_SCHEMA_VERSION 2u
+/* Encoding of one user record: 1 stores the whole state block, 2 stores
+ * it without its trailing zero bytes. Both are read. */
+#define TS_STORE_RECORD_VERSION 2u
 
 typedef struct ts_store ts_store;
 

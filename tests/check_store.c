@@ -166,6 +166,7 @@ START_TEST(test_record_round_trip)
         .window_ms = 86400000, .spent = 0.1 + 0.2, .last_ts_ms = 1299999,
         .has_last = 1, .last_lat = -33.8688197, .last_lon = 151.2092955,
         .state = state, .state_len = sizeof state,
+        .state_stored_len = sizeof state,
     };
     unsigned char buf[256];
     size_t len = ts_record_encode(&in, buf, sizeof buf);
@@ -192,6 +193,64 @@ START_TEST(test_record_round_trip)
         ck_assert_int_eq(ts_record_decode(buf, cut, &out), -1);
     buf[0] = TS_STORE_RECORD_VERSION + 1;
     ck_assert_int_eq(ts_record_decode(buf, len, &out), -1);
+}
+END_TEST
+
+/* A belief block is mostly trailing zeros: they are not stored, come back
+ * as zeros, and version-1 records (whole block) still read. */
+START_TEST(test_record_trailing_zeros_not_stored)
+{
+    unsigned char state[4096];
+    memset(state, 0, sizeof state);
+    state[0] = 7;
+    state[99] = 9;
+    ts_user_record in = {
+        .has_window = 1, .profile = "pim", .window_start_ms = 1,
+        .window_ms = 1000, .spent = 1.0, .state = state,
+        .state_len = sizeof state, .state_stored_len = sizeof state,
+    };
+    unsigned char buf[8192];
+    size_t full = ts_record_encode(&in, buf, sizeof buf);
+    in.state_len = in.state_stored_len = 100;
+    size_t prefix = ts_record_encode(&in, buf, sizeof buf);
+    in.state_len = in.state_stored_len = sizeof state;
+    ck_assert_uint_eq(full, prefix);
+    ck_assert_uint_eq(ts_record_encode(&in, buf, sizeof buf), full);
+
+    ts_user_record out;
+    ck_assert_int_eq(ts_record_decode(buf, full, &out), 0);
+    ck_assert_uint_eq(out.state_len, sizeof state);
+    ck_assert_uint_eq(out.state_stored_len, 100);
+    ck_assert_mem_eq(out.state, state, 100);
+
+    /* Re-encoding a decoded record reads only the stored bytes. */
+    unsigned char again[8192];
+    ck_assert_uint_eq(ts_record_encode(&out, again, sizeof again), full);
+    ck_assert_mem_eq(again, buf, full);
+
+    /* Every truncation is refused. */
+    for (size_t cut = 0; cut < full; cut++)
+        ck_assert_int_eq(ts_record_decode(buf, cut, &out), -1);
+
+    /* Version 1 (no stored-length field) holds the whole block: made here
+     * from a version-2 record whose block has no trailing zero. */
+    in.state_len = in.state_stored_len = 100;
+    size_t whole = ts_record_encode(&in, buf, sizeof buf);
+    size_t field = 2 + 48 + 2 + strlen("pim") + 1 + 4;
+    memmove(buf + field, buf + field + 4, whole - field - 4);
+    whole -= 4;
+    buf[0] = 1;
+    ck_assert_int_eq(ts_record_decode(buf, whole, &out), 0);
+    ck_assert_uint_eq(out.state_len, 100);
+    ck_assert_uint_eq(out.state_stored_len, 100);
+
+    /* All zeros: nothing stored. */
+    memset(state, 0, sizeof state);
+    in.state_len = in.state_stored_len = sizeof state;
+    size_t empty = ts_record_encode(&in, buf, sizeof buf);
+    ck_assert_int_eq(ts_record_decode(buf, empty, &out), 0);
+    ck_assert_uint_eq(out.state_stored_len, 0);
+    ck_assert_uint_eq(out.state_len, sizeof state);
 }
 END_TEST
 
@@ -271,6 +330,41 @@ START_TEST(test_store_persists_and_iterates)
 }
 END_TEST
 
+START_TEST(test_store_upgrades_older_schema)
+{
+    ts_store_close(open_store());
+    MDB_env *env;
+    MDB_txn *txn;
+    MDB_dbi meta;
+    ck_assert_int_eq(mdb_env_create(&env), 0);
+    ck_assert_int_eq(mdb_env_set_maxdbs(env, 2), 0);
+    ck_assert_int_eq(mdb_env_open(env, dir, 0, 0600), 0);
+    ck_assert_int_eq(mdb_txn_begin(env, NULL, 0, &txn), 0);
+    ck_assert_int_eq(mdb_dbi_open(txn, "meta", 0, &meta), 0);
+    unsigned char version[4] = { 1, 0, 0, 0 };
+    MDB_val key = { .mv_size = strlen("schema_version"),
+                    .mv_data = "schema_version" };
+    MDB_val value = { .mv_size = 4, .mv_data = version };
+    ck_assert_int_eq(mdb_put(txn, meta, &key, &value, 0), 0);
+    ck_assert_int_eq(mdb_txn_commit(txn), 0);
+    mdb_env_close(env);
+
+    /* Read-only leaves the mark alone; read-write upgrades it. */
+    char err[512] = "";
+    ts_store_info info;
+    ts_store *ro = ts_store_open(dir, TS_STORE_SYNC_FULL, 16, 1, err,
+                                 sizeof err);
+    ck_assert_msg(ro != NULL, "%s", err);
+    ck_assert_int_eq(ts_store_get_info(ro, &info), 0);
+    ck_assert_uint_eq(info.schema_version, 1);
+    ts_store_close(ro);
+    ts_store *rw = open_store();
+    ck_assert_int_eq(ts_store_get_info(rw, &info), 0);
+    ck_assert_uint_eq(info.schema_version, TS_STORE_SCHEMA_VERSION);
+    ts_store_close(rw);
+}
+END_TEST
+
 START_TEST(test_store_refuses_newer_schema)
 {
     ts_store_close(open_store());
@@ -294,7 +388,7 @@ START_TEST(test_store_refuses_newer_schema)
     char err[512] = "";
     ck_assert_ptr_null(
         ts_store_open(dir, TS_STORE_SYNC_FULL, 16, 0, err, sizeof err));
-    ck_assert_msg(strstr(err, "schema version 2") != NULL &&
+    ck_assert_msg(strstr(err, "schema version 3") != NULL &&
                       strstr(err, "newer") != NULL,
                   "unclear message: %s", err);
     ck_assert_ptr_null(
@@ -513,8 +607,10 @@ int main(void)
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_set_timeout(tc, 30);
     tcase_add_test(tc, test_record_round_trip);
+    tcase_add_test(tc, test_record_trailing_zeros_not_stored);
     tcase_add_test(tc, test_store_persists_and_iterates);
     tcase_add_test(tc, test_store_refuses_newer_schema);
+    tcase_add_test(tc, test_store_upgrades_older_schema);
     tcase_add_test(tc, test_store_unusable_directory);
     tcase_add_test(tc, test_store_full_map_fails_commit);
     tcase_add_test(tc, test_pipeline_restores_ledger_after_restart);

@@ -152,7 +152,7 @@ static int visit_export(void *ctx, const char *id, size_t id_len,
     fputs(",\"state\":\"", out);
     const unsigned char *state = r.state;
     for (size_t i = 0; i < r.state_len; i++)
-        fprintf(out, "%02x", state[i]);
+        fprintf(out, "%02x", i < r.state_stored_len ? state[i] : 0);
     fputs("\"}\n", out);
     vs->users++;
     return 0;
@@ -412,6 +412,7 @@ static const char *record_from_fields(const json_field *fields, size_t n,
     }
     r->state = *state;
     r->state_len = hex->len / 2;
+    r->state_stored_len = r->state_len;
     return NULL;
 }
 
