@@ -307,8 +307,10 @@ if [ "$(id -u)" = 0 ] && command -v curl >/dev/null 2>&1 &&
         sleep 0.1
         tries=$((tries - 1))
     done
+    # The kernel reports ENOSPC from write() but EIO when the overflow
+    # surfaces at fdatasync of a tmpfs-backed map; either is a full disk.
     check "recovery: the full disk fails a commit" \
-        grep -q 'No space left on device.*not published.*input paused' "$DAEMON_LOG"
+        grep -Eq 'commit failed: (No space left on device|Input/output error); the batch is not published.*input paused' "$DAEMON_LOG"
     check_eq "recovery: /healthz is 503 while the disk is full" 503 \
         "$(curl -s --max-time 5 -o /dev/null -w '%{http_code}' "http://$HTTP_EP/healthz")"
     rm -f "$TMPFS/filler"
