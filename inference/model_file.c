@@ -281,6 +281,7 @@ int ts_model_open_buffer(const void *buf, size_t len, ts_model **out,
         free(m);
         return -1;
     }
+    atomic_init(&m->refs, 1u);
     *out = m;
     return 0;
 }
@@ -327,13 +328,26 @@ int ts_model_open(const char *path, ts_model **out, char *err,
         return fail(err, errlen, "%s: %s", path, why);
     }
     m->mapped = 1;
+    atomic_init(&m->refs, 1u);
     *out = m;
     return 0;
+}
+
+ts_model *ts_model_ref(ts_model *m)
+{
+    /* Relaxed: taking a reference needs no ordering, the holder already
+     * sees the model through the reference it copies from. */
+    atomic_fetch_add_explicit(&m->refs, 1u, memory_order_relaxed);
+    return m;
 }
 
 void ts_model_close(ts_model *m)
 {
     if (m == NULL)
+        return;
+    /* Release on every drop, acquire on the last: all uses of the model by
+     * other holders happen before it is unmapped. */
+    if (atomic_fetch_sub_explicit(&m->refs, 1u, memory_order_acq_rel) != 1u)
         return;
     if (m->mapped)
         munmap((void *)m->base, m->file_bytes);

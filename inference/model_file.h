@@ -43,6 +43,7 @@
 #ifndef TRACESAN_INFERENCE_MODEL_FILE_H
 #define TRACESAN_INFERENCE_MODEL_FILE_H
 
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -71,16 +72,27 @@ typedef struct ts_model {
     ts_markov *personal;           /* user_count views */
     const unsigned char *directory;
     const unsigned char *names;
+    atomic_uint refs;              /* see ts_model_ref */
 } ts_model;
 
-/* Maps and validates a model file. NULL-safe close. On failure returns -1
- * and err holds "PATH: reason". */
+/* Maps and validates a model file; the caller holds the one reference.
+ * On failure returns -1 and err holds "PATH: reason". */
 int ts_model_open(const char *path, ts_model **out, char *err,
                   size_t errlen);
 /* Validates a model held in memory, without copying: buf must stay valid
- * and unchanged until ts_model_close, and be 8-byte aligned. */
+ * and unchanged until the LAST reference is dropped, and be 8-byte
+ * aligned. */
 int ts_model_open_buffer(const void *buf, size_t len, ts_model **out,
                          char *err, size_t errlen);
+
+/* Reference counting, so that every holder (the config that opened the
+ * file, each profile built from it, across reloads) shares the one
+ * mapping instead of copying the arrays: ts_model_ref takes a reference
+ * and returns `model`; ts_model_close drops one (NULL-safe) and unmaps and
+ * frees the model when it was the last. The count is atomic, so references
+ * may be taken and dropped from different threads; the model itself is
+ * immutable. */
+ts_model *ts_model_ref(ts_model *model);
 void ts_model_close(ts_model *model);
 
 /* The personal model of a user, NULL when there is none. O(log users). */

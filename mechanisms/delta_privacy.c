@@ -32,22 +32,19 @@ enum {
     USER_HAS_BELIEF = 1u << 0,
 };
 
-/* The model is copied into the profile: the config layer may close its
- * file (a reload frees the config that opened it) while the profile keeps
- * serving users. */
+/* The profile holds a reference to the caller's model (ts_model_ref): the
+ * config layer drops its own reference on reload while the profile keeps
+ * serving users, and the mapped pages are shared by every profile and
+ * every user instead of being copied per profile. */
 typedef struct delta_profile {
     noise_kind kind;
     double epsilon;
     double delta;
     uint32_t capacity;
     long long points_per_window;
+    int personal_models;
     ts_belief_params belief_params;
-    ts_grid grid;
-    ts_markov markov;            /* view over the arrays below */
-    uint64_t *row_start;
-    uint32_t *col;
-    double *prob;
-    double *initial;
+    ts_model *model;             /* a reference, dropped in profile_free */
     size_t belief_bytes;
 
     /* Scratch, mutable through the pointers (see the header). */
@@ -71,10 +68,7 @@ static void delta_profile_free(void *opaque)
         pim_context_free(p->pim);
         free(p->pim);
     }
-    free(p->row_start);
-    free(p->col);
-    free(p->prob);
-    free(p->initial);
+    ts_model_close(p->model);
     free(p);
 }
 
@@ -102,37 +96,32 @@ static int read_int(const ts_params *params, const char *key,
     return 0;
 }
 
-static int copy_model(delta_profile *p, const ts_model *model, char *err,
-                      size_t errlen)
+/* personal_models: an integer 0/1, or the string "true"/"false" (ts_params
+ * has no boolean getter; libconfig's true/false is neither). */
+static int read_switch(const ts_params *params, const char *key, int *value,
+                       char *err, size_t errlen)
 {
-    const ts_markov *src = &model->popular;
-    p->grid = model->grid;
-    size_t cells = src->cell_count;
-    size_t nnz = (size_t)src->nnz;
-    p->row_start = malloc((cells + 1) * sizeof *p->row_start);
-    p->col = malloc((nnz > 0 ? nnz : 1) * sizeof *p->col);
-    p->prob = malloc((nnz > 0 ? nnz : 1) * sizeof *p->prob);
-    p->initial = malloc((cells > 0 ? cells : 1) * sizeof *p->initial);
-    if (p->row_start == NULL || p->col == NULL || p->prob == NULL ||
-        p->initial == NULL) {
-        snprintf(err, errlen, "model: out of memory");
-        return -1;
+    long long number;
+    int found = params->get_int(params->ctx, key, &number);
+    if (found > 0 && (number == 0 || number == 1)) {
+        *value = (int)number;
+        return 0;
     }
-    memcpy(p->row_start, src->row_start, (cells + 1) * sizeof *p->row_start);
-    memcpy(p->col, src->col, nnz * sizeof *p->col);
-    memcpy(p->prob, src->prob, nnz * sizeof *p->prob);
-    memcpy(p->initial, src->initial, cells * sizeof *p->initial);
-    p->markov = (ts_markov){
-        .cell_count = src->cell_count,
-        .tick_s = src->tick_s,
-        .nnz = src->nnz,
-        .row_start = p->row_start,
-        .col = p->col,
-        .prob = p->prob,
-        .initial = p->initial,
-        .fallback = NULL,
-    };
-    return 0;
+    const char *text = NULL;
+    if (found == 0)
+        return 0;
+    if (found < 0 && params->get_string(params->ctx, key, &text) > 0) {
+        if (strcmp(text, "true") == 0) {
+            *value = 1;
+            return 0;
+        }
+        if (strcmp(text, "false") == 0) {
+            *value = 0;
+            return 0;
+        }
+    }
+    snprintf(err, errlen, "%s must be 0 or 1 (or \"true\"/\"false\")", key);
+    return -1;
 }
 
 static int profile_new_kind(noise_kind kind, const ts_params *params,
@@ -151,6 +140,7 @@ static int profile_new_kind(noise_kind kind, const ts_params *params,
     long long capacity = TS_DELTA_DEFAULT_CAPACITY;
     long long max_ticks = TS_DELTA_DEFAULT_MAX_TICKS;
     p->points_per_window = TS_DELTA_DEFAULT_POINTS;
+    p->personal_models = TS_DELTA_DEFAULT_PERSONAL_MODELS;
     const char *outside = "reject";
 
     if (read_double(params, "epsilon", &p->epsilon, err, errlen) < 0)
@@ -179,6 +169,9 @@ static int profile_new_kind(noise_kind kind, const ts_params *params,
         snprintf(err, errlen, "outside_region must be \"reject\"");
         goto fail;
     }
+    if (read_switch(params, "personal_models", &p->personal_models, err,
+                    errlen) < 0)
+        goto fail;
     p->capacity = (uint32_t)capacity;
     p->belief_params.prune_threshold = prune;
     p->belief_params.max_ticks = (uint32_t)max_ticks;
@@ -196,11 +189,14 @@ static int profile_new_kind(noise_kind kind, const ts_params *params,
             snprintf(err, errlen, "model is required");
         goto fail;
     }
-    if (copy_model(p, model, err, errlen) < 0)
-        goto fail;
+    /* get_model hands out a const pointer because the profile must not
+     * change the model; the reference count is the one mutable part, and
+     * it lives apart from the (read-only, mapped) model data. */
+    p->model = ts_model_ref((ts_model *)model);
 
     p->belief_bytes = ts_belief_bytes(p->capacity);
-    p->ws = ts_belief_workspace_new(p->markov.cell_count, p->capacity);
+    p->ws = ts_belief_workspace_new(p->model->grid.cell_count,
+                                    p->capacity);
     p->work_belief = malloc(p->belief_bytes);
     p->cells = malloc(p->capacity * sizeof *p->cells);
     p->centres = malloc(p->capacity * sizeof *p->centres);
@@ -243,24 +239,38 @@ static size_t delta_user_state_size(const void *opaque)
     return sizeof(delta_user_header) + p->belief_bytes;
 }
 
-static ts_release_status delta_release(const void *opaque, void *user_state,
-                                       const ts_point *truth,
-                                       const ts_budget_view *budget,
-                                       ts_rng *rng, ts_report *out)
+/* The public half of one release, shared by delta_release and
+ * ts_delta_replay so that an observer's replay cannot diverge from the
+ * mechanism: everything here is a function of the model, the user's
+ * public pseudonym, the public timestamps and the published points. */
+typedef struct public_step {
+    const ts_markov *markov;     /* popular or the user's personal model */
+    size_t n;                    /* |Delta X|: p->cells[0..n), p->centres */
+    ts_log_emission_fn emission;
+    ts_pim_emission pim_emission;
+    ts_lm_emission lm_emission;
+} public_step;
+
+/* The model of a pseudonym: a function of the public pseudonym only. */
+static const ts_markov *model_for(const delta_profile *p, const char *user,
+                                  size_t user_len)
 {
-    const delta_profile *p = opaque;
-    delta_user_header *header = user_state;
-    ts_belief *stored = (ts_belief *)(header + 1);
+    if (!p->personal_models || user == NULL || user_len == 0)
+        return &p->model->popular;
+    return ts_model_for_user(p->model, user, user_len);
+}
+
+/* Prior for ts_ms in p->work_belief, the delta-location set and the
+ * emission context of the noise that the release at ts_ms uses. Touches
+ * only the profile's scratch. */
+static int public_step_begin(const delta_profile *p,
+                             const delta_user_header *header,
+                             const ts_belief *stored, const char *user,
+                             size_t user_len, int64_t ts_ms,
+                             public_step *step)
+{
     ts_belief *belief = p->work_belief;
-
-    if (!ts_budget_allows(budget, p->epsilon))
-        return TS_RELEASE_EXHAUSTED;
-
-    /* outside_region = "reject": refused before any state changes. */
-    uint32_t true_cell;
-    if (ts_grid_cell_of_latlon(&p->grid, truth->lat, truth->lon,
-                               &true_cell) < 0)
-        return TS_RELEASE_ERROR;
+    step->markov = model_for(p, user, user_len);
 
     /* Work on a copy: the stored state changes only when a point is
      * published, so a failure leaves it as the public record says. */
@@ -270,70 +280,61 @@ static ts_release_status delta_release(const void *opaque, void *user_state,
     if ((header->flags & USER_HAS_BELIEF) &&
         stored->capacity == p->capacity && stored->count <= p->capacity) {
         memcpy(belief, stored, p->belief_bytes);
-        int64_t k = ts_markov_ticks_between(p->markov.tick_s,
-                                            header->last_release_ms,
-                                            truth->ts_ms);
+        int64_t k = ts_markov_ticks_between(step->markov->tick_s,
+                                            header->last_release_ms, ts_ms);
         if (k < 0)
-            return TS_RELEASE_ERROR;
+            return -1;
         ticks = (uint64_t)k;
     } else if (ts_belief_init(belief, p->capacity) < 0) {
-        return TS_RELEASE_ERROR;
+        return -1;
     }
-    if (ts_belief_predict(belief, &p->markov, ticks, &p->belief_params,
+    if (ts_belief_predict(belief, step->markov, ticks, &p->belief_params,
                           p->ws) == TS_BELIEF_ERROR)
-        return TS_RELEASE_ERROR;
+        return -1;
 
-    size_t n = ts_belief_delta_set(belief, p->delta, p->cells, p->ws);
-    if (n == 0)
-        return TS_RELEASE_ERROR;
-    ts_grid_cell_centres(&p->grid, p->cells, n, p->centres);
+    step->n = ts_belief_delta_set(belief, p->delta, p->cells, p->ws);
+    if (step->n == 0)
+        return -1;
+    ts_grid_cell_centres(&p->model->grid, p->cells, step->n, p->centres);
 
-    /* Drift: the true cell is not in the set; release its surrogate. */
-    pim_vec2 released = ts_grid_project(&p->grid, truth->lat, truth->lon);
-    if (!ts_delta_set_contains(p->cells, n, true_cell)) {
-        uint32_t surrogate;
-        if (ts_delta_set_surrogate(&p->grid, p->cells, n, released,
-                                   &surrogate) < 0)
-            return TS_RELEASE_ERROR;
-        released = ts_grid_cell_centre(&p->grid, surrogate);
-    }
-
-    pim_vec2 z;
-    ts_pim_emission pim_emission = { .pim = p->pim, .eps = p->epsilon };
-    ts_lm_emission lm_emission = { .scale = NAN };
-    ts_log_emission_fn emission;
-    const void *emission_ctx;
     if (p->kind == NOISE_PIM) {
-        if (pim_context_build(p->pim, p->centres, n, p->grid.cell_m) < 0 ||
-            pim_sample(p->pim, released, p->epsilon, rng, &z) < 0)
-            return TS_RELEASE_ERROR;
-        emission = ts_pim_log_emission;
-        emission_ctx = &pim_emission;
+        if (pim_context_build(p->pim, p->centres, step->n,
+                              p->model->grid.cell_m) < 0)
+            return -1;
+        step->pim_emission = (ts_pim_emission){ .pim = p->pim,
+                                                .eps = p->epsilon };
+        step->emission = ts_pim_log_emission;
     } else {
         double dx, dy;
-        if (lm_delta_sensitivity(p->centres, n, p->grid.cell_m, &dx,
-                                 &dy) < 0)
-            return TS_RELEASE_ERROR;
-        lm_emission.scale = lm_delta_scale(dx, dy, p->epsilon);
-        if (lm_delta_sample(released, lm_emission.scale, rng, &z) < 0)
-            return TS_RELEASE_ERROR;
-        emission = ts_lm_log_emission;
-        emission_ctx = &lm_emission;
+        if (lm_delta_sensitivity(p->centres, step->n, p->model->grid.cell_m,
+                                 &dx, &dy) < 0)
+            return -1;
+        step->lm_emission.scale = lm_delta_scale(dx, dy, p->epsilon);
+        if (!(step->lm_emission.scale > 0.0) ||
+            !isfinite(step->lm_emission.scale))
+            return -1;
+        step->emission = ts_lm_log_emission;
     }
+    return 0;
+}
 
-    double lat, lon;
-    ts_grid_unproject(&p->grid, z, &lat, &lon);
-    ts_geo_snap(&lat, &lon);
-    if (!isfinite(lat) || !isfinite(lon))
-        return TS_RELEASE_ERROR;
-
+/* Posterior of the published (snapped) point and the new stored state. */
+static int public_step_finish(const delta_profile *p,
+                              delta_user_header *header, ts_belief *stored,
+                              const public_step *step, double lat,
+                              double lon, int64_t ts_ms)
+{
+    ts_belief *belief = p->work_belief;
+    const void *emission_ctx = p->kind == NOISE_PIM
+        ? (const void *)&step->pim_emission
+        : (const void *)&step->lm_emission;
     /* The posterior sees exactly what an observer sees: the snapped
      * published point, projected back to the plane. */
-    pim_vec2 published = ts_grid_project(&p->grid, lat, lon);
-    if (ts_belief_posterior(belief, &p->grid, published, emission,
-                            emission_ctx, &p->belief_params,
+    pim_vec2 published = ts_grid_project(&p->model->grid, lat, lon);
+    if (ts_belief_posterior(belief, &p->model->grid, published,
+                            step->emission, emission_ctx, &p->belief_params,
                             p->ws) == TS_BELIEF_ERROR)
-        return TS_RELEASE_ERROR;
+        return -1;
 
     /* Only the live entries: the scratch block's tail holds leftovers of
      * other users, which must not reach this user's (persisted) state. */
@@ -341,15 +342,70 @@ static ts_release_status delta_release(const void *opaque, void *user_state,
                   (size_t)belief->count * sizeof(ts_belief_entry);
     memcpy(stored, belief, live);
     memset((unsigned char *)stored + live, 0, p->belief_bytes - live);
-    header->last_release_ms = truth->ts_ms;
+    header->last_release_ms = ts_ms;
     header->flags |= USER_HAS_BELIEF;
+    return 0;
+}
+
+static ts_release_status delta_release(const void *opaque, void *user_state,
+                                       const ts_point *truth,
+                                       const ts_budget_view *budget,
+                                       ts_rng *rng, ts_report *out)
+{
+    const delta_profile *p = opaque;
+    const ts_grid *grid = &p->model->grid;
+    delta_user_header *header = user_state;
+    ts_belief *stored = (ts_belief *)(header + 1);
+
+    if (!ts_budget_allows(budget, p->epsilon))
+        return TS_RELEASE_EXHAUSTED;
+
+    /* outside_region = "reject": refused before any state changes. */
+    uint32_t true_cell;
+    if (ts_grid_cell_of_latlon(grid, truth->lat, truth->lon, &true_cell) < 0)
+        return TS_RELEASE_OUTSIDE_REGION;
+
+    public_step step;
+    if (public_step_begin(p, header, stored, truth->user, truth->user_len,
+                          truth->ts_ms, &step) < 0)
+        return TS_RELEASE_ERROR;
+
+    /* Drift: the true cell is not in the set; release its surrogate. The
+     * only secret-dependent part of a release, with the noise below. */
+    pim_vec2 released = ts_grid_project(grid, truth->lat, truth->lon);
+    if (!ts_delta_set_contains(p->cells, step.n, true_cell)) {
+        uint32_t surrogate;
+        if (ts_delta_set_surrogate(grid, p->cells, step.n, released,
+                                   &surrogate) < 0)
+            return TS_RELEASE_ERROR;
+        released = ts_grid_cell_centre(grid, surrogate);
+    }
+
+    pim_vec2 z;
+    if (p->kind == NOISE_PIM) {
+        if (pim_sample(p->pim, released, p->epsilon, rng, &z) < 0)
+            return TS_RELEASE_ERROR;
+    } else if (lm_delta_sample(released, step.lm_emission.scale, rng,
+                               &z) < 0) {
+        return TS_RELEASE_ERROR;
+    }
+
+    double lat, lon;
+    ts_grid_unproject(grid, z, &lat, &lon);
+    ts_geo_snap(&lat, &lon);
+    if (!isfinite(lat) || !isfinite(lon))
+        return TS_RELEASE_ERROR;
+
+    if (public_step_finish(p, header, stored, &step, lat, lon,
+                           truth->ts_ms) < 0)
+        return TS_RELEASE_ERROR;
 
     memset(out, 0, sizeof *out);
     out->lat = lat;
     out->lon = lon;
     out->eps_point = p->epsilon;
     out->has_delta_set_size = 1;
-    out->delta_set_size = (unsigned)n;
+    out->delta_set_size = (unsigned)step.n;
     return TS_RELEASE_OK;
 }
 
@@ -370,3 +426,50 @@ const ts_mechanism_ops ts_lm_delta_ops = {
     .user_state_size = delta_user_state_size,
     .release = delta_release,
 };
+
+int ts_delta_is_delta_mechanism(const ts_mechanism_ops *ops)
+{
+    return ops == &ts_pim_ops || ops == &ts_lm_delta_ops;
+}
+
+int ts_delta_replay(const void *profile, void *user_state,
+                    const ts_point *published, const ts_point *truth,
+                    int *drifted, unsigned *delta_set_size)
+{
+    const delta_profile *p = profile;
+    if (p == NULL || user_state == NULL || published == NULL ||
+        !isfinite(published->lat) || !isfinite(published->lon) ||
+        fabs(published->lat) > 90.0 || fabs(published->lon) > 180.0 ||
+        (truth != NULL && (!isfinite(truth->lat) || !isfinite(truth->lon))))
+        return -1;
+    delta_user_header *header = user_state;
+    ts_belief *stored = (ts_belief *)(header + 1);
+
+    /* Released points are already on the published grid, where snapping
+     * is the identity; snapping again keeps the state a function of
+     * published points even for an input printed with more digits. */
+    double lat = published->lat, lon = published->lon;
+    ts_geo_snap(&lat, &lon);
+
+    public_step step;
+    if (public_step_begin(p, header, stored, published->user,
+                          published->user_len, published->ts_ms, &step) < 0)
+        return -1;
+
+    int drift = 0;
+    if (truth != NULL) {
+        uint32_t true_cell;
+        drift = ts_grid_cell_of_latlon(&p->model->grid, truth->lat,
+                                       truth->lon, &true_cell) < 0 ||
+                !ts_delta_set_contains(p->cells, step.n, true_cell);
+    }
+
+    if (public_step_finish(p, header, stored, &step, lat, lon,
+                           published->ts_ms) < 0)
+        return -1;
+    if (drifted != NULL)
+        *drifted = drift;
+    if (delta_set_size != NULL)
+        *delta_set_size = (unsigned)step.n;
+    return 0;
+}

@@ -16,13 +16,18 @@
  * nor stored.
  *
  * Profile keys: model (path, opened by the caller through
- * ts_params.get_model), epsilon (unitless, default 1), delta (default
- * 0.01), belief_capacity (default 1024 cells: 16 KiB of state per user),
- * prune_threshold (default 1e-6), max_ticks (default 1000),
- * points_per_window (default 1), outside_region ("reject", the only
- * policy: a true point outside the model's region is refused with
- * TS_RELEASE_ERROR, published as internal_error, before any state
- * changes).
+ * ts_params.get_model; the profile keeps a reference, ts_model_ref, so
+ * the mapped model is shared, never copied), epsilon (unitless, default
+ * 1), delta (default 0.01), belief_capacity (default 1024 cells: 16 KiB of
+ * state per user), prune_threshold (default 1e-6), max_ticks (default
+ * 1000), points_per_window (default 1), personal_models (integer 0/1 or
+ * string "true"/"false", default 1: the prior of a user whose public
+ * pseudonym, ts_point.user, has a personal model in the file uses it; the
+ * popular model otherwise, for a point without a pseudonym, or when 0),
+ * outside_region ("reject", the only policy: a true point outside the
+ * model's region is refused with TS_RELEASE_OUTSIDE_REGION before any
+ * state changes; a producer that wants another mechanism there routes
+ * those points to another profile with the per-update `profile` field).
  *
  * Budget: eps_point = epsilon for every release. delta-location-set privacy
  * is a per-release guarantee; the window budget epsilon * points_per_window
@@ -39,11 +44,37 @@
 extern const ts_mechanism_ops ts_pim_ops;
 extern const ts_mechanism_ops ts_lm_delta_ops;
 
+/* 1 when `ops` is one of the two mechanisms above. */
+int ts_delta_is_delta_mechanism(const ts_mechanism_ops *ops);
+
+/* Evaluation only (tracesan eval; never the daemon): replays one PUBLISHED
+ * release on an observer's copy of the user's state, exactly as the
+ * mechanism updated its own: prior for published->ts_ms, delta-location
+ * set, posterior of the published point. `user_state` is a block of
+ * user_state_size bytes, zero-filled for a new user, fed the releases of
+ * one user in order; afterwards it equals the mechanism's own state.
+ * published->lat/lon is the released point, published->user selects a
+ * personal model as the release did. When `truth` is not NULL, *drifted is
+ * set to 1 when truth's cell was not in the delta-location set (the
+ * release used a surrogate), else 0; a truth outside the region counts as
+ * drifted; with truth NULL *drifted is 0. drifted and *delta_set_size
+ * may be NULL; the latter gets |Delta X|. Returns 0, or -1 (state
+ * unchanged) on invalid input: NULL profile/state/published, a published
+ * or true coordinate that is not finite or out of WGS84 range for
+ * published, a timestamp before the user's last release. `profile` must
+ * come from ts_pim_ops or ts_lm_delta_ops (check with
+ * ts_delta_is_delta_mechanism first). Shares its code with the release,
+ * and the profile's scratch: not concurrently with its releases. */
+int ts_delta_replay(const void *profile, void *user_state,
+                    const ts_point *published, const ts_point *truth,
+                    int *drifted, unsigned *delta_set_size);
+
 #define TS_DELTA_DEFAULT_EPSILON 1.0
 #define TS_DELTA_DEFAULT_DELTA 0.01
 #define TS_DELTA_DEFAULT_CAPACITY 1024
 #define TS_DELTA_DEFAULT_PRUNE 1e-6
 #define TS_DELTA_DEFAULT_MAX_TICKS 1000
 #define TS_DELTA_DEFAULT_POINTS 1
+#define TS_DELTA_DEFAULT_PERSONAL_MODELS 1
 
 #endif

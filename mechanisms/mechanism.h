@@ -39,6 +39,12 @@ typedef struct ts_point {
     double lon;
     int64_t ts_ms;       /* event time, non-decreasing per user */
     double accuracy_m;   /* NaN when the device did not say */
+    /* The user's pseudonym as it arrived (public, not terminated; NULL/0
+     * when the caller has none). Lets a mechanism pick per-user public
+     * parameters such as a personal mobility model; never mixed into
+     * anything as if it were secret. */
+    const char *user;
+    size_t user_len;
 } ts_point;
 
 /* The user's ledger for the current window, owned by the caller. */
@@ -61,6 +67,11 @@ typedef struct ts_report {
 typedef enum ts_release_status {
     TS_RELEASE_OK = 0,
     TS_RELEASE_EXHAUSTED = 1,   /* not enough budget left; nothing released */
+    /* The true point lies outside the region the profile's model covers
+     * (delta-location-set mechanisms): refused before any state changes,
+     * rejected as outside_region. The reason reveals only that the point
+     * is outside a public box, which the producer already knows. */
+    TS_RELEASE_OUTSIDE_REGION = 2,
     TS_RELEASE_ERROR = -1       /* internal failure; caller drops the point */
 } ts_release_status;
 

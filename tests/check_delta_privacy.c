@@ -11,13 +11,20 @@
  * concentrated one (cell 0: 3/4, cell 1: 1/4), whose delta-set for
  * delta = 0.01 is {0, 1} (3/4 < 0.99, 3/4 + 1/4 = 1), and the uniform one,
  * whose delta-set is all 9 cells (8/9 < 0.99).
+ *
+ * Personal models: "alice" gets a model that differs from the popular one
+ * in every respect (stays put with probability 1, starts concentrated on
+ * cells 0 and 1), so her prior, delta-set and posterior differ from
+ * everyone else's.
  */
 #include <check.h>
 #include <math.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "inference/belief.h"
 #include "inference/grid.h"
@@ -64,7 +71,12 @@ static void make_grid(ts_grid *grid)
     ck_assert_uint_eq(grid->rows, 3);
 }
 
-static test_model make_model(const double *initial)
+static const uint64_t still_rows[10] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9};
+static const uint32_t still_cols[9] = {0, 1, 2, 3, 4, 5, 6, 7, 8};
+static const double still_probs[9] = {1, 1, 1, 1, 1, 1, 1, 1, 1};
+
+static char *model_bytes(const double *initial, int with_alice,
+                         size_t *len)
 {
     ts_grid grid;
     make_grid(&grid);
@@ -73,22 +85,42 @@ static test_model make_model(const double *initial)
         .row_start = ring_rows, .col = ring_cols, .prob = ring_probs,
         .initial = initial, .fallback = NULL,
     };
+    ts_markov alice = {
+        .cell_count = 9, .tick_s = 60.0, .nnz = 9,
+        .row_start = still_rows, .col = still_cols, .prob = still_probs,
+        .initial = concentrated_initial, .fallback = NULL,
+    };
     ts_model_source popular = { .markov = &markov, .transitions = 1 };
+    ts_model_source personal = { .user = "alice", .user_len = 5,
+                                 .markov = &alice, .transitions = 1 };
     char *data = NULL;
-    size_t len = 0;
-    FILE *out = open_memstream(&data, &len);
+    FILE *out = open_memstream(&data, len);
     ck_assert_ptr_nonnull(out);
     char err[256] = "";
-    ck_assert_msg(ts_model_write(out, &grid, 10.0, &popular, NULL, 0, NULL,
-                                 err, sizeof err) == 0, "%s", err);
+    ck_assert_msg(ts_model_write(out, &grid, 10.0, &popular, &personal,
+                                 with_alice ? 1 : 0, NULL, err,
+                                 sizeof err) == 0, "%s", err);
     fclose(out);
+    return data;
+}
+
+static test_model make_model_with(const double *initial, int with_alice)
+{
+    size_t len = 0;
+    char *data = model_bytes(initial, with_alice, &len);
     test_model t = { .buffer = malloc(len), .model = NULL };
     ck_assert_ptr_nonnull(t.buffer);
     memcpy(t.buffer, data, len);
     free(data);
+    char err[256] = "";
     ck_assert_msg(ts_model_open_buffer(t.buffer, len, &t.model, err,
                                        sizeof err) == 0, "%s", err);
     return t;
+}
+
+static test_model make_model(const double *initial)
+{
+    return make_model_with(initial, 0);
 }
 
 static void free_model(test_model *t)
@@ -104,6 +136,8 @@ typedef struct table {
     double epsilon, delta, prune;
     long long points, capacity;
     const char *outside;
+    long long personal;          /* -1: key absent */
+    const char *personal_text;   /* the key as a string, when not NULL */
 } table;
 
 static int table_double(void *ctx, const char *key, double *out)
@@ -120,6 +154,14 @@ static int table_int(void *ctx, const char *key, long long *out)
     table *t = ctx;
     if (strcmp(key, "points_per_window") == 0) { *out = t->points; return 1; }
     if (strcmp(key, "belief_capacity") == 0) { *out = t->capacity; return 1; }
+    if (strcmp(key, "personal_models") == 0) {
+        if (t->personal_text != NULL)
+            return -1;
+        if (t->personal < 0)
+            return 0;
+        *out = t->personal;
+        return 1;
+    }
     return 0;
 }
 
@@ -128,6 +170,10 @@ static int table_string(void *ctx, const char *key, const char **out)
     table *t = ctx;
     if (strcmp(key, "outside_region") == 0 && t->outside != NULL) {
         *out = t->outside;
+        return 1;
+    }
+    if (strcmp(key, "personal_models") == 0 && t->personal_text != NULL) {
+        *out = t->personal_text;
         return 1;
     }
     return 0;
@@ -148,7 +194,7 @@ static table default_table(const ts_model *model)
 {
     table t = { .model = model, .epsilon = 1.0, .delta = 0.01,
                 .prune = 0.0, .points = 5, .capacity = 64,
-                .outside = NULL };
+                .outside = NULL, .personal = -1, .personal_text = NULL };
     return t;
 }
 
@@ -453,8 +499,8 @@ START_TEST(drift_uses_surrogate)
 }
 END_TEST
 
-/* outside_region = "reject": an error before any state change, also for a
- * user with a belief. */
+/* outside_region = "reject": TS_RELEASE_OUTSIDE_REGION before any state
+ * change, also for a user with a belief. */
 START_TEST(outside_region_rejected)
 {
     test_model m = make_model(uniform_initial);
@@ -470,7 +516,7 @@ START_TEST(outside_region_rejected)
                      .accuracy_m = NAN };
     ts_report out;
     ck_assert_int_eq(ts_pim_ops.release(profile, state, &far, &budget, rng,
-                                        &out), TS_RELEASE_ERROR);
+                                        &out), TS_RELEASE_OUTSIDE_REGION);
     ck_assert_int_eq(memcmp(state, zero, size), 0);
 
     ts_point inside = cell_point(m.model, 4, 600000);
@@ -479,7 +525,7 @@ START_TEST(outside_region_rejected)
     memcpy(zero, state, size);
     far.ts_ms = 900000;
     ck_assert_int_eq(ts_pim_ops.release(profile, state, &far, &budget, rng,
-                                        &out), TS_RELEASE_ERROR);
+                                        &out), TS_RELEASE_OUTSIDE_REGION);
     ck_assert_int_eq(memcmp(state, zero, size), 0);
     ts_rng_free(rng);
     free(zero);
@@ -489,15 +535,35 @@ START_TEST(outside_region_rejected)
 }
 END_TEST
 
-/* The profile copies the model: it keeps working after the model is
- * closed (a daemon reload frees the config that opened the file). */
+/* The profile holds a reference to the caller's mapped model: after the
+ * caller drops its own (a daemon reload frees the config that opened the
+ * file) the mapping stays until the profile is freed. Under ASan an early
+ * unmap or free fails this test. */
 START_TEST(profile_outlives_model)
 {
-    test_model m = make_model(uniform_initial);
-    table t = default_table(m.model);
+    size_t len = 0;
+    char *data = model_bytes(uniform_initial, 0, &len);
+    char path[] = "/tmp/check_delta_privacy_XXXXXX";
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(write(fd, data, len), (ssize_t)len);
+    close(fd);
+    free(data);
+    ts_model *model = NULL;
+    char err[256] = "";
+    ck_assert_msg(ts_model_open(path, &model, err, sizeof err) == 0, "%s",
+                  err);
+    unlink(path);
+    ck_assert_uint_eq(atomic_load(&model->refs), 1);
+
+    table t = default_table(model);
     void *profile = new_profile(&ts_lm_delta_ops, &t);
-    ts_point p = cell_point(m.model, 4, 600000);
-    free_model(&m);
+    void *second = new_profile(&ts_pim_ops, &t);
+    ck_assert_uint_eq(atomic_load(&model->refs), 3);
+    ts_point p = cell_point(model, 4, 600000);
+    ts_model_close(model);
+    ts_pim_ops.profile_free(second);
+
     unsigned char *state = calloc(1, ts_lm_delta_ops.user_state_size(profile));
     ts_rng *rng = ts_rng_new_seeded(9);
     ts_budget_view budget = { .total = 5.0, .spent = 0.0 };
@@ -508,6 +574,277 @@ START_TEST(profile_outlives_model)
     ts_rng_free(rng);
     free(state);
     ts_lm_delta_ops.profile_free(profile);
+}
+END_TEST
+
+/* ts_delta_replay on a zeroed block, fed the published outputs of real
+ * releases, reproduces the mechanism's state byte for byte after every
+ * step, and the same |Delta X|. Several users (one with a personal model),
+ * seeds, irregular gaps (0, 1, 3, 7 ticks; two releases in one tick) and
+ * truths that drift (cells far from the set). */
+static void check_replay_matches(const ts_mechanism_ops *ops)
+{
+    test_model m = make_model_with(concentrated_initial, 1);
+    table t = default_table(m.model);
+    void *profile = new_profile(ops, &t);
+    void *observer = new_profile(ops, &t);   /* its own scratch */
+    size_t size = ops->user_state_size(profile);
+    unsigned char *state = malloc(size);
+    unsigned char *replayed = malloc(size);
+    static const char *const users[3] = { "alice", "bob", NULL };
+    enum { STEPS = 10 };
+    const int64_t times[STEPS] = { 600000, 610000, 615000, 660000, 840000,
+                                   1260000, 1270000, 1330000, 1500000,
+                                   1900000 };
+    const uint32_t truth_cells[STEPS] = { 0, 1, 1, 3, 8, 4, 4, 0, 6, 2 };
+    int saw_drift = 0, saw_no_drift = 0;
+    for (int u = 0; u < 3; u++) {
+        for (uint64_t seed = 1; seed <= 3; seed++) {
+            memset(state, 0, size);
+            memset(replayed, 0, size);
+            ts_rng *rng = ts_rng_new_seeded(seed * 100 + (uint64_t)u);
+            ts_budget_view budget = { .total = 100.0, .spent = 0.0 };
+            for (int i = 0; i < STEPS; i++) {
+                ts_point truth = cell_point(m.model, truth_cells[i],
+                                            times[i]);
+                truth.user = users[u];
+                truth.user_len = users[u] != NULL ? strlen(users[u]) : 0;
+                ts_report out;
+                ck_assert_int_eq(ops->release(profile, state, &truth,
+                                              &budget, rng, &out),
+                                 TS_RELEASE_OK);
+                budget.spent += out.eps_point;
+
+                ts_point published = { .lat = out.lat, .lon = out.lon,
+                                       .ts_ms = times[i], .accuracy_m = NAN,
+                                       .user = truth.user,
+                                       .user_len = truth.user_len };
+                int drifted = -1;
+                unsigned n = 0;
+                ck_assert_int_eq(ts_delta_replay(observer, replayed,
+                                                 &published, &truth,
+                                                 &drifted, &n), 0);
+                ck_assert_uint_eq(n, out.delta_set_size);
+                ck_assert_msg(memcmp(state, replayed, size) == 0,
+                              "user %d seed %d step %d: states differ", u,
+                              (int)seed, i);
+                ck_assert(drifted == 0 || drifted == 1);
+                if (drifted)
+                    saw_drift = 1;
+                else
+                    saw_no_drift = 1;
+            }
+            ts_rng_free(rng);
+        }
+    }
+    /* The sequence exercises both branches of the release. */
+    ck_assert(saw_drift && saw_no_drift);
+    free(replayed);
+    free(state);
+    ops->profile_free(observer);
+    ops->profile_free(profile);
+    free_model(&m);
+}
+
+START_TEST(replay_matches_release)
+{
+    check_replay_matches(&ts_pim_ops);
+    check_replay_matches(&ts_lm_delta_ops);
+}
+END_TEST
+
+/* Drift in replay: the first delta-set of the concentrated prior is
+ * {0, 1}. A truth in cell 1 is inside (0), in cell 8 outside (1), outside
+ * the region counts as drifted, no truth reports 0. */
+START_TEST(replay_reports_drift)
+{
+    test_model m = make_model(concentrated_initial);
+    table t = default_table(m.model);
+    void *profile = new_profile(&ts_pim_ops, &t);
+    size_t size = ts_pim_ops.user_state_size(profile);
+    unsigned char *state = malloc(size);
+    ts_point published = cell_point(m.model, 4, 600000);
+    ts_point far = { .lat = 1.0, .lon = 1.0, .ts_ms = 600000,
+                     .accuracy_m = NAN };
+    const ts_point truths[4] = { cell_point(m.model, 1, 600000),
+                                 cell_point(m.model, 8, 600000), far,
+                                 cell_point(m.model, 0, 600000) };
+    const int expected[4] = { 0, 1, 1, 0 };
+    for (int i = 0; i < 5; i++) {
+        memset(state, 0, size);
+        int drifted = -1;
+        unsigned n = 0;
+        ck_assert_int_eq(ts_delta_replay(profile, state, &published,
+                                         i < 4 ? &truths[i] : NULL, &drifted,
+                                         &n), 0);
+        ck_assert_uint_eq(n, 2);
+        ck_assert_int_eq(drifted, i < 4 ? expected[i] : 0);
+    }
+    ts_pim_ops.profile_free(profile);
+    free(state);
+    free_model(&m);
+}
+END_TEST
+
+/* Invalid input: -1 and the state untouched. */
+START_TEST(replay_rejects_invalid_input)
+{
+    test_model m = make_model(uniform_initial);
+    table t = default_table(m.model);
+    void *profile = new_profile(&ts_lm_delta_ops, &t);
+    size_t size = ts_lm_delta_ops.user_state_size(profile);
+    unsigned char *state = calloc(1, size);
+    unsigned char *before = malloc(size);
+    ts_point published = cell_point(m.model, 4, 900000);
+    int drifted;
+    unsigned n;
+    ck_assert_int_eq(ts_delta_replay(profile, state, &published, NULL,
+                                     &drifted, &n), 0);
+    memcpy(before, state, size);
+
+    ts_point bad = published;
+    bad.ts_ms = 600000;                 /* before the last release */
+    ck_assert_int_eq(ts_delta_replay(profile, state, &bad, NULL, NULL, NULL),
+                     -1);
+    bad = published;
+    bad.lat = NAN;
+    ck_assert_int_eq(ts_delta_replay(profile, state, &bad, NULL, NULL, NULL),
+                     -1);
+    bad = published;
+    bad.lon = 181.0;
+    ck_assert_int_eq(ts_delta_replay(profile, state, &bad, NULL, NULL, NULL),
+                     -1);
+    ts_point truth = published;
+    truth.lon = INFINITY;
+    ck_assert_int_eq(ts_delta_replay(profile, state, &published, &truth,
+                                     &drifted, &n), -1);
+    ck_assert_int_eq(ts_delta_replay(profile, state, NULL, NULL, NULL, NULL),
+                     -1);
+    ck_assert_int_eq(ts_delta_replay(profile, NULL, &published, NULL, NULL,
+                                     NULL), -1);
+    ck_assert_int_eq(ts_delta_replay(NULL, state, &published, NULL, NULL,
+                                     NULL), -1);
+    ck_assert_int_eq(memcmp(before, state, size), 0);
+
+    /* Same timestamp again is valid (k = 0), and changes the state. */
+    ck_assert_int_eq(ts_delta_replay(profile, state, &published, NULL, NULL,
+                                     NULL), 0);
+    ck_assert_int_ne(memcmp(before, state, size), 0);
+    ck_assert(ts_delta_is_delta_mechanism(&ts_pim_ops));
+    ck_assert(ts_delta_is_delta_mechanism(&ts_lm_delta_ops));
+    ck_assert(!ts_delta_is_delta_mechanism(ts_mechanism_find("laplace")));
+    free(before);
+    free(state);
+    ts_lm_delta_ops.profile_free(profile);
+    free_model(&m);
+}
+END_TEST
+
+/* Personal models: the same public history gives alice (personal model:
+ * concentrated start, |Delta X| = 2) other delta-sets and beliefs than bob
+ * (popular: uniform start, |Delta X| = 9), and bob's state is byte for
+ * byte the one of a file without personal models. With personal_models
+ * off, or without a pseudonym, alice is treated like bob. */
+static void replay_history(void *profile, const ts_model *model,
+                           const char *user, unsigned char *state,
+                           size_t size, unsigned *sizes)
+{
+    const int64_t times[4] = { 600000, 660000, 780000, 960000 };
+    const uint32_t cells[4] = { 4, 0, 2, 7 };
+    memset(state, 0, size);
+    for (int i = 0; i < 4; i++) {
+        ts_point published = cell_point(model, cells[i], times[i]);
+        published.user = user;
+        published.user_len = user != NULL ? strlen(user) : 0;
+        ck_assert_int_eq(ts_delta_replay(profile, state, &published, NULL,
+                                         NULL, &sizes[i]), 0);
+    }
+}
+
+START_TEST(personal_models_by_pseudonym)
+{
+    test_model m = make_model_with(uniform_initial, 1);
+    test_model plain = make_model(uniform_initial);
+    table t = default_table(m.model);
+    table tp = default_table(plain.model);
+    void *profile = new_profile(&ts_pim_ops, &t);
+    void *popular_only = new_profile(&ts_pim_ops, &tp);
+    t.personal = 0;
+    void *off = new_profile(&ts_pim_ops, &t);
+    t.personal = -1;
+    t.personal_text = "false";
+    void *off_text = new_profile(&ts_pim_ops, &t);
+    size_t size = ts_pim_ops.user_state_size(profile);
+    unsigned char *alice = malloc(size), *bob = malloc(size);
+    unsigned char *reference = malloc(size), *other = malloc(size);
+    unsigned alice_n[4], bob_n[4], ref_n[4], other_n[4];
+
+    replay_history(profile, m.model, "alice", alice, size, alice_n);
+    replay_history(profile, m.model, "bob", bob, size, bob_n);
+    replay_history(popular_only, plain.model, "bob", reference, size, ref_n);
+    ck_assert_uint_eq(alice_n[0], 2);
+    ck_assert_uint_eq(bob_n[0], 9);
+    ck_assert_int_ne(memcmp(alice, bob, size), 0);
+    ck_assert_int_eq(memcmp(bob, reference, size), 0);
+    ck_assert_int_eq(memcmp(bob_n, ref_n, sizeof ref_n), 0);
+    /* alice's chain never moves: her belief stays inside cells {0, 1}. */
+    const ts_belief *belief = (const ts_belief *)(alice + 16);
+    for (uint32_t i = 0; i < belief->count; i++)
+        ck_assert_uint_le(belief->entry[i].cell, 1);
+
+    void *switched_off[2] = { off, off_text };
+    for (int k = 0; k < 2; k++) {
+        replay_history(switched_off[k], m.model, "alice", other, size,
+                       other_n);
+        ck_assert_int_eq(memcmp(other, reference, size), 0);
+    }
+    replay_history(profile, m.model, NULL, other, size, other_n);
+    ck_assert_int_eq(memcmp(other, reference, size), 0);
+
+    /* The release path picks the model the same way. */
+    ts_rng *rng = ts_rng_new_seeded(21);
+    ts_budget_view budget = { .total = 5.0, .spent = 0.0 };
+    ts_point truth = cell_point(m.model, 0, 600000);
+    ts_report out;
+    memset(other, 0, size);
+    truth.user = "alice";
+    truth.user_len = 5;
+    ck_assert_int_eq(ts_pim_ops.release(profile, other, &truth, &budget, rng,
+                                        &out), TS_RELEASE_OK);
+    ck_assert_uint_eq(out.delta_set_size, 2);
+    memset(other, 0, size);
+    truth.user = "bob";
+    truth.user_len = 3;
+    ck_assert_int_eq(ts_pim_ops.release(profile, other, &truth, &budget, rng,
+                                        &out), TS_RELEASE_OK);
+    ck_assert_uint_eq(out.delta_set_size, 9);
+
+    /* Only 0/1 or "true"/"false". */
+    char err[256] = "";
+    void *rejected = NULL;
+    ts_params params = { &t, table_double, table_int, table_string,
+                         table_model };
+    t.personal_text = "yes";
+    ck_assert_int_eq(ts_pim_ops.profile_new(&params, &rejected, err,
+                                            sizeof err), -1);
+    ck_assert_ptr_nonnull(strstr(err, "personal_models"));
+    t.personal_text = NULL;
+    t.personal = 2;
+    ck_assert_int_eq(ts_pim_ops.profile_new(&params, &rejected, err,
+                                            sizeof err), -1);
+    ck_assert_ptr_nonnull(strstr(err, "personal_models"));
+
+    ts_rng_free(rng);
+    free(alice);
+    free(bob);
+    free(reference);
+    free(other);
+    ts_pim_ops.profile_free(off_text);
+    ts_pim_ops.profile_free(off);
+    ts_pim_ops.profile_free(popular_only);
+    ts_pim_ops.profile_free(profile);
+    free_model(&plain);
+    free_model(&m);
 }
 END_TEST
 
@@ -523,6 +860,10 @@ int main(void)
     tcase_add_test(tc, drift_uses_surrogate);
     tcase_add_test(tc, outside_region_rejected);
     tcase_add_test(tc, profile_outlives_model);
+    tcase_add_test(tc, replay_matches_release);
+    tcase_add_test(tc, replay_reports_drift);
+    tcase_add_test(tc, replay_rejects_invalid_input);
+    tcase_add_test(tc, personal_models_by_pseudonym);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

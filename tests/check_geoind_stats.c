@@ -238,7 +238,7 @@ START_TEST(test_release_distribution)
     void *profile = default_profile();
     const double eps_point = DEFAULT_LEVEL / 100.0 / 30.0;
     ts_rng *rng = ts_rng_new_seeded(777);
-    ts_point truth = {BEIJING_LAT, BEIJING_LON, 1700000000000, NAN};
+    ts_point truth = {.lat = BEIJING_LAT, .lon = BEIJING_LON, .ts_ms = 1700000000000, .accuracy_m = NAN};
     long not_ok = 0, bad_report = 0, equal_truth = 0;
 
     for (int i = 0; i < N_RELEASE; i++) {
@@ -279,7 +279,7 @@ START_TEST(test_release_reproducible)
 {
     void *profile = default_profile();
     ts_rng *a = ts_rng_new_seeded(99), *b = ts_rng_new_seeded(99);
-    ts_point truth = {BEIJING_LAT, BEIJING_LON, 0, NAN};
+    ts_point truth = {.lat = BEIJING_LAT, .lon = BEIJING_LON, .ts_ms = 0, .accuracy_m = NAN};
     ts_budget_view budget = {ts_geoind_ops.window_budget(profile), 0.0};
     long differ = 0;
     for (int i = 0; i < 1000; i++) {
@@ -304,7 +304,7 @@ START_TEST(test_release_edges_valid)
     ts_rng *rng = ts_rng_new_seeded(5);
     long bad = 0;
     for (size_t e = 0; e < sizeof edges / sizeof edges[0]; e++) {
-        ts_point truth = {edges[e][0], edges[e][1], 0, NAN};
+        ts_point truth = {.lat = edges[e][0], .lon = edges[e][1], .ts_ms = 0, .accuracy_m = NAN};
         for (int i = 0; i < 20000; i++) {
             ts_budget_view budget = {ts_geoind_ops.window_budget(profile), 0.0};
             ts_report out;
@@ -346,7 +346,7 @@ START_TEST(test_custom_parameters)
     ck_assert_double_eq_tol(ts_geoind_ops.window_budget(profile), 2.0 / 250.0, 1e-18);
 
     ts_rng *rng = ts_rng_new_seeded(3);
-    ts_point truth = {BEIJING_LAT, BEIJING_LON, 0, NAN};
+    ts_point truth = {.lat = BEIJING_LAT, .lon = BEIJING_LON, .ts_ms = 0, .accuracy_m = NAN};
     ts_budget_view budget = {2.0 / 250.0, 0.0};
     ts_report out;
     ck_assert_int_eq(ts_geoind_ops.release(profile, NULL, &truth, &budget, rng, &out), TS_RELEASE_OK);
@@ -398,7 +398,7 @@ START_TEST(test_budget_exhaustion)
 {
     const long long windows[] = {1, 7, 30, 1000};
     ts_rng *rng = ts_rng_new_seeded(8);
-    ts_point truth = {BEIJING_LAT, BEIJING_LON, 0, NAN};
+    ts_point truth = {.lat = BEIJING_LAT, .lon = BEIJING_LON, .ts_ms = 0, .accuracy_m = NAN};
     for (size_t w = 0; w < sizeof windows / sizeof windows[0]; w++) {
         const param items[] = {{"points_per_window", P_INT, 0, windows[w], NULL}};
         void *profile = NULL;
@@ -433,12 +433,12 @@ START_TEST(test_fail_closed)
     const double bad_truths[][2] = {{NAN, 0.0}, {0.0, NAN}, {91.0, 0.0},
                                     {0.0, -181.0}, {INFINITY, 0.0}};
     for (size_t i = 0; i < sizeof bad_truths / sizeof bad_truths[0]; i++) {
-        ts_point truth = {bad_truths[i][0], bad_truths[i][1], 0, NAN};
+        ts_point truth = {.lat = bad_truths[i][0], .lon = bad_truths[i][1], .ts_ms = 0, .accuracy_m = NAN};
         ck_assert_int_eq(ts_geoind_ops.release(profile, NULL, &truth, &budget, rng, &out),
                          TS_RELEASE_ERROR);
     }
     /* A ledger that cannot be trusted releases nothing. */
-    ts_point truth = {BEIJING_LAT, BEIJING_LON, 0, NAN};
+    ts_point truth = {.lat = BEIJING_LAT, .lon = BEIJING_LON, .ts_ms = 0, .accuracy_m = NAN};
     ts_budget_view broken[] = {{0.0, 0.0}, {budget.total, NAN}, {NAN, 0.0},
                                {budget.total, budget.total}};
     for (size_t i = 0; i < sizeof broken / sizeof broken[0]; i++)

@@ -177,7 +177,7 @@ static site make_site(double lat0, double lon0, double d)
 static void collect_geoind(const void *profile, const site *s, int which, ts_rng *rng,
                            grid *g)
 {
-    ts_point truth = {s->lat[which], s->lon[which], 0, NAN};
+    ts_point truth = {.lat = s->lat[which], .lon = s->lon[which], .ts_ms = 0, .accuracy_m = NAN};
     double metres_per_deg = TS_EARTH_RADIUS_M * DEG;
     double cos_lat0 = cos(s->lat0 * DEG);
     long failed = 0;
@@ -197,7 +197,7 @@ static void collect_geoind(const void *profile, const site *s, int which, ts_rng
 static double eps_point_of(const void *profile)
 {
     ts_rng *rng = ts_rng_new_seeded(0);
-    ts_point truth = {0.0, 0.0, 0, NAN};
+    ts_point truth = {.lat = 0.0, .lon = 0.0, .ts_ms = 0, .accuracy_m = NAN};
     ts_budget_view budget = {ts_geoind_ops.window_budget(profile), 0.0};
     ts_report out;
     ck_assert_int_eq(ts_geoind_ops.release(profile, NULL, &truth, &budget, rng, &out),
