@@ -27,6 +27,9 @@ typedef struct profile_desc {
     const ts_mechanism_ops *ops;
     int64_t window_ms;
     ts_on_exhausted on_exhausted;
+    /* `model = ""`: shipped in the file but not usable until a model path
+     * is set; left out of the pipeline (see ts_config_build_profiles). */
+    int disabled;
 } profile_desc;
 
 /* Model files named by profiles (key `model`), opened once per path and
@@ -853,6 +856,7 @@ typedef struct param_source {
     model_cache *models;
     char asked[MAX_PROFILE_KEYS][MAX_PARAM_NAME];
     size_t n_asked;
+    int model_empty;             /* the mechanism asked for a model: "" */
 } param_source;
 
 static config_setting_t *param_lookup(param_source *src, const char *key)
@@ -912,6 +916,14 @@ static const void *param_get_model(void *ctx, const char *key, char *err,
         snprintf(err, errlen, found < 0 ? "%s must be a string (a model "
                  "file path)" : "%s is required (a model file path, see "
                  "`tracesan learn`)", key);
+        return NULL;
+    }
+    if (path[0] == '\0') {
+        /* The shipped configuration lists the model-based profiles with
+         * an empty path so that `-o profiles.NAME.model=PATH` can enable
+         * them; the caller turns this failure into a disabled profile. */
+        src->model_empty = 1;
+        snprintf(err, errlen, "%s is empty (no model configured)", key);
         return NULL;
     }
     if (src->models == NULL) {
@@ -994,10 +1006,12 @@ static const config_setting_t *blamed_setting(const config_setting_t *group,
 }
 
 /* Run the mechanism's parser on a profile. Returns the context (caller
- * frees) or NULL with the error recorded. */
+ * frees) or NULL with the error recorded -- or NULL with *disabled set and
+ * no error when the profile's model is the empty string. */
 static void *instantiate_profile(ts_config *config, const profile_desc *desc,
-                                 double *window_budget)
+                                 double *window_budget, int *disabled)
 {
+    *disabled = 0;
     param_source source = { .group = desc->group,
                             .models = config->models };
     ts_params params = {
@@ -1009,7 +1023,16 @@ static void *instantiate_profile(ts_config *config, const profile_desc *desc,
     };
     char message[256] = "";
     void *mech = NULL;
-    if (desc->ops->profile_new(&params, &mech, message, sizeof message) < 0) {
+    int created = desc->ops->profile_new(&params, &mech, message,
+                                         sizeof message) >= 0;
+    /* The delta mechanisms ask for their model after every other
+     * parameter, so a disabled profile's parameters are all checked and
+     * the unknown-key check below still catches its typos before it is
+     * enabled. (A mechanism asking for the model first would see its other
+     * keys reported unknown: an error, never a silently accepted file.) */
+    if (!created && source.model_empty) {
+        *disabled = 1;
+    } else if (!created) {
         if (message[0] == '\0')
             snprintf(message, sizeof message, "invalid parameters");
         fail_at(config, blamed_setting(desc->group, message),
@@ -1032,6 +1055,8 @@ static void *instantiate_profile(ts_config *config, const profile_desc *desc,
             goto fail;
         }
     }
+    if (*disabled)
+        return NULL;
     double budget = desc->ops->window_budget != NULL
                         ? desc->ops->window_budget(mech) : 0.0;
     if (!(budget > 0.0) || budget > 1e300) {
@@ -1044,7 +1069,7 @@ static void *instantiate_profile(ts_config *config, const profile_desc *desc,
     return mech;
 
 fail:
-    if (desc->ops->profile_free != NULL)
+    if (mech != NULL && desc->ops->profile_free != NULL)
         desc->ops->profile_free(mech);
     return NULL;
 }
@@ -1120,9 +1145,16 @@ static void load_profile(ts_config *config, config_setting_t *group,
         return;
 
     double budget;
-    void *mech = instantiate_profile(config, desc, &budget);
+    void *mech = instantiate_profile(config, desc, &budget, &desc->disabled);
     if (mech != NULL && desc->ops->profile_free != NULL)
         desc->ops->profile_free(mech);
+    /* Logged at every load, so the daemon's start, each SIGHUP reload,
+     * `--check-config` and `tracesan sanitize` all say it. */
+    if (desc->disabled && !config->failed)
+        ts_log(TS_LOG_INFO, "profile '%s' (mechanism %s) is disabled: its "
+               "model is \"\" (no model configured); updates addressed to "
+               "it are rejected as unknown_profile; enable it with "
+               "-o profiles.%s.model=PATH", name, desc->ops->name, name);
 }
 
 static void load_profiles(ts_config *config, config_setting_t *root)
@@ -1152,14 +1184,21 @@ static void load_profiles(ts_config *config, config_setting_t *root)
         return;
 
     const char *wanted = config->settings.default_profile;
-    for (size_t i = 0; i < config->n_profiles; i++) {
-        if (strcmp(config->profiles[i].name, wanted) == 0) {
-            config->default_index = i;
-            return;
-        }
-    }
     config_setting_t *setting = config_setting_get_member(root,
                                                           "default_profile");
+    for (size_t i = 0; i < config->n_profiles; i++) {
+        if (strcmp(config->profiles[i].name, wanted) != 0)
+            continue;
+        /* Updates that name no profile must have somewhere to go. */
+        if (config->profiles[i].disabled)
+            fail_at(config, setting != NULL ? setting
+                                            : config->profiles[i].group,
+                    "default_profile '%s' is disabled (its model is \"\"); "
+                    "set profiles.%s.model or choose another default", wanted,
+                    wanted);
+        config->default_index = i;
+        return;
+    }
     if (setting != NULL)
         fail_at(config, setting, "default_profile '%s' is not defined under "
                 "'profiles'", wanted);
@@ -1372,7 +1411,12 @@ int ts_config_build_profiles(const ts_config *config, ts_profile **profiles,
                              size_t *n_profiles, size_t *default_index,
                              char *err, size_t errlen)
 {
-    ts_profile *built = calloc(config->n_profiles, sizeof *built);
+    /* Disabled profiles are left out: the pipeline only knows them by name
+     * (ts_pipeline_add_disabled_profile). */
+    size_t n_enabled = 0;
+    for (size_t i = 0; i < config->n_profiles; i++)
+        n_enabled += !config->profiles[i].disabled;
+    ts_profile *built = calloc(n_enabled > 0 ? n_enabled : 1, sizeof *built);
     if (built == NULL) {
         snprintf(err, errlen, "%s: out of memory", config->origin);
         return -1;
@@ -1384,25 +1428,43 @@ int ts_config_build_profiles(const ts_config *config, ts_profile **profiles,
     view.errlen = errlen;
     view.failed = 0;
     size_t made = 0;
-    for (; made < config->n_profiles; made++) {
-        const profile_desc *desc = &config->profiles[made];
+    size_t default_built = 0;
+    int complete = 1;
+    for (size_t i = 0; i < config->n_profiles; i++) {
+        const profile_desc *desc = &config->profiles[i];
+        if (desc->disabled)
+            continue;
+        if (i == config->default_index)
+            default_built = made;
         ts_profile *profile = &built[made];
         profile->name = strdup(desc->name);
         if (profile->name == NULL) {
             fail_raw(&view, "%s: out of memory", config->origin);
+            complete = 0;
             break;
         }
         profile->ops = desc->ops;
+        int disabled = 0;
         profile->mech = instantiate_profile(&view, desc,
-                                            &profile->window_budget);
+                                            &profile->window_budget,
+                                            &disabled);
         if (profile->mech == NULL) {
+            /* The model was non-empty at load; reaching "disabled" now
+             * would be a bug, and fails like any other error. */
+            if (!view.failed)
+                fail_raw(&view, "%s: profile '%s' could not be rebuilt",
+                         config->origin, desc->name);
             free(profile->name);
+            complete = 0;
             break;
         }
         profile->window_ms = desc->window_ms;
         profile->on_exhausted = desc->on_exhausted;
+        made++;
     }
-    if (made < config->n_profiles) {
+    if (!complete || made == 0) {
+        if (complete)
+            fail_raw(&view, "%s: every profile is disabled", config->origin);
         for (size_t i = 0; i < made; i++) {
             if (built[i].ops->profile_free != NULL)
                 built[i].ops->profile_free(built[i].mech);
@@ -1412,8 +1474,8 @@ int ts_config_build_profiles(const ts_config *config, ts_profile **profiles,
         return -1;
     }
     *profiles = built;
-    *n_profiles = config->n_profiles;
-    *default_index = config->default_index;
+    *n_profiles = made;
+    *default_index = default_built;
     return 0;
 }
 
@@ -1429,8 +1491,19 @@ ts_pipeline *ts_config_make_pipeline(const ts_config *config, ts_rng *rng,
     ts_pipeline *pipeline =
         ts_pipeline_new(profiles, n_profiles, default_index,
                         &config->settings.limits, rng);
-    if (pipeline == NULL)
+    if (pipeline == NULL) {
         snprintf(err, errlen, "%s: cannot create the pipeline (out of memory)",
                  config->origin);
+        return NULL;
+    }
+    for (size_t i = 0; i < config->n_profiles; i++) {
+        if (config->profiles[i].disabled &&
+            ts_pipeline_add_disabled_profile(pipeline,
+                                             config->profiles[i].name) != 0) {
+            snprintf(err, errlen, "%s: out of memory", config->origin);
+            ts_pipeline_free(pipeline);
+            return NULL;
+        }
+    }
     return pipeline;
 }

@@ -33,6 +33,8 @@ struct ts_pipeline {
     unsigned char *scratch_state;   /* release runs on a copy: see process */
     int64_t watermark_ms;
     ts_pipeline_stats stats;
+    char **disabled;                /* names of profiles without a model */
+    size_t n_disabled;
     const ts_state_backend *backend;
     ts_user **dirty;                /* users to save before publishing */
     size_t n_dirty;
@@ -56,6 +58,7 @@ static const char *const reason_names[TS_REASON_COUNT] = {
     [TS_REASON_USER_TABLE_FULL] = "user_table_full",
     [TS_REASON_INVALID_ACCURACY] = "invalid_accuracy",
     [TS_REASON_INTERNAL_ERROR] = "internal_error",
+    [TS_REASON_OUTSIDE_REGION] = "outside_region",
 };
 
 const char *ts_reason_name(ts_reason reason)
@@ -142,6 +145,9 @@ void ts_pipeline_free(ts_pipeline *pipeline)
         return;
     ts_users_free(pipeline->users);
     free_profiles(pipeline->profiles, pipeline->n_profiles);
+    for (size_t i = 0; i < pipeline->n_disabled; i++)
+        free(pipeline->disabled[i]);
+    free(pipeline->disabled);
     free(pipeline->scratch_state);
     free(pipeline->dirty);
     free(pipeline);
@@ -238,6 +244,41 @@ static const ts_profile *resolve_profile(const ts_pipeline *pipeline,
         }
     }
     return NULL;
+}
+
+int ts_pipeline_add_disabled_profile(ts_pipeline *pipeline, const char *name)
+{
+    if (name == NULL || ts_pipeline_find_profile(pipeline, name) != NULL)
+        return -1;
+    char **grown = realloc(pipeline->disabled,
+                           (pipeline->n_disabled + 1) * sizeof *grown);
+    if (grown == NULL)
+        return -1;
+    pipeline->disabled = grown;
+    pipeline->disabled[pipeline->n_disabled] = strdup(name);
+    if (pipeline->disabled[pipeline->n_disabled] == NULL)
+        return -1;
+    pipeline->n_disabled++;
+    return 0;
+}
+
+int ts_pipeline_profile_disabled(const ts_pipeline *pipeline,
+                                 const char *name)
+{
+    for (size_t i = 0; i < pipeline->n_disabled; i++)
+        if (strcmp(pipeline->disabled[i], name) == 0)
+            return 1;
+    return 0;
+}
+
+static int is_disabled_profile(const ts_pipeline *pipeline, const char *name)
+{
+    if (name == NULL)
+        return 0;
+    for (size_t i = 0; i < pipeline->n_disabled; i++)
+        if (strcmp(pipeline->disabled[i], name) == 0)
+            return 1;
+    return 0;
 }
 
 /* ------------------------------------------------------------- expiry */
@@ -370,8 +411,12 @@ static int restore_user(ts_pipeline *pipeline, ts_user *user,
     user->has_last = record.has_last;
     user->last_lat = record.last_lat;
     user->last_lon = record.last_lon;
-    if (pipeline->state_size > 0 && record.state_len == pipeline->state_size)
-        memcpy(user->state, record.state, record.state_len);
+    if (pipeline->state_size > 0 && record.state_len == pipeline->state_size) {
+        if (record.state_stored_len > 0)
+            memcpy(user->state, record.state, record.state_stored_len);
+        memset((char *)user->state + record.state_stored_len, 0,
+               record.state_len - record.state_stored_len);
+    }
     return 1;
 }
 
@@ -435,7 +480,11 @@ void ts_pipeline_process(ts_pipeline *pipeline, const ts_input *input,
     const ts_profile *profile =
         resolve_profile(pipeline, input->profile, &profile_index);
     if (profile == NULL) {
-        if (echoable_name(input->profile))
+        if (is_disabled_profile(pipeline, input->profile))
+            reject(pipeline, out, TS_REASON_UNKNOWN_PROFILE,
+                   "profile '%s' is disabled: it has no model configured",
+                   input->profile);
+        else if (echoable_name(input->profile))
             reject(pipeline, out, TS_REASON_UNKNOWN_PROFILE,
                    "unknown profile '%s'", input->profile);
         else
@@ -516,6 +565,8 @@ void ts_pipeline_process(ts_pipeline *pipeline, const ts_input *input,
         .lon = input->lon,
         .ts_ms = input->ts_ms,
         .accuracy_m = input->has_accuracy ? input->accuracy_m : NAN,
+        .user = id,
+        .user_len = id_len,
     };
     ts_report report;
     memset(&report, 0, sizeof report);
@@ -583,6 +634,13 @@ void ts_pipeline_process(ts_pipeline *pipeline, const ts_input *input,
                (long long)(new_window ? input->ts_ms + profile->window_ms
                                       : user->window_start_ms +
                                             user->window_ms));
+    } else if (status == TS_RELEASE_OUTSIDE_REGION) {
+        /* No coordinate in the detail: only that the point left a public
+         * box, which the producer knows already. */
+        reject(pipeline, out, TS_REASON_OUTSIDE_REGION,
+               "point outside the region covered by the mobility model of "
+               "profile '%s'",
+               profile->name);
     } else {
         reject(pipeline, out, TS_REASON_INTERNAL_ERROR, "mechanism %s failed",
                profile->ops->name);
@@ -674,6 +732,7 @@ int ts_pipeline_save_dirty(ts_pipeline *pipeline)
             .last_lon = user->last_lon,
             .state = user->state,
             .state_len = pipeline->state_size,
+            .state_stored_len = pipeline->state_size,
         };
         if (pipeline->backend->save(pipeline->backend->ctx, user->id,
                                     user->id_len, &record) != 0)

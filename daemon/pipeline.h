@@ -41,6 +41,7 @@ typedef enum ts_reason {
     TS_REASON_USER_TABLE_FULL = 13,
     TS_REASON_INVALID_ACCURACY = 14,
     TS_REASON_INTERNAL_ERROR = 15,
+    TS_REASON_OUTSIDE_REGION = 16,
     TS_REASON_COUNT
 } ts_reason;
 
@@ -125,6 +126,15 @@ void ts_pipeline_count_rejection(ts_pipeline *pipeline, ts_reason reason);
  * Returns how many were forgotten. */
 size_t ts_pipeline_expire(ts_pipeline *pipeline, size_t max_scan);
 
+/* Remember that profile `name` is configured but disabled (its model is
+ * the empty string), so updates addressed to it are rejected as
+ * unknown_profile with a detail that says why rather than "unknown". The
+ * name must not be one of the pipeline's profiles. 0, or -1 on error. */
+int ts_pipeline_add_disabled_profile(ts_pipeline *pipeline, const char *name);
+/* 1 when `name` was added with ts_pipeline_add_disabled_profile. */
+int ts_pipeline_profile_disabled(const ts_pipeline *pipeline,
+                                 const char *name);
+
 size_t ts_pipeline_user_count(const ts_pipeline *pipeline);
 const ts_pipeline_stats *ts_pipeline_get_stats(const ts_pipeline *pipeline);
 const ts_profile *ts_pipeline_find_profile(const ts_pipeline *pipeline,
@@ -158,8 +168,13 @@ typedef struct ts_user_record {
     int has_last;
     double last_lat;
     double last_lon;
-    const void *state;           /* mechanism state bytes */
+    /* Mechanism state: state_len bytes, of which the first
+     * state_stored_len are at `state` and the rest are zero. The store
+     * keeps only up to the last non-zero byte: a delta-location-set belief
+     * fills a few hundred bytes of a block sized for its capacity. */
+    const void *state;
     size_t state_len;
+    size_t state_stored_len;     /* <= state_len */
 } ts_user_record;
 
 typedef struct ts_state_backend {

@@ -474,6 +474,100 @@ START_TEST(test_mechanism_parameter_errors)
 }
 END_TEST
 
+/* The shipped file lists pim and lm-delta with model = "": they load as
+ * disabled profiles, left out of the pipeline, whose updates are rejected
+ * as unknown_profile with a detail that says why. */
+START_TEST(test_shipped_model_profiles_disabled)
+{
+    ts_config *config = load(shipped_config(), NULL, 0);
+    ck_assert_msg(config != NULL, "%s", err);
+    ts_profile *profiles;
+    size_t n, def;
+    ck_assert_int_eq(ts_config_build_profiles(config, &profiles, &n, &def, err,
+                                              sizeof err), 0);
+    ck_assert_ptr_null(profile_named(profiles, n, "pim"));
+    ck_assert_ptr_null(profile_named(profiles, n, "lm-delta"));
+    ck_assert_str_eq(profiles[def].name, "geoind");
+    free_profiles(profiles, n);
+
+    ts_rng *rng = ts_rng_new_seeded(1);
+    ts_pipeline *pipeline = ts_config_make_pipeline(config, rng, err,
+                                                    sizeof err);
+    ck_assert_msg(pipeline != NULL, "%s", err);
+    static const char *const disabled[] = { "pim", "lm-delta" };
+    for (size_t i = 0; i < 2; i++) {
+        ts_input in = { .user_id = "u", .ts_ms = 1000, .lat = 48.85,
+                        .lon = 2.35, .profile = disabled[i] };
+        ts_outcome out;
+        ts_pipeline_process(pipeline, &in, &out);
+        ck_assert(!out.sanitized);
+        ck_assert_int_eq(out.reason, TS_REASON_UNKNOWN_PROFILE);
+        ck_assert_msg(strstr(out.detail, "is disabled") != NULL &&
+                      strstr(out.detail, "no model configured") != NULL &&
+                      strstr(out.detail, disabled[i]) != NULL,
+                      "detail '%s'", out.detail);
+    }
+    ts_pipeline_free(pipeline);
+    ts_rng_free(rng);
+    ts_config_free(config);
+}
+END_TEST
+
+/* Disabled is only for model = "": every other parameter of the profile is
+ * still checked, and a model that cannot be opened stays an error. */
+START_TEST(test_disabled_profile_still_validated)
+{
+    /* the disabled profile's other parameters, with their lines */
+    expect_file_error("profiles = {\n"
+                      "  geoind = { mechanism = \"geoind\"; };\n"
+                      "  pim = {\n"
+                      "    mechanism = \"pim\";\n"
+                      "    model = \"\";\n"
+                      "    epsilon = -1.0;\n"
+                      "  };\n"
+                      "};\n",
+                      6, "epsilon");
+    expect_file_error("profiles = {\n"
+                      "  geoind = { mechanism = \"geoind\"; };\n"
+                      "  pim = {\n"
+                      "    mechanism = \"pim\";\n"
+                      "    model = \"\";\n"
+                      "    epsilom = 1.0;\n"
+                      "  };\n"
+                      "};\n",
+                      6, "epsilom");
+    /* an unopenable path: FILE:LINE of the model key */
+    expect_file_error("profiles = {\n"
+                      "  geoind = { mechanism = \"geoind\"; };\n"
+                      "  pim = {\n"
+                      "    mechanism = \"pim\";\n"
+                      "    model = \"/nonexistent/tracesan.model\";\n"
+                      "  };\n"
+                      "};\n",
+                      5, "/nonexistent/tracesan.model");
+    /* the default profile must be usable */
+    expect_file_error("default_profile = \"pim\";\n"
+                      "profiles = {\n"
+                      "  geoind = { mechanism = \"geoind\"; };\n"
+                      "  pim = { mechanism = \"pim\"; model = \"\"; };\n"
+                      "};\n",
+                      1, "default_profile 'pim' is disabled");
+    /* a mechanism without models has no `model` key to empty */
+    expect_file_error("profiles = {\n"
+                      "  geoind = {\n"
+                      "    mechanism = \"geoind\";\n"
+                      "    model = \"\";\n"
+                      "  };\n"
+                      "};\n",
+                      4, "unknown setting");
+    /* enabling through an override reaches the model file */
+    const char *overrides[] = { "profiles.pim.model=/nonexistent/x.model" };
+    expect_error(shipped_config(), overrides, 1,
+                 "override 'profiles.pim.model=/nonexistent/x.model': ",
+                 "/nonexistent/x.model");
+}
+END_TEST
+
 START_TEST(test_errors_are_single_lines)
 {
     ts_config *config = load(shipped_config(), NULL, 0);
@@ -506,6 +600,8 @@ static Suite *config_suite(void)
     tcase_add_test(tc, test_bad_default_profile);
     tcase_add_test(tc, test_mechanism_parameter_errors);
     tcase_add_test(tc, test_errors_are_single_lines);
+    tcase_add_test(tc, test_shipped_model_profiles_disabled);
+    tcase_add_test(tc, test_disabled_profile_still_validated);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -9,8 +9,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "daemon/config.h"
 #include "daemon/pipeline.h"
+#include "inference/model_file.h"
 #include "mechanisms/rng.h"
 
 /* ------------------------------------------------------ fake mechanism */
@@ -21,6 +24,7 @@ typedef enum fake_mode {
     FAKE_IDENTITY,        /* publishes the true point: must be refused */
     FAKE_BAD_COORDINATE,  /* publishes lat 95 */
     FAKE_OVERSPEND,       /* claims OK but spends more than is left */
+    FAKE_OUTSIDE,         /* TS_RELEASE_OUTSIDE_REGION (after scribbling) */
 } fake_mode;
 
 typedef struct fake_profile {
@@ -73,6 +77,8 @@ static ts_release_status fake_release(const void *profile, void *user_state,
 
     if (p->mode == FAKE_ERROR)
         return TS_RELEASE_ERROR;
+    if (p->mode == FAKE_OUTSIDE)
+        return TS_RELEASE_OUTSIDE_REGION;
     if (p->mode != FAKE_OVERSPEND && !ts_budget_allows(budget, p->spend))
         return TS_RELEASE_EXHAUSTED;
     out->lat = truth->lat + p->dlat;
@@ -604,6 +610,52 @@ START_TEST(test_internal_error)
 }
 END_TEST
 
+/* The mechanism sees the user's pseudonym (for a personal model), not a
+ * copy: same bytes, exact length, no terminator needed. */
+START_TEST(test_user_passed_to_mechanism)
+{
+    ts_input in = point("alice", 1000, NULL);
+    ck_assert(run(&in).sanitized);
+    ck_assert_ptr_eq(seen.truth.user, in.user_id);
+    ck_assert_uint_eq(seen.truth.user_len, 5);
+}
+END_TEST
+
+START_TEST(test_outside_region)
+{
+    ts_input in = point("u", 1000, NULL);
+    ck_assert(run(&in).sanitized);
+
+    fakes[0]->mode = FAKE_OUTSIDE;
+    in.ts_ms = 2000;
+    ts_outcome out = run(&in);
+    ck_assert(!out.sanitized);
+    ck_assert_int_eq(out.reason, TS_REASON_OUTSIDE_REGION);
+    ck_assert_str_eq(ts_reason_name(out.reason), "outside_region");
+    ck_assert_ptr_nonnull(strstr(out.detail, "region"));
+    ck_assert_uint_eq(
+        ts_pipeline_get_stats(pipeline)->rejected[TS_REASON_OUTSIDE_REGION],
+        1);
+    ck_assert_uint_eq(
+        ts_pipeline_get_stats(pipeline)->rejected[TS_REASON_INTERNAL_ERROR],
+        0);
+
+    /* ledger, mechanism state and last timestamp as before the refusal */
+    fakes[0]->mode = FAKE_OFFSET;
+    in.ts_ms = 1500;
+    out = run(&in);
+    ck_assert(out.sanitized);
+    ck_assert_double_eq_tol(seen.budget.spent, SPEND, 1e-12);
+    ck_assert_uint_eq(seen.state_counter, 1);
+
+    /* a new user whose first point is outside is not kept */
+    fakes[0]->mode = FAKE_OUTSIDE;
+    ts_input fresh = point("new", 1000, NULL);
+    ck_assert_int_eq(rejected_reason(&fresh), TS_REASON_OUTSIDE_REGION);
+    ck_assert_uint_eq(ts_pipeline_user_count(pipeline), 1);
+}
+END_TEST
+
 START_TEST(test_misbehaving_mechanism_refused)
 {
     const fake_mode modes[] = { FAKE_IDENTITY, FAKE_BAD_COORDINATE,
@@ -796,7 +848,7 @@ START_TEST(test_reason_names)
         "missing_user_id", "invalid_user_id", "invalid_coordinate",
         "invalid_timestamp", "time_went_backwards", "unknown_profile",
         "profile_conflict", "budget_exhausted", "user_table_full",
-        "invalid_accuracy", "internal_error",
+        "invalid_accuracy", "internal_error", "outside_region",
     };
     for (int r = 0; r < TS_REASON_COUNT; r++)
         ck_assert_str_eq(ts_reason_name((ts_reason)r), expected[r]);
@@ -840,6 +892,172 @@ START_TEST(test_new_rejects_bad_arguments)
 }
 END_TEST
 
+/* ------------------------------------------- a real pim profile (model) */
+
+#define PIM_CELL_M 100.0
+#define PIM_EARTH_R 6371008.8
+#define PIM_DEG (180.0 / 3.14159265358979323846)
+
+/* A 3 x 3 grid of 100 m cells at (0, 0) whose chain jumps anywhere
+ * uniformly: enough for the mechanism to run; the test is about the
+ * pipeline around it. Written to a temporary file; the caller unlinks. */
+static void write_pim_model(char *path, size_t path_len)
+{
+    snprintf(path, path_len, "%s/check_pipeline_model.XXXXXX",
+             getenv("TMPDIR") != NULL ? getenv("TMPDIR") : "/tmp");
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    FILE *out = fdopen(fd, "wb");
+    ck_assert_ptr_nonnull(out);
+
+    char err[256] = "";
+    ts_grid grid;
+    double side_deg = 299.0 / PIM_EARTH_R * PIM_DEG;  /* 3 cells a side */
+    ck_assert_msg(ts_grid_init(&grid, 0.0, 0.0, side_deg, side_deg,
+                               PIM_CELL_M, err, sizeof err) == 0, "%s", err);
+    ck_assert_uint_eq(grid.cols * grid.rows, 9);
+    static uint64_t row_start[10];
+    static uint32_t col[81];
+    static double prob[81];
+    static double initial[9];
+    for (uint32_t from = 0; from < 9; from++) {
+        row_start[from + 1] = 9 * (from + 1);
+        initial[from] = 1.0 / 9;
+        for (uint32_t to = 0; to < 9; to++) {
+            col[9 * from + to] = to;
+            prob[9 * from + to] = 1.0 / 9;
+        }
+    }
+    ts_markov markov = {
+        .cell_count = 9, .tick_s = 60.0, .nnz = 81, .row_start = row_start,
+        .col = col, .prob = prob, .initial = initial, .fallback = NULL,
+    };
+    ts_model_source popular = { .markov = &markov, .transitions = 1 };
+    ck_assert_msg(ts_model_write(out, &grid, 10.0, &popular, NULL, 0, NULL,
+                                 err, sizeof err) == 0, "%s", err);
+    ck_assert_int_eq(fclose(out), 0);
+}
+
+/* Profile "pim" with the given model path (a libconfig string literal). */
+static ts_pipeline *pim_pipeline(const char *model_literal, ts_rng *source)
+{
+    char model_override[600];
+    snprintf(model_override, sizeof model_override, "profiles.pim.model=%s",
+             model_literal);
+    const char *overrides[] = { "profiles.pim.mechanism=pim", model_override,
+                                "profiles.pim.points_per_window=100" };
+    char err[512] = "";
+    ts_config *config = ts_config_load(NULL, overrides, 3, err, sizeof err);
+    ck_assert_msg(config != NULL, "%s", err);
+    ts_pipeline *made = ts_config_make_pipeline(config, source, err,
+                                                sizeof err);
+    ck_assert_msg(made != NULL, "%s", err);
+    ts_config_free(config);
+    return made;
+}
+
+static ts_outcome pim_point(ts_pipeline *p, const char *user, int64_t ts_ms,
+                            double lat, double lon)
+{
+    ts_input in = { .user_id = user, .ts_ms = ts_ms, .lat = lat, .lon = lon,
+                    .profile = "pim" };
+    ts_outcome out;
+    ts_pipeline_process(p, &in, &out);
+    return out;
+}
+
+/* An out-of-region point is refused as outside_region, counted, and
+ * changes nothing: the same seeded run without it publishes exactly the
+ * same next point (belief, ledger and rng stream all untouched). Until
+ * mechanisms/delta_privacy.c returns TS_RELEASE_OUTSIDE_REGION the reason
+ * is internal_error and this test fails on it. */
+START_TEST(test_pim_outside_region)
+{
+    char path[512];
+    write_pim_model(path, sizeof path);
+    char literal[600];
+    snprintf(literal, sizeof literal, "\"%s\"", path);
+    ts_rng *rng_a = ts_rng_new_seeded(7);
+    ts_rng *rng_b = ts_rng_new_seeded(7);
+    ck_assert_ptr_nonnull(rng_a);
+    ck_assert_ptr_nonnull(rng_b);
+    ts_pipeline *with = pim_pipeline(literal, rng_a);
+    ts_pipeline *without = pim_pipeline(literal, rng_b);
+    unlink(path);
+
+    const double inside = 150.0 / PIM_EARTH_R * PIM_DEG;   /* centre cell */
+    const double outside_lat = 0.5, outside_lon = 0.25;    /* ~55 km off */
+    ts_outcome a1 = pim_point(with, "u", 1000, inside, inside);
+    ts_outcome b1 = pim_point(without, "u", 1000, inside, inside);
+    ck_assert_msg(a1.sanitized, "%s", a1.detail);
+    ck_assert(b1.sanitized);
+
+    ts_outcome refused = pim_point(with, "u", 61000, outside_lat,
+                                   outside_lon);
+    ck_assert(!refused.sanitized);
+    ck_assert_msg(refused.reason == TS_REASON_OUTSIDE_REGION,
+                  "reason %s: %s", ts_reason_name(refused.reason),
+                  refused.detail);
+    ck_assert_ptr_null(strstr(refused.detail, "0.5"));
+    ck_assert_ptr_null(strstr(refused.detail, "0.25"));
+    const ts_pipeline_stats *stats = ts_pipeline_get_stats(with);
+    ck_assert_uint_eq(stats->rejected[TS_REASON_OUTSIDE_REGION], 1);
+    ck_assert_uint_eq(stats->sanitized, 1);
+
+    /* a fresh user whose first point is outside is not kept */
+    refused = pim_point(with, "fresh", 61000, outside_lat, outside_lon);
+    ck_assert_int_eq(refused.reason, TS_REASON_OUTSIDE_REGION);
+    ck_assert_uint_eq(ts_pipeline_user_count(with), 1);
+
+    ts_outcome a2 = pim_point(with, "u", 121000, inside, inside);
+    ts_outcome b2 = pim_point(without, "u", 121000, inside, inside);
+    ck_assert(a2.sanitized);
+    ck_assert(b2.sanitized);
+    ck_assert(a2.report.lat == b2.report.lat);
+    ck_assert(a2.report.lon == b2.report.lon);
+    ck_assert_uint_eq(a2.report.delta_set_size, b2.report.delta_set_size);
+    ck_assert_double_eq(a2.eps_spent_window, b2.eps_spent_window);
+    ck_assert_double_eq_tol(a2.eps_spent_window, 2.0, 1e-12);
+
+    ts_pipeline_free(with);
+    ts_pipeline_free(without);
+    ts_rng_free(rng_a);
+    ts_rng_free(rng_b);
+}
+END_TEST
+
+/* model = "": the profile is configured but disabled; its updates are
+ * rejected as unknown_profile with a detail saying why, and the other
+ * profiles run. */
+START_TEST(test_disabled_profile_rejected)
+{
+    ts_rng *source = ts_rng_new_seeded(9);
+    ck_assert_ptr_nonnull(source);
+    ts_pipeline *p = pim_pipeline("\"\"", source);
+    ck_assert_ptr_null(ts_pipeline_find_profile(p, "pim"));
+    ck_assert_uint_eq(ts_pipeline_profile_count(p), 1);
+
+    ts_outcome out = pim_point(p, "u", 1000, 1.0, 1.0);
+    ck_assert(!out.sanitized);
+    ck_assert_int_eq(out.reason, TS_REASON_UNKNOWN_PROFILE);
+    ck_assert_ptr_nonnull(strstr(out.detail, "'pim' is disabled"));
+    ck_assert_ptr_nonnull(strstr(out.detail, "no model"));
+    ck_assert_uint_eq(ts_pipeline_user_count(p), 0);
+
+    ts_input other = { .user_id = "u", .ts_ms = 1000, .lat = 1.0,
+                       .lon = 1.0, .profile = "nope" };
+    ts_pipeline_process(p, &other, &out);
+    ck_assert_int_eq(out.reason, TS_REASON_UNKNOWN_PROFILE);
+    ck_assert_str_eq(out.detail, "unknown profile 'nope'");
+
+    other.profile = NULL;  /* the default, geoind, still works */
+    ts_pipeline_process(p, &other, &out);
+    ck_assert(out.sanitized);
+    ts_pipeline_free(p);
+    ts_rng_free(source);
+}
+END_TEST
+
 static Suite *pipeline_suite(void)
 {
     Suite *s = suite_create("pipeline");
@@ -861,6 +1079,8 @@ static Suite *pipeline_suite(void)
     tcase_add_test(tc, test_profile_conflict);
     tcase_add_test(tc, test_eps_accounting);
     tcase_add_test(tc, test_internal_error);
+    tcase_add_test(tc, test_user_passed_to_mechanism);
+    tcase_add_test(tc, test_outside_region);
     tcase_add_test(tc, test_misbehaving_mechanism_refused);
     tcase_add_test(tc, test_output_never_equals_input);
     tcase_add_test(tc, test_table_full_and_expiry);
@@ -872,6 +1092,10 @@ static Suite *pipeline_suite(void)
     tcase_add_test(tc, test_profile_accessors);
     tcase_add_test(tc, test_new_rejects_bad_arguments);
     suite_add_tcase(s, tc);
+    TCase *pim = tcase_create("pim");
+    tcase_add_test(pim, test_pim_outside_region);
+    tcase_add_test(pim, test_disabled_profile_rejected);
+    suite_add_tcase(s, pim);
     return s;
 }
 

@@ -3,12 +3,15 @@
  * pipeline exactly as it was. */
 #include <check.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "daemon/config.h"
 #include "daemon/pipeline.h"
 #include "daemon/pipeline_reload.h"
+#include "inference/model_file.h"
 #include "mechanisms/rng.h"
 
 /* Shipped geoind defaults: window budget ln 10 / 100 m. */
@@ -142,12 +145,101 @@ START_TEST(shape_changes_are_refused_and_change_nothing)
 }
 END_TEST
 
+/* A one-cell model (the smallest valid file) at a temporary path. */
+static void write_one_cell_model(char *path, size_t path_len)
+{
+    snprintf(path, path_len, "%s/check_reload_model.XXXXXX",
+             getenv("TMPDIR") != NULL ? getenv("TMPDIR") : "/tmp");
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    FILE *out = fdopen(fd, "wb");
+    ck_assert_ptr_nonnull(out);
+    char err[256] = "";
+    ts_grid grid;
+    ck_assert_msg(ts_grid_init(&grid, 0.0, 0.0, 0.0005, 0.0005, 100.0, err,
+                               sizeof err) == 0, "%s", err);
+    ck_assert_uint_eq(grid.cols * grid.rows, 1);
+    static const uint64_t row_start[2] = { 0, 1 };
+    static const uint32_t col[1] = { 0 };
+    static const double prob[1] = { 1.0 };
+    static const double initial[1] = { 1.0 };
+    ts_markov markov = {
+        .cell_count = 1, .tick_s = 60.0, .nnz = 1, .row_start = row_start,
+        .col = col, .prob = prob, .initial = initial, .fallback = NULL,
+    };
+    ts_model_source popular = { .markov = &markov, .transitions = 1 };
+    ck_assert_msg(ts_model_write(out, &grid, 10.0, &popular, NULL, 0, NULL,
+                                 err, sizeof err) == 0, "%s", err);
+    ck_assert_int_eq(fclose(out), 0);
+}
+
+static void expect_disabled(ts_pipeline *pipeline)
+{
+    ts_input input = { .user_id = "d", .ts_ms = 1700000000000, .lat = 0.0001,
+                       .lon = 0.0001, .profile = "pim" };
+    ts_outcome out;
+    ts_pipeline_process(pipeline, &input, &out);
+    ck_assert(!out.sanitized);
+    ck_assert_int_eq(out.reason, TS_REASON_UNKNOWN_PROFILE);
+    ck_assert_msg(strstr(out.detail, "is disabled") != NULL, "%s",
+                  out.detail);
+}
+
+/* A disabled profile (model = "") is not in the pipeline: reloading with it
+ * still disabled applies; enabling it adds a profile, which needs a restart
+ * and is refused without changing anything. */
+START_TEST(disabled_profile_across_reloads)
+{
+    char model[512];
+    write_one_cell_model(model, sizeof model);
+    char enable[600];
+    snprintf(enable, sizeof enable, "profiles.pim.model=\"%s\"", model);
+    const char *disabled[] = { "profiles.pim.mechanism=pim",
+                               "profiles.pim.model=\"\"",
+                               "profiles.geoind.points_per_window=3" };
+    const char *still_disabled[] = { "profiles.pim.mechanism=pim",
+                                     "profiles.pim.model=\"\"",
+                                     "profiles.geoind.points_per_window=6" };
+    const char *enabled[] = { "profiles.pim.mechanism=pim", enable,
+                              "profiles.geoind.points_per_window=6" };
+    ts_rng *rng = ts_rng_new_seeded(5);
+    char err[512];
+    ts_config *config = load(disabled, 3);
+    ts_pipeline *pipeline = ts_config_make_pipeline(config, rng, err,
+                                                    sizeof err);
+    ck_assert_msg(pipeline != NULL, "%s", err);
+    ck_assert_uint_eq(ts_pipeline_profile_count(pipeline), 1);
+    expect_disabled(pipeline);
+
+    ck_assert_msg(replace_with(pipeline, still_disabled, 3, err,
+                               sizeof err) == 0, "%s", err);
+    expect_disabled(pipeline);
+    ts_outcome out;
+    send(pipeline, "a", 1700000000, &out);
+    ck_assert(out.sanitized);
+    ck_assert_double_eq_tol(out.report.eps_point, WINDOW_BUDGET / 6,
+                            TOLERANCE);
+
+    ck_assert_int_eq(replace_with(pipeline, enabled, 3, err, sizeof err),
+                     -1);
+    ck_assert_ptr_nonnull(strstr(err, "restart"));
+    expect_disabled(pipeline);
+    ck_assert_uint_eq(ts_pipeline_profile_count(pipeline), 1);
+
+    unlink(model);
+    ts_pipeline_free(pipeline);
+    ts_config_free(config);
+    ts_rng_free(rng);
+}
+END_TEST
+
 int main(void)
 {
     Suite *suite = suite_create("pipeline_reload");
     TCase *tc = tcase_create("replace");
     tcase_add_test(tc, new_parameters_apply_and_spend_is_kept);
     tcase_add_test(tc, shape_changes_are_refused_and_change_nothing);
+    tcase_add_test(tc, disabled_profile_across_reloads);
     suite_add_tcase(suite, tc);
     SRunner *runner = srunner_create(suite);
     srunner_run_all(runner, CK_NORMAL);

@@ -4,6 +4,8 @@
 # -o override names the override.
 . "${top_srcdir:-$(dirname "$0")/..}/tests/lib.sh"
 
+not_grep() { ! grep -q "$@"; }
+
 # run_check NAME ARGS...: runs tracesand, sets rc and out (stderr in a file).
 run_check() {
     local name=$1
@@ -88,6 +90,40 @@ check "tracesand --help documents --check-config" grep -q -- --check-config <("$
 rc=0
 "$TRACESAND" --no-such-option >/dev/null 2>&1 </dev/null || rc=$?
 check_eq "tracesand --no-such-option: exit status" 1 "$rc"
+
+# The shipped pim and lm-delta profiles have model = "": disabled, not an
+# error; --check-config says so (one info line each) and still succeeds.
+check "shipped config: pim is disabled, with the reason" \
+    grep -q "profile 'pim' (mechanism pim) is disabled: its model is \"\"" \
+    "$TMPD/shipped.err"
+check "shipped config: lm-delta is disabled" \
+    grep -q "profile 'lm-delta' (mechanism lm-delta) is disabled" "$TMPD/shipped.err"
+check_eq "shipped config: one line per disabled profile" 2 \
+    "$(grep -c "is disabled" "$TMPD/shipped.err")"
+# Enabled by -o profiles.pim.model=PATH: a learned model loads, pim is no
+# longer reported disabled; an unreadable model is an error naming it.
+MODEL=$TMPD/check_config.model
+printf 'user,ts,lat,lon\n' >"$TMPD/learn.csv"
+for i in $(seq 0 30); do
+    printf 'a,%d,39.91%02d,116.31%02d\n' $((1700000000 + 60 * i)) "$i" "$i"
+done >>"$TMPD/learn.csv"
+if "$TRACESAN" learn --region 39.9,116.3,39.95,116.36 --cell-m 500 \
+        --tick-s 60 -o "$MODEL" "$TMPD/learn.csv" 2>"$TMPD/learn.err"; then
+    run_check enabled --check-config "$SHIPPED_CONF" -o "profiles.pim.model=$MODEL"
+    check_eq "pim enabled by -o model=PATH: exit status" 0 "$rc"
+    check_eq "pim enabled: stdout" "$SHIPPED_CONF: configuration OK" "$out"
+    check "pim enabled: no longer reported disabled" \
+        not_grep "profile 'pim' " "$TMPD/enabled.err"
+    check "pim enabled: lm-delta still disabled" \
+        grep -q "profile 'lm-delta' .*is disabled" "$TMPD/enabled.err"
+else
+    fail "tracesan learn failed"
+    show_file "$TMPD/learn.err"
+fi
+expect_error model-missing "$TMPD/no-such.model" \
+    --check-config "$SHIPPED_CONF" -o "profiles.pim.model=$TMPD/no-such.model"
+expect_error model-default-disabled "default_profile 'pim' is disabled" \
+    --check-config "$SHIPPED_CONF" -o default_profile=pim
 
 # A missing file is an error too, not "configuration OK".
 run_check missing --check-config "$TMPD/does-not-exist.conf"
