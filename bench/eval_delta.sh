@@ -7,13 +7,25 @@
 # with both profiles for SEEDS seeds and evaluated with `tracesan eval`:
 # mean and RMS distance, alpha(0.9) and |ΔX| (mean, median, min).
 #
-# Tick: TICK_S seconds (default 60). Each release is then one model step,
-# so the prior advances by exactly one transition between fixes (fixes
-# closer than a tick would repeat a release in the same step, and the
-# subsampling keeps the first fix of each tick). 60 s keeps the
-# speed-reachable neighbourhood per step small (120 km/h = 2 km = ~6
-# cells), so the learnt matrix is sparse and the run takes minutes; longer
-# ticks widen both the reachable set and the delta set.
+# Tick: TICK_S seconds (default 5). The paper releases at every GeoLife
+# update ("every 1~60 seconds"); 5 s is this subset's modal sampling
+# interval, and one release per tick makes each release one model step.
+# Longer ticks widen the one-step spread of the popular model, and the
+# delta set grows with it (60 s gave a mean |ΔX| of ~670 cells).
+#
+# Windows: as in the paper's Section 6.2 (trajectories of 500 timestamps),
+# each test user's resampled trace is cut at gaps longer than GAP_S
+# (default 60 s) into trajectories, and each trajectory into windows of
+# WINDOW_STEPS (default 500) consecutive releases; shorter remainders are
+# dropped. Every window is sanitized as its own pseudonym ("user-w"), so
+# its belief starts from the model's initial distribution, like a new user.
+#
+# Also reported, with `tracesan eval --config`: the drift ratio (the share
+# of releases whose true cell was outside ΔX; evaluation only, replayed
+# from the published points and the true trace) and kNN precision/recall
+# (k = k' = 5) against a public POI layer: the centres of the 340 m cells
+# the 15 TRAINING users visited (the test users' own places are not in it).
+# And |ΔX| and the error by step within a window ("over time").
 #
 # Usage (from a build directory, or set BUILD_DIR / TRACESAN):
 #   bench/eval_delta.sh [DATA.csv.gz]
@@ -22,14 +34,18 @@
 # derived from the data lives in a temporary directory removed on exit
 # (GeoLife may not be redistributed). SEEDS=N (default 20),
 # TEST_USERS=a,b,c,d,e (default: every 4th user of the sorted ids, from
-# the 2nd), TICK_S=T.
+# the 2nd), TICK_S=T, WINDOW_STEPS=N, GAP_S=S, MAX_WINDOWS=N (default 0:
+# all windows).
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
 srcdir=$(cd "$here/.." && pwd)
 data=${1:-$srcdir/../shared/data/geolife-beijing-20users.csv.gz}
 seeds=${SEEDS:-20}
-tick=${TICK_S:-60}
+tick=${TICK_S:-5}
+window_steps=${WINDOW_STEPS:-500}
+gap_s=${GAP_S:-60}
+max_windows=${MAX_WINDOWS:-0}
 region=39.75,116.15,40.10,116.60
 conf=$srcdir/conf/tracesand.conf
 
@@ -66,16 +82,47 @@ model=$tmp/model.bin
     { cat "$tmp/learn.log" >&2; exit 1; }
 tail -n 3 "$tmp/learn.log" | sed 's/^/eval_delta: learn: /' >&2
 
-# The test users' fixes inside the box, the first of each tick.
-gzip -dc "$data" | awk -F, -v users="$test_users" -v tick="$tick" '
+# The test users' fixes inside the box, the first of each tick, cut into
+# trajectories at gaps > GAP_S and into windows of WINDOW_STEPS releases.
+gzip -dc "$data" | awk -F, -v users="$test_users" -v tick="$tick" \
+    -v steps="$window_steps" -v gap="$gap_s" -v maxw="$max_windows" '
     BEGIN { n = split(users, list, ","); for (i = 1; i <= n; i++) want[list[i]] = 1
-            split("'"$region"'", box, ",") }
-    NR == 1 { print "user,ts,lat,lon"; next }
+            split("'"$region"'", box, ","); print "user,ts,lat,lon" }
+    function flush(   i) {
+        if (len == steps && (maxw == 0 || windows < maxw)) {
+            windows++
+            for (i = 1; i <= len; i++) print cur "-" windows "," buf[i]
+        }
+        len = 0
+    }
+    NR == 1 { next }
     !($1 in want) { next }
     $3 < box[1] || $3 > box[3] || $4 < box[2] || $4 > box[4] { next }
-    { k = $1 "," int($2 / tick); if (k in seen) next; seen[k] = 1; print $1 "," $2 "," $3 "," $4 }
+    { k = $1 "," int($2 / tick); if (k in seen) next; seen[k] = 1
+      if ($1 != cur || $2 - last > gap) { flush(); cur = $1 }
+      last = $2; buf[++len] = $2 "," $3 "," $4
+      if (len == steps) flush() }
+    END { flush() }
 ' >"$tmp/test.csv"
-echo "eval_delta: $(($(wc -l <"$tmp/test.csv") - 1)) test fixes" >&2
+echo "eval_delta: $(($(wc -l <"$tmp/test.csv") - 1)) test fixes in" \
+     "$(awk -F, 'NR > 1 { print $1 }' "$tmp/test.csv" | sort -u | wc -l)" \
+     "windows of $window_steps" >&2
+
+# Public POI layer: centres of the cells visited by the training users.
+gzip -dc "$data" | awk -F, -v users="$test_users" '
+    BEGIN { n = split(users, list, ","); for (i = 1; i <= n; i++) skip[list[i]] = 1
+            split("'"$region"'", box, ",")
+            pi = 3.141592653589793; cell = 340
+            dlat = cell / 111195.0
+            dlon = cell / (111195.0 * cos((box[1] + box[3]) / 2 * pi / 180))
+            print "lat,lon" }
+    NR == 1 || ($1 in skip) { next }
+    $3 < box[1] || $3 > box[3] || $4 < box[2] || $4 > box[4] { next }
+    { r = int(($3 - box[1]) / dlat); c = int(($4 - box[2]) / dlon); k = r "," c
+      if (!(k in seen)) { seen[k] = 1
+          printf "%.6f,%.6f\n", box[1] + (r + 0.5) * dlat, box[2] + (c + 0.5) * dlon } }
+' >"$tmp/poi.csv"
+echo "eval_delta: $(($(wc -l <"$tmp/poi.csv") - 1)) POIs" >&2
 
 profiles=(
     -o profiles.pim.mechanism=pim -o "profiles.pim.model=\"$model\""
@@ -86,31 +133,58 @@ profiles=(
     -o profiles.lmd.points_per_window=1000000
 )
 results=$tmp/results.csv
+steps=$tmp/steps.csv
 : >"$results"
+: >"$steps"
 for s in $(seq 1 "$seeds"); do
     for profile in pim lmd; do
         "$tracesan" sanitize --config "$conf" --seed "$s" --profile "$profile" \
             "${profiles[@]}" "$tmp/test.csv" >"$tmp/out.csv" \
             2>"$tmp/sanitize.log" || { cat "$tmp/sanitize.log" >&2; exit 1; }
-        "$tracesan" eval --format csv "$tmp/test.csv" "$tmp/out.csv" \
+        "$tracesan" eval --format csv --config "$conf" --profile "$profile" \
+            "${profiles[@]}" --poi "$tmp/poi.csv" --knn 5 \
+            --series "$tmp/series.csv" "$tmp/test.csv" "$tmp/out.csv" \
             2>"$tmp/eval.log" | awk -F, -v s="$s" -v p="$profile" \
-            '$1 == "(all)" { print p "," s "," $0 }' >>"$results"
+            '$1 == "(all)" { print p "," s "," $0 }' >>"$results" ||
+            { cat "$tmp/eval.log" >&2; exit 1; }
+        # Step index within each window (series rows are in input order).
+        awk -F, -v p="$profile" 'NR > 1 { print p "," ++step[$1] "," $3 "," $4 }' \
+            "$tmp/series.csv" >>"$steps"
     done
     echo "eval_delta: seed $s done" >&2
 done
 
 # eval columns after "p,seed,": user n dropped mean rmse alpha90 pred rho
-# windows exhausted covered dss_mean dss_median dss_min. Means over seeds,
-# each seed weighing the same; dss_min is the minimum over seeds.
+# windows exhausted covered dss_mean dss_median dss_min drift_ratio
+# knn_precision knn_recall. Means over seeds, each seed weighing the same;
+# dss_min is the minimum over seeds.
 awk -F, '
     { k = $1; seeds[k]++; n[k] += $4; dr[k] += $5; mean[k] += $6; rmse[k] += $7
-      a90[k] += $8; dm[k] += $14; dmed[k] += $15
+      a90[k] += $8; dm[k] += $14; dmed[k] += $15; drift[k] += $17
+      kp[k] += $18; kr[k] += $19
       if (!(k in dmin) || $16 < dmin[k]) dmin[k] = $16 }
     END {
-        printf "%-8s %5s %7s %7s %10s %8s %9s %8s %10s %7s\n", "profile", "seeds",
-            "n", "dropped", "mean_err_m", "rmse_m", "alpha90_m", "dss_mean", "dss_median", "dss_min"
+        printf "%-8s %5s %7s %7s %10s %8s %9s %8s %10s %7s %7s %7s %7s\n", "profile",
+            "seeds", "n", "dropped", "mean_err_m", "rmse_m", "alpha90_m", "dss_mean",
+            "dss_median", "dss_min", "drift", "knn_p", "knn_r"
         split("pim lmd", order, " ")
         for (i = 1; i <= 2; i++) { k = order[i]; if (!(k in seeds)) continue; c = seeds[k]
-            printf "%-8s %5d %7.0f %7.0f %10.1f %8.1f %9.1f %8.2f %10.1f %7d\n", k, c,
-                n[k] / c, dr[k] / c, mean[k] / c, rmse[k] / c, a90[k] / c, dm[k] / c, dmed[k] / c, dmin[k] }
+            printf "%-8s %5d %7.0f %7.0f %10.1f %8.1f %9.1f %8.2f %10.1f %7d %7.4f %7.4f %7.4f\n",
+                k, c, n[k] / c, dr[k] / c, mean[k] / c, rmse[k] / c, a90[k] / c, dm[k] / c,
+                dmed[k] / c, dmin[k], drift[k] / c, kp[k] / c, kr[k] / c }
     }' "$results"
+
+# Over time: mean |ΔX| and mean error at some steps of the windows, over
+# all windows and seeds.
+echo
+awk -F, '
+    BEGIN { split("1 2 5 10 25 50 100 200 300 400 500", at, " ")
+            for (i in at) want[at[i]] = 1 }
+    ($2 in want) { k = $1 "," $2; c[k]++; d[k] += $3; e[k] += $4 }
+    END {
+        printf "%6s %10s %10s %12s %12s\n", "step", "pim_dss", "lmd_dss", "pim_err_m", "lmd_err_m"
+        for (i = 1; i <= 11; i++) { s = at[i]; p = "pim," s; l = "lmd," s
+            if (!(p in c) && !(l in c)) continue
+            printf "%6d %10.1f %10.1f %12.1f %12.1f\n", s, c[p] ? d[p] / c[p] : 0,
+                c[l] ? d[l] / c[l] : 0, c[p] ? e[p] / c[p] : 0, c[l] ? e[l] / c[l] : 0 }
+    }' "$steps"

@@ -34,6 +34,25 @@
  * Repeats (on_exhausted = "repeat") are sanitized rows spending 0 and would
  * count as covered; evaluate with "drop".
  *
+ * Two evaluation-only figures are appended (as three columns, "-" when not
+ * computed) when --config/--profile/-o or --poi is given:
+ *   drift_ratio    with --config/--profile/-o naming a pim or lm-delta
+ *                  profile: the share of releases whose true cell was not
+ *                  in the delta-location set (the release used a
+ *                  surrogate). Found by replaying each user's published
+ *                  points, in order, on an observer's copy of the
+ *                  mechanism's state (ts_delta_replay), zero-filled at each
+ *                  budget window as the pipeline does. Drift is never
+ *                  published; only this offline comparison with the truth
+ *                  can see it. The replayed |ΔX| must equal the published
+ *                  delta_set_size: a difference means eval's configuration
+ *                  is not the sanitizer's, and is reported.
+ *   knn_precision  with --poi: for each release, R = the k POIs nearest
+ *   knn_recall     the true point and R' = the k' POIs nearest the
+ *                  released one (great-circle distance, ties by POI
+ *                  order); precision |R ∩ R'| / k', recall |R ∩ R'| / k,
+ *                  averaged over releases (Xiao & Xiong, Section 6.3).
+ *
  * The output holds aggregates only, never a coordinate.
  */
 #include <getopt.h>
@@ -46,21 +65,28 @@
 #include <uthash.h>
 #include <zlib.h>
 
+#include "daemon/config.h"
+#include "daemon/pipeline.h"
+#include "mechanisms/delta_privacy.h"
 #include "mechanisms/geo.h"
+#include "mechanisms/rng.h"
 #include "tools/commands.h"
 #include "tools/csv.h"
+#include "tools/name_index.h"
+#include "tools/poi_index.h"
 
 #define ERR_MAX 512
 #define MAX_LINE_BYTES (1u << 16)
 /* eps values are printed with %.9g: equal values agree to ~1e-8. */
 #define WINDOW_START_TOLERANCE 1e-7
 #define OVERALL_LABEL "(all)"
-
-typedef struct eval_user {
-    char *name;
-    uint32_t index;
-    UT_hash_handle hh;
-} eval_user;
+#define DEFAULT_KNN 5
+#define MAX_FIELDS 256
+/* profile_slot of a sanitized row whose profile column is absent or empty
+ * (taken to be the replayed profile), or names no profile of eval's
+ * configuration (never replayed). */
+#define PROFILE_UNNAMED (-1)
+#define PROFILE_UNKNOWN (-2)
 
 typedef struct true_row {
     uint32_t user;
@@ -75,6 +101,14 @@ typedef struct true_row {
     double error_m;
     double rho;
     double delta_set_size;   /* NAN when the column is absent or empty */
+    /* Evaluation only, in memory: never printed. */
+    double released_lat;
+    double released_lon;
+    double eps_point;
+    int profile_slot;        /* index in eval's configuration, or above */
+    int drifted;             /* -1 when not replayed */
+    double knn_precision;    /* NAN when not computed */
+    double knn_recall;
 } true_row;
 
 typedef struct key_entry {
@@ -90,14 +124,21 @@ typedef struct key_entry {
 } key_entry;
 
 typedef struct eval_data {
-    eval_user *by_name;
-    eval_user **users;
-    size_t n_users, users_cap;
+    ts_name_index *users;    /* user id -> true_row.user */
     true_row *rows;
     size_t n_rows, rows_cap;
     key_entry *keys;
     int has_delta;           /* the sanitized file has delta_set_size */
+    int has_extra;           /* replay or kNN asked for: three more columns */
+    int has_drift;
+    /* The configuration's profiles (NULL without --config/--profile/-o),
+     * to name each sanitized row's profile. */
+    const ts_pipeline *pipeline;
 } eval_data;
+
+typedef struct replay_counts {
+    uint64_t replayed, drifted, mismatches, errors;
+} replay_counts;
 
 typedef struct user_stats {
     uint64_t n, dropped, predicted, predicted_defined;
@@ -108,13 +149,19 @@ typedef struct user_stats {
     double error_sq_sum;
     double *dss;             /* delta_set_size of matched rows */
     size_t dss_len;
+    uint64_t replayed, drifted;
+    uint64_t knn_n;
+    double knn_precision_sum, knn_recall_sum;
 } user_stats;
 
 static void usage(FILE *out)
 {
     fputs(
-        "usage: " TS_TOOL_NAME " eval [--format table|csv] [--series FILE] "
-        "TRUE.csv SANITIZED.csv\n"
+        "usage: " TS_TOOL_NAME " eval [--format table|csv] [--series FILE]\n"
+        "                     [--config FILE] [--profile NAME] "
+        "[-o path=value]...\n"
+        "                     [--poi FILE [--knn K] [--knn-returned K2]]\n"
+        "                     TRUE.csv SANITIZED.csv\n"
         "\n"
         "Joins a true trace (user,ts,lat,lon, as given to sanitize) with its\n"
         "sanitized output by (user, ts) and reports per user and overall:\n"
@@ -130,7 +177,23 @@ static void usage(FILE *out)
         "options:\n"
         "  -f, --format F  'table' (aligned text, default) or 'csv'\n"
         "  -s, --series F  also write user,ts,delta_set_size,error_m per\n"
-        "                  matched row (time order) to F\n"
+        "                  matched row (time order) to F (and drifted, 0/1,\n"
+        "                  when the drift ratio is computed)\n"
+        "  -c, --config F  the sanitizer's configuration, -p, --profile NAME\n"
+        "                  its profile (default: default_profile) and\n"
+        "  -o path=value   its overrides, exactly as given to sanitize: with\n"
+        "                  a pim or lm-delta profile, adds drift_ratio (share\n"
+        "                  of releases whose true cell was outside ΔX,\n"
+        "                  replayed from the published points)\n"
+        "      --poi F     CSV of points of interest (header with lat and lon;\n"
+        "                  gzip accepted): adds knn_precision and knn_recall\n"
+        "      --knn K     k of the true kNN set (default 5)\n"
+        "      --knn-returned K2\n"
+        "                  k' of the kNN set of the released point (default K,\n"
+        "                  at least K)\n"
+        "The columns drift_ratio, knn_precision, knn_recall are appended\n"
+        "when --config, --profile, -o or --poi is given (\"-\" when not\n"
+        "computed). See docs/evaluation.md.\n"
         "  -h, --help      show this help\n",
         out);
 }
@@ -139,53 +202,13 @@ static void usage(FILE *out)
 
 static void free_data(eval_data *data)
 {
-    eval_user *user, *tmp_user;
-    HASH_ITER(hh, data->by_name, user, tmp_user) {
-        HASH_DEL(data->by_name, user);
-        free(user->name);
-        free(user);
-    }
+    ts_name_index_free(data->users);
     key_entry *key, *tmp_key;
     HASH_ITER(hh, data->keys, key, tmp_key) {
         HASH_DEL(data->keys, key);
         free(key);
     }
-    free(data->users);
     free(data->rows);
-}
-
-static eval_user *find_user(eval_data *data, const char *name)
-{
-    eval_user *user = NULL;
-    HASH_FIND_STR(data->by_name, name, user);
-    return user;
-}
-
-static eval_user *intern_user(eval_data *data, const char *name)
-{
-    eval_user *user = find_user(data, name);
-    if (user != NULL)
-        return user;
-    if (data->n_users == data->users_cap) {
-        size_t cap = data->users_cap ? data->users_cap * 2 : 64;
-        eval_user **users = realloc(data->users, cap * sizeof *users);
-        if (users == NULL)
-            return NULL;
-        data->users = users;
-        data->users_cap = cap;
-    }
-    user = calloc(1, sizeof *user);
-    if (user == NULL)
-        return NULL;
-    user->name = strdup(name);
-    if (user->name == NULL) {
-        free(user);
-        return NULL;
-    }
-    user->index = (uint32_t)data->n_users;
-    data->users[data->n_users++] = user;
-    HASH_ADD_KEYPTR(hh, data->by_name, user->name, strlen(user->name), user);
-    return user;
 }
 
 static int compare_rows(const void *a, const void *b)
@@ -233,8 +256,9 @@ static int load_truth(eval_data *data, const char *path)
             skipped++;
             continue;
         }
-        eval_user *user = intern_user(data, row.user);
-        if (user == NULL || data->n_rows >= UINT32_MAX)
+        uint32_t user;
+        if (ts_name_index_intern(data->users, row.user, &user) != 0 ||
+            data->n_rows >= UINT32_MAX)
             goto oom;
         if (data->n_rows == data->rows_cap) {
             size_t cap = data->rows_cap ? data->rows_cap * 2 : 4096;
@@ -246,13 +270,17 @@ static int load_truth(eval_data *data, const char *path)
         }
         true_row *r = &data->rows[data->n_rows];
         memset(r, 0, sizeof *r);
-        r->user = user->index;
+        r->user = user;
         r->order = (uint32_t)data->n_rows;
         r->ts_ms = row.ts_ms;
         r->lat = row.lat;
         r->lon = row.lon;
         r->predicted = -1;
         r->delta_set_size = NAN;
+        r->profile_slot = PROFILE_UNNAMED;
+        r->drifted = -1;
+        r->knn_precision = NAN;
+        r->knn_recall = NAN;
         data->n_rows++;
     }
     if (skipped != 0)
@@ -354,6 +382,21 @@ static void chomp(char *line)
         line[--len] = '\0';
 }
 
+/* Which of the configuration's profiles a sanitized row names. */
+static int profile_slot(const eval_data *data, const char *name)
+{
+    if (name[0] == '\0')
+        return PROFILE_UNNAMED;
+    if (data->pipeline == NULL)
+        return PROFILE_UNKNOWN;
+    size_t n = ts_pipeline_profile_count(data->pipeline);
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(ts_pipeline_profile_at(data->pipeline, i)->name, name) ==
+            0)
+            return (int)i;
+    return PROFILE_UNKNOWN;
+}
+
 static int load_sanitized(eval_data *data, const char *path)
 {
     gzFile gz = strcmp(path, "-") == 0 ? gzdopen(0, "rb") : gzopen(path, "rb");
@@ -367,15 +410,15 @@ static int load_sanitized(eval_data *data, const char *path)
         fprintf(stderr, TS_TOOL_NAME ": out of memory\n");
         goto out;
     }
-    char *fields[64];
+    char *fields[MAX_FIELDS];
     int column[S_COLUMNS];
-    int delta_column = -1;
+    int delta_column = -1, profile_column = -1;
     if (gzgets(gz, line, MAX_LINE_BYTES) == NULL) {
         fprintf(stderr, TS_TOOL_NAME ": %s: empty file\n", path);
         goto out;
     }
     chomp(line);
-    int n_header = split_fields(line, fields, 64);
+    int n_header = split_fields(line, fields, MAX_FIELDS);
     for (int c = 0; c < S_COLUMNS; c++) {
         column[c] = -1;
         for (int f = 0; f < n_header; f++)
@@ -388,9 +431,12 @@ static int load_sanitized(eval_data *data, const char *path)
             goto out;
         }
     }
-    for (int f = 0; f < n_header; f++)
+    for (int f = 0; f < n_header; f++) {
         if (strcasecmp(fields[f], "delta_set_size") == 0)
             delta_column = f;
+        if (strcasecmp(fields[f], "profile") == 0)
+            profile_column = f;
+    }
     data->has_delta = delta_column >= 0;
     uint64_t line_no = 1, unmatched = 0, bad = 0;
     while (gzgets(gz, line, MAX_LINE_BYTES) != NULL) {
@@ -398,7 +444,7 @@ static int load_sanitized(eval_data *data, const char *path)
         chomp(line);
         if (line[0] == '\0')
             continue;
-        int n = split_fields(line, fields, 64);
+        int n = split_fields(line, fields, MAX_FIELDS);
         double ts_s, lat, lon, eps_point, eps_spent, eps_remaining;
         int ok = n > 0;
         for (int c = 0; ok && c < S_COLUMNS; c++)
@@ -417,16 +463,22 @@ static int load_sanitized(eval_data *data, const char *path)
                         "sanitized row, ignored\n", path, line_no);
             continue;
         }
-        eval_user *user = find_user(data, fields[column[S_USER]]);
+        uint32_t user;
         key_entry *entry =
-            user != NULL ? find_key(data, user->index, llround(ts_s * 1000.0))
-                         : NULL;
+            ts_name_index_find(data->users, fields[column[S_USER]], &user)
+                ? find_key(data, user, llround(ts_s * 1000.0))
+                : NULL;
         if (entry == NULL || entry->used == entry->count) {
             unmatched++;
             continue;
         }
         true_row *r = &data->rows[entry->first + entry->used++];
         r->matched = 1;
+        r->released_lat = lat;
+        r->released_lon = lon;
+        r->eps_point = eps_point;
+        if (profile_column >= 0 && profile_column < n)
+            r->profile_slot = profile_slot(data, fields[profile_column]);
         r->error_m = ts_geo_distance_m(r->lat, r->lon, lat, lon);
         double budget = eps_spent + eps_remaining;
         r->rho = budget > 0.0 ? eps_point / budget : NAN;
@@ -453,6 +505,281 @@ static int load_sanitized(eval_data *data, const char *path)
 out:
     free(line);
     gzclose(gz);
+    return status;
+}
+
+/* ------------------------------------------------------ drift replay */
+
+/* The pipeline's budget window, from published timestamps: a window opens
+ * at a user's first release and the next release at or after its end opens
+ * the next one, which zero-fills the mechanism state (daemon/pipeline.c).
+ * Rejected rows never open a window and repeats (eps_point 0) never fall
+ * on a window's first release, so only mechanism releases are followed. */
+typedef struct window_tracker {
+    int open;
+    int64_t start_ms, length_ms;
+} window_tracker;
+
+static int window_advance(window_tracker *w, int64_t ts_ms, int64_t length_ms)
+{
+    if (w->open && ts_ms < w->start_ms + w->length_ms)
+        return 0;
+    w->open = 1;
+    w->start_ms = ts_ms;
+    w->length_ms = length_ms;
+    return 1;
+}
+
+/* Replays the releases of rows[first .. end) (one user, release order) of
+ * `profile` (slot `slot` of the configuration) on `state`. */
+static void replay_user(const eval_data *data, true_row *rows, size_t first,
+                        size_t end, const ts_profile *profile, int slot,
+                        unsigned char *state, size_t state_size,
+                        replay_counts *counts)
+{
+    const char *name = ts_name_index_name(data->users, rows[first].user);
+    size_t name_len = strlen(name);
+    window_tracker window = { 0, 0, 0 };
+    memset(state, 0, state_size);
+    for (size_t i = first; i < end; i++) {
+        true_row *r = &rows[i];
+        if (!r->matched || !(r->eps_point > 0.0))
+            continue;
+        const ts_profile *row_profile =
+            r->profile_slot >= 0
+                ? ts_pipeline_profile_at(data->pipeline,
+                                         (size_t)r->profile_slot)
+                : profile;
+        if (window_advance(&window, r->ts_ms, row_profile->window_ms))
+            memset(state, 0, state_size);
+        if (r->profile_slot != slot && r->profile_slot != PROFILE_UNNAMED)
+            continue;
+        ts_point published = {
+            .lat = r->released_lat,
+            .lon = r->released_lon,
+            .ts_ms = r->ts_ms,
+            .accuracy_m = NAN,
+            .user = name,
+            .user_len = name_len,
+        };
+        ts_point truth = published;
+        truth.lat = r->lat;
+        truth.lon = r->lon;
+        int drifted = 0;
+        unsigned delta_set_size = 0;
+        if (ts_delta_replay(profile->mech, state, &published, &truth,
+                            &drifted, &delta_set_size) != 0) {
+            counts->errors++;
+            continue;
+        }
+        counts->replayed++;
+        r->drifted = drifted != 0;
+        counts->drifted += (uint64_t)r->drifted;
+        if (!(isfinite(r->delta_set_size) &&
+              r->delta_set_size == (double)delta_set_size))
+            counts->mismatches++;
+    }
+}
+
+static int replay_drift(eval_data *data, const ts_profile *profile, int slot)
+{
+    size_t state_size = profile->ops->user_state_size != NULL
+                            ? profile->ops->user_state_size(profile->mech)
+                            : 0;
+    unsigned char *state = malloc(state_size ? state_size : 1);
+    if (state == NULL) {
+        fprintf(stderr, TS_TOOL_NAME ": out of memory\n");
+        return -1;
+    }
+    replay_counts counts = { 0, 0, 0, 0 };
+    for (size_t first = 0; first < data->n_rows;) {
+        size_t end = first;
+        while (end < data->n_rows &&
+               data->rows[end].user == data->rows[first].user)
+            end++;
+        replay_user(data, data->rows, first, end, profile, slot, state,
+                    state_size, &counts);
+        first = end;
+    }
+    free(state);
+    fprintf(stderr,
+            "eval: replayed %" PRIu64 " releases of profile '%s': drifted=%"
+            PRIu64 " dss_mismatches=%" PRIu64 " errors=%" PRIu64 "\n",
+            counts.replayed, profile->name, counts.drifted,
+            counts.mismatches, counts.errors);
+    if (counts.replayed == 0 && counts.errors == 0)
+        fprintf(stderr, "eval: warning: no sanitized row of profile '%s'; "
+                "no drift ratio\n", profile->name);
+    if (counts.errors != 0)
+        fprintf(stderr, "eval: warning: %" PRIu64 " releases could not be "
+                "replayed; the drift ratio covers the others\n",
+                counts.errors);
+    if (counts.mismatches != 0)
+        fprintf(stderr, "eval: warning: the replayed |ΔX| differs from the "
+                "published delta_set_size on %" PRIu64 " of %" PRIu64
+                " releases: eval's --config/--profile/-o are not the "
+                "sanitizer's, or TRUE.csv lacks rows that were sanitized; "
+                "the drift ratio is not the sanitizer's\n",
+                counts.mismatches, counts.replayed);
+    return 0;
+}
+
+/* --------------------------------------------------------------- kNN */
+
+typedef struct poi_set {
+    double *lat, *lon;
+    size_t n, cap;
+} poi_set;
+
+static int is_column(const char *field, const char *const *names)
+{
+    for (; *names != NULL; names++)
+        if (strcasecmp(field, *names) == 0)
+            return 1;
+    return 0;
+}
+
+/* A CSV with a header naming lat and lon columns; other columns ignored.
+ * Invalid rows are counted and skipped; errors name lines, not fields. */
+static int load_pois(const char *path, poi_set *pois)
+{
+    static const char *const lat_names[] = { "lat", "latitude", NULL };
+    static const char *const lon_names[] = { "lon", "lng", "longitude",
+                                             NULL };
+    gzFile gz = strcmp(path, "-") == 0 ? gzdopen(0, "rb") : gzopen(path, "rb");
+    if (gz == NULL) {
+        fprintf(stderr, TS_TOOL_NAME ": cannot open %s\n", path);
+        return -1;
+    }
+    int status = -1;
+    char *fields[MAX_FIELDS];
+    char *line = malloc(MAX_LINE_BYTES);
+    if (line == NULL) {
+        fprintf(stderr, TS_TOOL_NAME ": out of memory\n");
+        goto out;
+    }
+    if (gzgets(gz, line, MAX_LINE_BYTES) == NULL) {
+        fprintf(stderr, TS_TOOL_NAME ": %s: empty file\n", path);
+        goto out;
+    }
+    chomp(line);
+    int n_header = split_fields(line, fields, MAX_FIELDS);
+    int lat_column = -1, lon_column = -1;
+    for (int f = 0; f < n_header; f++) {
+        if (lat_column < 0 && is_column(fields[f], lat_names))
+            lat_column = f;
+        if (lon_column < 0 && is_column(fields[f], lon_names))
+            lon_column = f;
+    }
+    if (lat_column < 0 || lon_column < 0) {
+        fprintf(stderr, TS_TOOL_NAME ": %s: header has no '%s' column\n",
+                path, lat_column < 0 ? "lat" : "lon");
+        goto out;
+    }
+    uint64_t line_no = 1, bad = 0;
+    while (gzgets(gz, line, MAX_LINE_BYTES) != NULL) {
+        line_no++;
+        size_t len = strlen(line);
+        if (len == MAX_LINE_BYTES - 1 && line[len - 1] != '\n') {
+            fprintf(stderr, TS_TOOL_NAME ": %s: line %" PRIu64 " is longer "
+                    "than %u bytes\n", path, line_no, MAX_LINE_BYTES - 1);
+            goto out;
+        }
+        chomp(line);
+        if (line[0] == '\0')
+            continue;
+        int n = split_fields(line, fields, MAX_FIELDS);
+        double lat, lon;
+        if (n <= lat_column || n <= lon_column ||
+            parse_number(fields[lat_column], &lat) != 0 ||
+            parse_number(fields[lon_column], &lon) != 0 ||
+            !ts_geo_valid(lat, lon)) {
+            bad++;
+            continue;
+        }
+        if (pois->n == pois->cap) {
+            size_t cap = pois->cap ? pois->cap * 2 : 1024;
+            double *grown_lat = realloc(pois->lat, cap * sizeof(double));
+            if (grown_lat == NULL)
+                goto oom;
+            pois->lat = grown_lat;
+            double *grown_lon = realloc(pois->lon, cap * sizeof(double));
+            if (grown_lon == NULL)
+                goto oom;
+            pois->lon = grown_lon;
+            pois->cap = cap;
+        }
+        pois->lat[pois->n] = lat;
+        pois->lon[pois->n] = lon;
+        pois->n++;
+    }
+    int errnum = Z_OK;
+    gzerror(gz, &errnum);
+    if (errnum != Z_OK) {
+        fprintf(stderr, TS_TOOL_NAME ": %s: read error\n", path);
+        goto out;
+    }
+    if (bad != 0)
+        fprintf(stderr, "eval: %s: %" PRIu64 " rows without a valid lat/lon "
+                "ignored\n", path, bad);
+    status = 0;
+    goto out;
+oom:
+    fprintf(stderr, TS_TOOL_NAME ": out of memory\n");
+out:
+    free(line);
+    gzclose(gz);
+    return status;
+}
+
+/* Fills knn_precision and knn_recall of every matched row. */
+static int compute_knn(eval_data *data, const char *poi_path, size_t k,
+                       size_t k_returned)
+{
+    poi_set pois = { NULL, NULL, 0, 0 };
+    ts_poi_index *index = NULL;
+    uint32_t *nearest = NULL;
+    int status = -1;
+    if (load_pois(poi_path, &pois) != 0)
+        goto out;
+    if (pois.n < k_returned) {
+        fprintf(stderr, TS_TOOL_NAME ": %s has %zu usable POIs, fewer than "
+                "the %zu of --knn-returned\n", poi_path, pois.n, k_returned);
+        goto out;
+    }
+    index = ts_poi_index_new(pois.lat, pois.lon, pois.n);
+    nearest = malloc((k + k_returned) * sizeof *nearest);
+    if (index == NULL || nearest == NULL) {
+        fprintf(stderr, TS_TOOL_NAME ": out of memory\n");
+        goto out;
+    }
+    uint32_t *true_set = nearest, *returned_set = nearest + k;
+    for (size_t i = 0; i < data->n_rows; i++) {
+        true_row *r = &data->rows[i];
+        if (!r->matched)
+            continue;
+        if (ts_poi_index_nearest(index, r->lat, r->lon, k, true_set) != k ||
+            ts_poi_index_nearest(index, r->released_lat, r->released_lon,
+                                 k_returned, returned_set) != k_returned) {
+            fprintf(stderr, TS_TOOL_NAME ": out of memory\n");
+            goto out;
+        }
+        size_t common = 0;
+        for (size_t a = 0; a < k; a++)
+            for (size_t b = 0; b < k_returned; b++)
+                if (true_set[a] == returned_set[b]) {
+                    common++;
+                    break;
+                }
+        r->knn_precision = (double)common / (double)k_returned;
+        r->knn_recall = (double)common / (double)k;
+    }
+    status = 0;
+out:
+    free(nearest);
+    ts_poi_index_free(index);
+    free(pois.lat);
+    free(pois.lon);
     return status;
 }
 
@@ -511,6 +838,15 @@ static int accumulate(const true_row *rows, size_t first, size_t end,
             stats->predicted_defined++;
             stats->predicted += (uint64_t)r->predicted;
         }
+        if (r->drifted >= 0) {
+            stats->replayed++;
+            stats->drifted += (uint64_t)r->drifted;
+        }
+        if (isfinite(r->knn_precision)) {
+            stats->knn_n++;
+            stats->knn_precision_sum += r->knn_precision;
+            stats->knn_recall_sum += r->knn_recall;
+        }
         stats->errors[stats->errors_len++] = r->error_m;
     }
     return 0;
@@ -520,6 +856,7 @@ typedef struct printed_stats {
     char n[24], dropped[24], mean[32], rmse[32], alpha[32], pr[16], rho[24];
     char windows[24], exhausted[24], covered[24];
     char dss_mean[32], dss_median[32], dss_min[32];
+    char drift[24], knn_precision[24], knn_recall[24];
 } printed_stats;
 
 static void format_stats(user_stats *s, printed_stats *out)
@@ -569,15 +906,31 @@ static void format_stats(user_stats *s, printed_stats *out)
         strcpy(out->dss_median, "-");
         strcpy(out->dss_min, "-");
     }
+    if (s->replayed > 0)
+        snprintf(out->drift, sizeof out->drift, "%.4f",
+                 (double)s->drifted / (double)s->replayed);
+    else
+        strcpy(out->drift, "-");
+    if (s->knn_n > 0) {
+        snprintf(out->knn_precision, sizeof out->knn_precision, "%.4f",
+                 s->knn_precision_sum / (double)s->knn_n);
+        snprintf(out->knn_recall, sizeof out->knn_recall, "%.4f",
+                 s->knn_recall_sum / (double)s->knn_n);
+    } else {
+        strcpy(out->knn_precision, "-");
+        strcpy(out->knn_recall, "-");
+    }
 }
 
-#define N_HEADERS 14
+#define N_HEADERS 17
 
 /* Fills cells (N_HEADERS of room) with one report line, or the header when
- * p is NULL; returns the number of columns. */
-static size_t line_cells(int has_delta, const char *user,
+ * p is NULL; returns the number of columns. Columns are only ever appended:
+ * scripts read them by position. */
+static size_t line_cells(const eval_data *data, const char *user,
                          const printed_stats *p, const char **cells)
 {
+    int has_delta = data->has_delta;
     size_t n = 0;
     cells[n++] = p ? user : "user";
     cells[n++] = p ? p->n : "n";
@@ -596,14 +949,19 @@ static size_t line_cells(int has_delta, const char *user,
         cells[n++] = p ? p->dss_median : "dss_median";
         cells[n++] = p ? p->dss_min : "dss_min";
     }
+    if (data->has_extra) {
+        cells[n++] = p ? p->drift : "drift_ratio";
+        cells[n++] = p ? p->knn_precision : "knn_precision";
+        cells[n++] = p ? p->knn_recall : "knn_recall";
+    }
     return n;
 }
 
-static void print_line(int csv, int has_delta, const int *widths,
+static void print_line(int csv, const eval_data *data, const int *widths,
                        const char *user, const printed_stats *p)
 {
     const char *cells[N_HEADERS];
-    size_t n_cells = line_cells(has_delta, user, p, cells);
+    size_t n_cells = line_cells(data, user, p, cells);
     for (size_t c = 0; c < n_cells; c++) {
         if (csv) {
             if (c > 0)
@@ -638,18 +996,25 @@ static int write_series(const eval_data *data, const char *path)
         fprintf(stderr, TS_TOOL_NAME ": cannot open %s for writing\n", path);
         return -1;
     }
-    fputs("user,ts,delta_set_size,error_m\n", out);
+    fputs(data->has_drift ? "user,ts,delta_set_size,error_m,drifted\n"
+                          : "user,ts,delta_set_size,error_m\n",
+          out);
     for (size_t i = 0; i < data->n_rows; i++) {
         const true_row *r = &data->rows[i];
         if (!r->matched)
             continue;
-        ts_csv_write_field(out, data->users[r->user]->name);
+        ts_csv_write_field(out, ts_name_index_name(data->users, r->user));
         fputc(',', out);
         print_ts(out, r->ts_ms);
         if (isfinite(r->delta_set_size))
-            fprintf(out, ",%.0f,%.1f\n", r->delta_set_size, r->error_m);
+            fprintf(out, ",%.0f,%.1f", r->delta_set_size, r->error_m);
         else
-            fprintf(out, ",,%.1f\n", r->error_m);
+            fprintf(out, ",,%.1f", r->error_m);
+        if (data->has_drift && r->drifted >= 0)
+            fprintf(out, ",%d", r->drifted);
+        else if (data->has_drift)
+            fputc(',', out);
+        fputc('\n', out);
     }
     int failed = ferror(out) != 0;
     if (fclose(out) != 0)
@@ -663,10 +1028,10 @@ static int write_series(const eval_data *data, const char *path)
 
 static int report(eval_data *data, int csv)
 {
+    size_t n_users = ts_name_index_count(data->users);
     user_stats overall;
     memset(&overall, 0, sizeof overall);
-    user_stats *per_user = calloc(data->n_users ? data->n_users : 1,
-                                  sizeof *per_user);
+    user_stats *per_user = calloc(n_users ? n_users : 1, sizeof *per_user);
     overall.errors = malloc((data->n_rows ? data->n_rows : 1) *
                             sizeof *overall.errors);
     overall.dss = malloc((data->n_rows ? data->n_rows : 1) *
@@ -688,27 +1053,27 @@ static int report(eval_data *data, int csv)
         first = end;
     }
 
-    printed_stats *printed =
-        calloc(data->n_users + 1, sizeof *printed);
+    printed_stats *printed = calloc(n_users + 1, sizeof *printed);
     if (printed == NULL)
         goto oom;
     int widths[N_HEADERS];
     const char *cells[N_HEADERS];
-    size_t n_cells = line_cells(data->has_delta, NULL, NULL, cells);
+    size_t n_cells = line_cells(data, NULL, NULL, cells);
     for (size_t c = 0; c < n_cells; c++)
         widths[c] = (int)strlen(cells[c]);
-    for (size_t u = 0; u <= data->n_users; u++) {
-        int is_overall = u == data->n_users;
+    for (size_t u = 0; u <= n_users; u++) {
+        int is_overall = u == n_users;
         user_stats *s = is_overall ? &overall : &per_user[u];
         format_stats(s, &printed[u]);
-        line_cells(data->has_delta,
-                   is_overall ? OVERALL_LABEL : data->users[u]->name,
+        line_cells(data,
+                   is_overall ? OVERALL_LABEL
+                              : ts_name_index_name(data->users, (uint32_t)u),
                    &printed[u], cells);
         for (size_t c = 0; c < n_cells; c++)
             if ((int)strlen(cells[c]) > widths[c])
                 widths[c] = (int)strlen(cells[c]);
     }
-    line_cells(data->has_delta, NULL, NULL, cells);
+    line_cells(data, NULL, NULL, cells);
     for (size_t c = 0; c < n_cells; c++) {
         if (csv)
             printf("%s%s", c ? "," : "", cells[c]);
@@ -718,11 +1083,10 @@ static int report(eval_data *data, int csv)
             printf("  %*s", widths[c], cells[c]);
     }
     fputc('\n', stdout);
-    for (size_t u = 0; u < data->n_users; u++)
-        print_line(csv, data->has_delta, widths, data->users[u]->name,
-                   &printed[u]);
-    print_line(csv, data->has_delta, widths, OVERALL_LABEL,
-               &printed[data->n_users]);
+    for (size_t u = 0; u < n_users; u++)
+        print_line(csv, data, widths,
+                   ts_name_index_name(data->users, (uint32_t)u), &printed[u]);
+    print_line(csv, data, widths, OVERALL_LABEL, &printed[n_users]);
     free(printed);
     status = fflush(stdout) != 0 || ferror(stdout) ? -1 : 0;
     if (status != 0)
@@ -732,7 +1096,7 @@ oom:
     fprintf(stderr, TS_TOOL_NAME ": out of memory\n");
 out:
     if (per_user != NULL)
-        for (size_t u = 0; u < data->n_users; u++) {
+        for (size_t u = 0; u < n_users; u++) {
             free(per_user[u].errors);
             free(per_user[u].dss);
         }
@@ -742,19 +1106,74 @@ out:
     return status;
 }
 
+/* The profile to replay, from the sanitizer's configuration: NULL (nothing
+ * to replay, reported) when it is not a delta-location-set profile; -1 on
+ * an error. */
+static int find_replay_profile(const ts_pipeline *pipeline,
+                               const char *profile_name,
+                               const ts_profile **profile, int *slot)
+{
+    *profile = profile_name != NULL
+                   ? ts_pipeline_find_profile(pipeline, profile_name)
+                   : ts_pipeline_default_profile(pipeline);
+    if (*profile == NULL) {
+        fprintf(stderr, TS_TOOL_NAME ": unknown profile '%s'\n",
+                profile_name != NULL ? profile_name : "(default)");
+        return -1;
+    }
+    if (!ts_delta_is_delta_mechanism((*profile)->ops)) {
+        fprintf(stderr, "eval: profile '%s' uses mechanism %s, not pim or "
+                "lm-delta: no drift ratio\n", (*profile)->name,
+                (*profile)->ops->name);
+        *profile = NULL;
+        return 0;
+    }
+    size_t n = ts_pipeline_profile_count(pipeline);
+    for (size_t i = 0; i < n; i++)
+        if (ts_pipeline_profile_at(pipeline, i) == *profile)
+            *slot = (int)i;
+    return 0;
+}
+
+static int parse_count(const char *option, const char *text, size_t *out)
+{
+    uint64_t value;
+    if (ts_tool_parse_u64(text, &value) != 0 || value == 0 ||
+        value > UINT32_MAX) {
+        fprintf(stderr, TS_TOOL_NAME ": %s needs a positive integer, got "
+                "'%s'\n", option, text);
+        return -1;
+    }
+    *out = (size_t)value;
+    return 0;
+}
+
 int cmd_eval(int argc, char **argv)
 {
+    enum { OPT_POI = 1000, OPT_KNN, OPT_KNN_RETURNED };
     static const struct option long_options[] = {
         { "format", required_argument, NULL, 'f' },
         { "series", required_argument, NULL, 's' },
+        { "config", required_argument, NULL, 'c' },
+        { "profile", required_argument, NULL, 'p' },
+        { "poi", required_argument, NULL, OPT_POI },
+        { "knn", required_argument, NULL, OPT_KNN },
+        { "knn-returned", required_argument, NULL, OPT_KNN_RETURNED },
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 },
     };
     int csv = 0;
     const char *series_path = NULL;
+    const char *config_path = NULL;
+    const char *profile_name = NULL;
+    const char *overrides[TS_TOOL_MAX_OVERRIDES];
+    size_t n_overrides = 0;
+    const char *poi_path = NULL;
+    size_t knn = DEFAULT_KNN, knn_returned = 0;
     int c;
     optind = 1;
-    while ((c = getopt_long(argc, argv, "f:s:h", long_options, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "f:s:c:p:o:h", long_options, NULL)) !=
+           -1) {
         switch (c) {
         case 'f':
             if (strcmp(optarg, "csv") == 0)
@@ -770,6 +1189,27 @@ int cmd_eval(int argc, char **argv)
         case 's':
             series_path = optarg;
             break;
+        case 'c':
+            config_path = optarg;
+            break;
+        case 'p':
+            profile_name = optarg;
+            break;
+        case 'o':
+            if (ts_tool_add_override(overrides, &n_overrides, optarg) != 0)
+                return 1;
+            break;
+        case OPT_POI:
+            poi_path = optarg;
+            break;
+        case OPT_KNN:
+            if (parse_count("--knn", optarg, &knn) != 0)
+                return 1;
+            break;
+        case OPT_KNN_RETURNED:
+            if (parse_count("--knn-returned", optarg, &knn_returned) != 0)
+                return 1;
+            break;
         case 'h':
             usage(stdout);
             return 0;
@@ -784,18 +1224,78 @@ int cmd_eval(int argc, char **argv)
         usage(stderr);
         return 1;
     }
-    if (strcmp(argv[optind], "-") == 0 && strcmp(argv[optind + 1], "-") == 0) {
+    if (knn_returned == 0)
+        knn_returned = knn;
+    if (knn_returned < knn) {
+        fprintf(stderr, TS_TOOL_NAME ": --knn-returned must be at least "
+                "--knn\n");
+        return 1;
+    }
+    int stdin_uses = (strcmp(argv[optind], "-") == 0) +
+                     (strcmp(argv[optind + 1], "-") == 0) +
+                     (poi_path != NULL && strcmp(poi_path, "-") == 0);
+    if (stdin_uses > 1) {
         fprintf(stderr, TS_TOOL_NAME ": only one of the files can be stdin\n");
         return 1;
     }
+
     eval_data data;
     memset(&data, 0, sizeof data);
     int status = 1;
+    char err[ERR_MAX];
+    ts_config *config = NULL;
+    ts_rng *rng = NULL;
+    ts_pipeline *pipeline = NULL;
+    const ts_profile *replay_profile = NULL;
+    int replay_slot = PROFILE_UNKNOWN;
+    data.users = ts_name_index_new();
+    if (data.users == NULL) {
+        fprintf(stderr, TS_TOOL_NAME ": out of memory\n");
+        goto out;
+    }
+    if (config_path != NULL || profile_name != NULL || n_overrides != 0) {
+        config = ts_config_load(config_path, overrides, n_overrides, err,
+                                sizeof err);
+        if (config == NULL) {
+            fprintf(stderr, TS_TOOL_NAME ": %s\n", err);
+            goto out;
+        }
+        /* The pipeline only lends its profiles here; nothing is released,
+         * so its generator is never drawn from. */
+        rng = ts_rng_new_seeded(0);
+        if (rng == NULL) {
+            fprintf(stderr, TS_TOOL_NAME ": out of memory\n");
+            goto out;
+        }
+        pipeline = ts_config_make_pipeline(config, rng, err, sizeof err);
+        if (pipeline == NULL) {
+            fprintf(stderr, TS_TOOL_NAME ": %s\n", err);
+            goto out;
+        }
+        if (find_replay_profile(pipeline, profile_name, &replay_profile,
+                                &replay_slot) != 0)
+            goto out;
+        data.pipeline = pipeline;
+    }
+    data.has_drift = replay_profile != NULL;
+    /* The layout depends on the options only, not on the profile found. */
+    data.has_extra = pipeline != NULL || poi_path != NULL;
     if (load_truth(&data, argv[optind]) == 0 &&
         load_sanitized(&data, argv[optind + 1]) == 0 &&
+        (replay_profile == NULL ||
+         replay_drift(&data, replay_profile, replay_slot) == 0) &&
+        (poi_path == NULL ||
+         compute_knn(&data, poi_path, knn, knn_returned) == 0) &&
         report(&data, csv) == 0 &&
         (series_path == NULL || write_series(&data, series_path) == 0))
         status = 0;
+out:
     free_data(&data);
+    if (pipeline != NULL)
+        ts_pipeline_free(pipeline);
+    if (rng != NULL)
+        ts_rng_free(rng);
+    if (config != NULL)
+        ts_config_free(config);
     return status;
 }

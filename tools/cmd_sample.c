@@ -24,12 +24,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <uthash.h>
 
 #include "mechanisms/geo.h"
 #include "mechanisms/rng.h"
 #include "tools/commands.h"
 #include "tools/csv.h"
+#include "tools/name_index.h"
 
 #define ERR_MAX 512
 #define DEFAULT_MAX_SPEED_KMH 15.0
@@ -41,12 +41,6 @@
  * (the receiver was off, or the user was indoors). */
 #define SPEED_HORIZON_S 600.0
 
-typedef struct sample_user {
-    char *name;
-    uint32_t index;
-    UT_hash_handle hh;
-} sample_user;
-
 typedef struct sample_row {
     uint32_t user;
     uint32_t order;          /* file order, to keep the sort stable */
@@ -56,9 +50,7 @@ typedef struct sample_row {
 } sample_row;
 
 typedef struct sample_data {
-    sample_user *by_name;
-    sample_user **users;     /* by index */
-    size_t n_users, users_cap;
+    ts_name_index *users;    /* user id -> sample_row.user */
     sample_row *rows;
     size_t n_rows, rows_cap;
 } sample_data;
@@ -90,42 +82,8 @@ static void usage(FILE *out)
 
 static void free_data(sample_data *data)
 {
-    sample_user *user, *tmp;
-    HASH_ITER(hh, data->by_name, user, tmp) {
-        HASH_DEL(data->by_name, user);
-        free(user->name);
-        free(user);
-    }
-    free(data->users);
+    ts_name_index_free(data->users);
     free(data->rows);
-}
-
-static sample_user *intern_user(sample_data *data, const char *name)
-{
-    sample_user *user = NULL;
-    HASH_FIND_STR(data->by_name, name, user);
-    if (user != NULL)
-        return user;
-    if (data->n_users == data->users_cap) {
-        size_t cap = data->users_cap ? data->users_cap * 2 : 64;
-        sample_user **users = realloc(data->users, cap * sizeof *users);
-        if (users == NULL)
-            return NULL;
-        data->users = users;
-        data->users_cap = cap;
-    }
-    user = calloc(1, sizeof *user);
-    if (user == NULL)
-        return NULL;
-    user->name = strdup(name);
-    if (user->name == NULL) {
-        free(user);
-        return NULL;
-    }
-    user->index = (uint32_t)data->n_users;
-    data->users[data->n_users++] = user;
-    HASH_ADD_KEYPTR(hh, data->by_name, user->name, strlen(user->name), user);
-    return user;
 }
 
 static int add_row(sample_data *data, const sample_row *row)
@@ -201,7 +159,7 @@ static double next_gap_s(ts_rng *rng, double p, double short_gap_s,
 static int write_row(const sample_data *data, const sample_row *row)
 {
     char text[64];
-    if (ts_csv_write_field(stdout, data->users[row->user]->name) != 0)
+    if (ts_csv_write_field(stdout, ts_name_index_name(data->users, row->user)) != 0)
         return -1;
     fputc(',', stdout);
     ts_csv_format_ts(row->ts_ms, text, sizeof text);
@@ -295,7 +253,13 @@ int cmd_sample(int argc, char **argv)
     sample_data data;
     memset(&data, 0, sizeof data);
     ts_rng *rng = NULL;
-    ts_csv_reader *reader = ts_csv_open(input_path, err, sizeof err);
+    ts_csv_reader *reader = NULL;
+    data.users = ts_name_index_new();
+    if (data.users == NULL) {
+        fprintf(stderr, TS_TOOL_NAME ": out of memory\n");
+        goto out;
+    }
+    reader = ts_csv_open(input_path, err, sizeof err);
     if (reader == NULL) {
         fprintf(stderr, TS_TOOL_NAME ": %s\n", err);
         goto out;
@@ -318,15 +282,16 @@ int cmd_sample(int argc, char **argv)
             skipped++;
             continue;
         }
-        sample_user *user = intern_user(&data, row.user);
+        uint32_t user = 0;
+        int interned = ts_name_index_intern(data.users, row.user, &user);
         sample_row r = {
-            .user = user != NULL ? user->index : 0,
+            .user = user,
             .order = (uint32_t)data.n_rows,
             .ts_ms = row.ts_ms,
             .lat = row.lat,
             .lon = row.lon,
         };
-        if (user == NULL || data.n_rows >= UINT32_MAX ||
+        if (interned != 0 || data.n_rows >= UINT32_MAX ||
             add_row(&data, &r) != 0) {
             fprintf(stderr, TS_TOOL_NAME ": out of memory\n");
             goto out;
@@ -367,7 +332,7 @@ int cmd_sample(int argc, char **argv)
     fprintf(stderr,
             "sample: rows=%" PRIu64 " users=%zu slow=%" PRIu64
             " sampled=%" PRIu64,
-            read_rows, data.n_users, slow, sampled);
+            read_rows, ts_name_index_count(data.users), slow, sampled);
     if (skipped != 0)
         fprintf(stderr, " skipped=%" PRIu64, skipped);
     fputc('\n', stderr);

@@ -192,8 +192,13 @@ int cmd_sanitize(int argc, char **argv)
     }
     if (profile_name != NULL &&
         ts_pipeline_find_profile(pipeline, profile_name) == NULL) {
-        fprintf(stderr, TS_TOOL_NAME ": unknown profile '%s'\n",
-                profile_name);
+        if (ts_pipeline_profile_disabled(pipeline, profile_name))
+            fprintf(stderr, TS_TOOL_NAME ": profile '%s' is disabled: it "
+                    "has no model configured (set -o profiles.%s.model=PATH, "
+                    "see `tracesan learn`)\n", profile_name, profile_name);
+        else
+            fprintf(stderr, TS_TOOL_NAME ": unknown profile '%s'\n",
+                    profile_name);
         goto out;
     }
     reader = ts_csv_open(input_path, err, sizeof err);

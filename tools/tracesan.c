@@ -14,6 +14,7 @@
 #include <gsl/gsl_errno.h>
 
 #include "daemon/config.h"
+#include "daemon/log.h"
 #include "tools/commands.h"
 
 #ifndef PACKAGE_VERSION
@@ -59,6 +60,9 @@ int main(int argc, char **argv)
      * function's domain error comes back as a status the mechanism turns
      * into a dropped point (fail closed) instead of a crash. */
     gsl_set_error_handler_off();
+    /* The shared config and pipeline code logs through daemon/log: name
+     * this program in those lines. */
+    ts_log_init(TS_TOOL_NAME, TS_LOG_INFO, 0);
     if (argc < 2) {
         usage(stderr);
         return 1;
