@@ -5,16 +5,38 @@
  *
  *   bench_belief [--model FILE] [--steps N] [--capacity C]
  *                [--threshold T] [--delta D] [--eps E] [--seed S]
+ *   bench_belief --model FILE --trace CSV [--profile-mech pim|lm-delta]
+ *                [--capacity C] [--threshold T] [--delta D] [--eps E]
+ *                [--seed S] [--quiet] [--dump OUT.csv]
  *
- * Without --model a learned-like model is made: synthetic users take
- * momentum random walks on a 100 x 100 grid of 340 m cells (10 000
- * cells), sampled at a 60 s tick, and inference/learn.c learns from them
- * with a 25 km/h maximum speed (reach 417 m: 21 cells per row). With
- * --model a model file (tracesan learn) is used as is. The true trace is
- * then sampled from the model itself (a uniform point in each visited
- * cell), one release per tick, so the belief tracks a user the model
- * describes. Prints medians and tails in microseconds, the belief's
- * support and the memory a user's belief takes.
+ * Synthetic mode (no --trace). Without --model a learned-like model is
+ * made: synthetic users take momentum random walks on a 100 x 100 grid of
+ * 340 m cells (10 000 cells), sampled at a 60 s tick, and
+ * inference/learn.c learns from them with a 25 km/h maximum speed (reach
+ * 417 m: 21 cells per row). With --model a model file (tracesan learn) is
+ * used as is. The true trace is then sampled from the model itself (a
+ * uniform point in each visited cell), one release per tick, so the belief
+ * tracks a user the model describes. Prints medians and tails in
+ * microseconds, the belief's support and the memory a user's belief takes.
+ *
+ * Trace mode (--trace CSV with header user,ts,lat,lon; ts in seconds;
+ * rows of one user in time order). The acceptance benchmark: the profile
+ * is made through the registry (ts_mechanism_find(...)->profile_new, with
+ * a parameter table whose get_model hands over the opened model file),
+ * every user gets one zero-filled state block of user_state_size bytes,
+ * and ops->release is called for every row in file order with one seeded
+ * generator; each call is timed with CLOCK_MONOTONIC. That is the FULL
+ * step of the daemon's mechanism: prior, delta-set, drift/surrogate, hull,
+ * K, T, sample, unproject and snap, posterior, state write-back.
+ * Defaults are the profile's (capacity 1024, prune 1e-6, delta 0.01,
+ * eps 1). Belief memory: live bytes of a user's belief after each release
+ * (header + count x entry), read from the state block. Phase shares come
+ * from a second pass over the same trace that performs the same steps
+ * with the public inference/ and mechanisms/ functions and times each one
+ * (the ops path cannot be instrumented from outside); the pass also checks
+ * that it publishes the same points as the ops path did. --dump writes
+ * the published points (row, lat, lon; %.17g) to compare builds: an
+ * optimisation must reproduce them up to rounding.
  */
 #include <getopt.h>
 #include <math.h>
@@ -29,7 +51,10 @@
 #include "inference/learn.h"
 #include "inference/markov.h"
 #include "inference/model_file.h"
+#include "mechanisms/delta_privacy.h"
+#include "mechanisms/geo.h"
 #include "mechanisms/lm_delta.h"
+#include "mechanisms/mechanism.h"
 #include "mechanisms/pim.h"
 #include "mechanisms/rng.h"
 
@@ -261,12 +286,481 @@ static void run(const char *name, int use_pim, const ts_grid *grid,
     ts_rng_free(rng);
 }
 
+/* ------------------------------------------------------------ trace mode */
+
+typedef struct trace_row {
+    uint32_t user;           /* index into trace.users */
+    int64_t ts_ms;
+    double lat, lon;
+} trace_row;
+
+typedef struct trace {
+    trace_row *rows;
+    size_t count;
+    char **users;
+    size_t user_count;
+} trace;
+
+static void trace_free(trace *t)
+{
+    for (size_t i = 0; i < t->user_count; i++)
+        free(t->users[i]);
+    free(t->users);
+    free(t->rows);
+}
+
+/* Index of `name` among the users seen so far, added when new. Rows come
+ * grouped by user, so the last hit is checked first. */
+static long user_index(trace *t, const char *name, size_t *last)
+{
+    if (*last < t->user_count && strcmp(t->users[*last], name) == 0)
+        return (long)*last;
+    for (size_t i = 0; i < t->user_count; i++)
+        if (strcmp(t->users[i], name) == 0)
+            return (long)(*last = i);
+    char **users = realloc(t->users, (t->user_count + 1) * sizeof *users);
+    if (users == NULL)
+        return -1;
+    t->users = users;
+    if ((users[t->user_count] = strdup(name)) == NULL)
+        return -1;
+    *last = t->user_count++;
+    return (long)*last;
+}
+
+/* CSV user,ts,lat,lon (ts in seconds), with or without a header line. */
+static int load_trace(const char *path, trace *t)
+{
+    memset(t, 0, sizeof *t);
+    FILE *f = fopen(path, "r");
+    if (f == NULL) {
+        perror(path);
+        return -1;
+    }
+    char line[1024];
+    size_t room = 0, last = 0, lineno = 0;
+    int rc = 0;
+    while (fgets(line, sizeof line, f) != NULL) {
+        lineno++;
+        char *user = strtok(line, ",\r\n"), *ts = strtok(NULL, ",\r\n");
+        char *lat = strtok(NULL, ",\r\n"), *lon = strtok(NULL, ",\r\n");
+        if (user == NULL || ts == NULL || lat == NULL || lon == NULL) {
+            fprintf(stderr, "bench_belief: %s:%zu: expected user,ts,lat,lon\n",
+                    path, lineno);
+            rc = -1;
+            break;
+        }
+        char *end;
+        double seconds = strtod(ts, &end);
+        if (*end != '\0' || !isfinite(seconds)) {
+            if (lineno == 1)
+                continue; /* header */
+            fprintf(stderr, "bench_belief: %s:%zu: bad timestamp\n", path,
+                    lineno);
+            rc = -1;
+            break;
+        }
+        if (t->count == room) {
+            room = room ? 2 * room : 4096;
+            trace_row *rows = realloc(t->rows, room * sizeof *rows);
+            if (rows == NULL) {
+                rc = -1;
+                break;
+            }
+            t->rows = rows;
+        }
+        long u = user_index(t, user, &last);
+        if (u < 0) {
+            rc = -1;
+            break;
+        }
+        t->rows[t->count++] = (trace_row){
+            .user = (uint32_t)u, .ts_ms = llround(seconds * 1000.0),
+            .lat = strtod(lat, NULL), .lon = strtod(lon, NULL)};
+    }
+    fclose(f);
+    if (rc == 0 && t->count == 0) {
+        fprintf(stderr, "bench_belief: %s: no rows\n", path);
+        rc = -1;
+    }
+    if (rc != 0)
+        trace_free(t);
+    return rc;
+}
+
+/* The profile's parameters, as tracesand.conf would give them. */
+typedef struct param_table {
+    const ts_model *model;
+    double epsilon, delta, prune;
+    long long capacity;
+} param_table;
+
+static int table_double(void *ctx, const char *key, double *out)
+{
+    const param_table *t = ctx;
+    if (strcmp(key, "epsilon") == 0)
+        *out = t->epsilon;
+    else if (strcmp(key, "delta") == 0)
+        *out = t->delta;
+    else if (strcmp(key, "prune_threshold") == 0)
+        *out = t->prune;
+    else
+        return 0;
+    return 1;
+}
+
+static int table_int(void *ctx, const char *key, long long *out)
+{
+    const param_table *t = ctx;
+    if (strcmp(key, "belief_capacity") == 0)
+        *out = t->capacity;
+    else if (strcmp(key, "points_per_window") == 0)
+        *out = 1000000000LL; /* the budget never runs out here */
+    else
+        return 0;
+    return 1;
+}
+
+static int table_string(void *ctx, const char *key, const char **out)
+{
+    (void)ctx;
+    (void)key;
+    (void)out;
+    return 0;
+}
+
+static const void *table_model(void *ctx, const char *key, char *err,
+                               size_t errlen)
+{
+    const param_table *t = ctx;
+    if (strcmp(key, "model") != 0) {
+        snprintf(err, errlen, "%s: no such model", key);
+        return NULL;
+    }
+    return t->model;
+}
+
+static size_t live_belief_bytes(uint32_t count)
+{
+    return sizeof(ts_belief) + (size_t)count * sizeof(ts_belief_entry);
+}
+
+/* The belief at the end of a delta profile's state block, or NULL when the
+ * block is laid out differently (then memory comes from the phase pass). */
+static const ts_belief *state_belief(const unsigned char *state,
+                                     size_t state_size, uint32_t capacity)
+{
+    size_t bytes = ts_belief_bytes(capacity);
+    if (bytes == 0 || bytes > state_size)
+        return NULL;
+    const ts_belief *b = (const ts_belief *)(state + state_size - bytes);
+    return b->capacity == capacity && b->count <= capacity ? b : NULL;
+}
+
+enum { PHASE_STATE, PHASE_PRIOR, PHASE_DSET, PHASE_BUILD, PHASE_SAMPLE,
+       PHASE_PUBLISH, PHASE_POSTERIOR, PHASE_COUNT };
+static const char *const phase_names[PHASE_COUNT] = {
+    "state copy", "prior", "delta-set+drift", "hull/K/T (lm: scale)",
+    "sample", "unproject+snap", "posterior"};
+
+/* The release's steps (mechanisms/delta_privacy.c) with the public
+ * functions, each timed. Fills phase sums and the published points, and
+ * counts rows whose point differs from the ops path's. */
+static int phase_pass(const trace *t, const ts_model *model, int use_pim,
+                      const param_table *pt, uint64_t seed,
+                      const double *ops_lat, const double *ops_lon,
+                      double phase_us[PHASE_COUNT], size_t *mismatches,
+                      double *support)
+{
+    const ts_grid *grid = &model->grid;
+    const ts_markov *markov = &model->popular;
+    uint32_t capacity = (uint32_t)pt->capacity;
+    size_t bb = ts_belief_bytes(capacity);
+    ts_belief_params params = {.prune_threshold = pt->prune,
+                               .max_ticks = TS_DELTA_DEFAULT_MAX_TICKS};
+    ts_rng *rng = ts_rng_new_seeded(seed);
+    ts_belief_workspace *ws = ts_belief_workspace_new(grid->cell_count,
+                                                      capacity);
+    unsigned char *stored = calloc(t->user_count, bb);
+    int64_t *last_ms = calloc(t->user_count, sizeof *last_ms);
+    ts_belief *b = malloc(bb);
+    uint32_t *set = malloc(capacity * sizeof *set);
+    pim_vec2 *centres = malloc(capacity * sizeof *centres);
+    pim_context pim;
+    pim_context_init(&pim);
+    int rc = -1;
+    if (!rng || !ws || !stored || !last_ms || !b || !set || !centres)
+        goto out;
+    memset(phase_us, 0, PHASE_COUNT * sizeof *phase_us);
+    *mismatches = 0;
+    for (size_t r = 0; r < t->count; r++) {
+        const trace_row *row = &t->rows[r];
+        ts_belief *user = (ts_belief *)(stored + (size_t)row->user * bb);
+        double tm[PHASE_COUNT + 1];
+        int ok = 0;
+        uint32_t true_cell;
+        if (ts_grid_cell_of_latlon(grid, row->lat, row->lon, &true_cell) < 0)
+            goto next;
+        tm[0] = now_us();
+        uint64_t ticks = 0;
+        if (user->capacity == capacity) {
+            memcpy(b, user, bb);
+            int64_t k = ts_markov_ticks_between(markov->tick_s,
+                                                last_ms[row->user],
+                                                row->ts_ms);
+            if (k < 0)
+                goto next;
+            ticks = (uint64_t)k;
+        } else {
+            ts_belief_init(b, capacity);
+        }
+        tm[1] = now_us();
+        if (ts_belief_predict(b, markov, ticks, &params, ws) ==
+            TS_BELIEF_ERROR)
+            goto next;
+        tm[2] = now_us();
+        size_t n = ts_belief_delta_set(b, pt->delta, set, ws);
+        if (n == 0)
+            goto next;
+        ts_grid_cell_centres(grid, set, n, centres);
+        pim_vec2 released = ts_grid_project(grid, row->lat, row->lon);
+        if (!ts_delta_set_contains(set, n, true_cell)) {
+            uint32_t sur;
+            if (ts_delta_set_surrogate(grid, set, n, released, &sur) < 0)
+                goto next;
+            released = ts_grid_cell_centre(grid, sur);
+        }
+        tm[3] = now_us();
+        double scale = NAN;
+        if (use_pim) {
+            if (pim_context_build(&pim, centres, n, grid->cell_m) < 0)
+                goto next;
+        } else {
+            double dx, dy;
+            if (lm_delta_sensitivity(centres, n, grid->cell_m, &dx, &dy) < 0)
+                goto next;
+            scale = lm_delta_scale(dx, dy, pt->epsilon);
+        }
+        tm[4] = now_us();
+        pim_vec2 z;
+        if ((use_pim ? pim_sample(&pim, released, pt->epsilon, rng, &z)
+                     : lm_delta_sample(released, scale, rng, &z)) < 0)
+            goto next;
+        tm[5] = now_us();
+        double lat, lon;
+        ts_grid_unproject(grid, z, &lat, &lon);
+        ts_geo_snap(&lat, &lon);
+        pim_vec2 published = ts_grid_project(grid, lat, lon);
+        tm[6] = now_us();
+        ts_pim_emission pe = {.pim = &pim, .eps = pt->epsilon};
+        ts_lm_emission le = {.scale = scale};
+        if (ts_belief_posterior(b, grid, published,
+                                use_pim ? ts_pim_log_emission
+                                        : ts_lm_log_emission,
+                                use_pim ? (const void *)&pe
+                                        : (const void *)&le,
+                                &params, ws) == TS_BELIEF_ERROR)
+            goto next;
+        tm[7] = now_us();
+        size_t live = live_belief_bytes(b->count);
+        memcpy(user, b, live);
+        memset((unsigned char *)user + live, 0, bb - live);
+        last_ms[row->user] = row->ts_ms;
+        double end = now_us();
+        phase_us[PHASE_STATE] += (tm[1] - tm[0]) + (end - tm[7]);
+        for (int ph = PHASE_PRIOR; ph < PHASE_COUNT; ph++)
+            phase_us[ph] += tm[ph + 1] - tm[ph];
+        support[r] = b->count;
+        ok = lat == ops_lat[r] && lon == ops_lon[r];
+    next:
+        if (!ok)
+            (*mismatches)++;
+    }
+    rc = 0;
+out:
+    pim_context_free(&pim);
+    free(centres);
+    free(set);
+    free(b);
+    free(last_ms);
+    free(stored);
+    ts_belief_workspace_free(ws);
+    ts_rng_free(rng);
+    return rc;
+}
+
+static int dump_points(const char *path, const double *lat,
+                       const double *lon, size_t n)
+{
+    FILE *f = fopen(path, "w");
+    if (f == NULL) {
+        perror(path);
+        return -1;
+    }
+    for (size_t i = 0; i < n; i++)
+        fprintf(f, "%zu,%.17g,%.17g\n", i, lat[i], lon[i]);
+    return fclose(f) == 0 ? 0 : -1;
+}
+
+static int run_trace(const char *mech, const ts_model *model,
+                     const trace *t, const param_table *pt, uint64_t seed,
+                     int quiet, const char *dump)
+{
+    const ts_mechanism_ops *ops = ts_mechanism_find(mech);
+    if (ops == NULL || !ts_delta_is_delta_mechanism(ops)) {
+        fprintf(stderr, "bench_belief: %s is not a delta-location-set "
+                        "mechanism\n", mech);
+        return -1;
+    }
+    ts_params params = {(void *)pt, table_double, table_int, table_string,
+                        table_model};
+    void *profile = NULL;
+    char err[400] = "";
+    if (ops->profile_new(&params, &profile, err, sizeof err) != 0) {
+        fprintf(stderr, "bench_belief: %s: %s\n", mech, err);
+        return -1;
+    }
+    size_t state_size = ops->user_state_size(profile);
+    unsigned char *states = calloc(t->user_count, state_size ? state_size : 1);
+    double *lat_us = malloc(t->count * sizeof *lat_us);
+    double *mem = malloc(t->count * sizeof *mem);
+    double *out_lat = malloc(t->count * sizeof *out_lat);
+    double *out_lon = malloc(t->count * sizeof *out_lon);
+    double *support = calloc(t->count, sizeof *support);
+    ts_rng *rng = ts_rng_new_seeded(seed);
+    int rc = -1;
+    if (!states || !lat_us || !mem || !out_lat || !out_lon || !support ||
+        !rng)
+        goto out;
+    ts_budget_view budget = {.total = ops->window_budget(profile),
+                             .spent = 0.0};
+    size_t done = 0, failed = 0, mem_known = 0;
+    double set_sum = 0.0;
+    for (size_t r = 0; r < t->count; r++) {
+        const trace_row *row = &t->rows[r];
+        unsigned char *state = states + (size_t)row->user * state_size;
+        const char *user = t->users[row->user];
+        ts_point truth = {.lat = row->lat, .lon = row->lon,
+                          .ts_ms = row->ts_ms, .accuracy_m = NAN,
+                          .user = user, .user_len = strlen(user)};
+        ts_report report;
+        double t0 = now_us();
+        ts_release_status st = ops->release(profile, state, &truth, &budget,
+                                            rng, &report);
+        double t1 = now_us();
+        out_lat[r] = out_lon[r] = NAN;
+        if (st != TS_RELEASE_OK) {
+            failed++;
+            continue;
+        }
+        out_lat[r] = report.lat;
+        out_lon[r] = report.lon;
+        set_sum += report.delta_set_size;
+        lat_us[done] = t1 - t0;
+        const ts_belief *b = state_belief(state, state_size,
+                                          (uint32_t)pt->capacity);
+        if (b != NULL)
+            mem[mem_known++] = (double)live_belief_bytes(b->count);
+        done++;
+    }
+    if (dump != NULL && dump_points(dump, out_lat, out_lon, t->count) != 0)
+        goto out;
+    printf("%s: %zu releases (%zu refused or failed) of %zu users; "
+           "mean |dX| %.1f\n", mech, done, failed, t->user_count,
+           done ? set_sum / (double)done : 0.0);
+    if (done == 0)
+        goto out;
+    printf("  release latency us: median %.1f  p90 %.1f  p99 %.1f  "
+           "max %.1f\n", quantile(lat_us, done, 0.5),
+           quantile(lat_us, done, 0.9), quantile(lat_us, done, 0.99),
+           quantile(lat_us, done, 1.0));
+
+    double phase_us[PHASE_COUNT];
+    size_t mismatches = 0;
+    /* --quiet skips the phase pass unless memory has to come from it. */
+    int phases = !quiet || mem_known == 0;
+    if (phases && phase_pass(t, model, strcmp(mech, "pim") == 0, pt, seed,
+                             out_lat, out_lon, phase_us, &mismatches,
+                             support) != 0)
+        goto out;
+    if (mem_known == 0) {
+        /* Unknown state layout: the phase pass's beliefs instead. */
+        for (size_t r = 0; r < t->count; r++)
+            if (support[r] > 0)
+                mem[mem_known++] = (double)live_belief_bytes(
+                    (uint32_t)support[r]);
+    }
+    if (mem_known > 0)
+        printf("  belief memory per user: live bytes median %.0f  p99 %.0f  "
+               "max %.0f; state block %zu bytes\n",
+               quantile(mem, mem_known, 0.5), quantile(mem, mem_known, 0.99),
+               quantile(mem, mem_known, 1.0), state_size);
+    if (phases) {
+        double total = 0.0;
+        for (int ph = 0; ph < PHASE_COUNT; ph++)
+            total += phase_us[ph];
+        printf("  phases (second pass, same steps, %zu of %zu points "
+               "differ from the ops path):\n", mismatches, t->count);
+        for (int ph = 0; ph < PHASE_COUNT; ph++)
+            printf("    %-22s %5.1f%%  %6.2f us/release\n", phase_names[ph],
+                   total > 0 ? 100.0 * phase_us[ph] / total : 0.0,
+                   phase_us[ph] / (double)done);
+    }
+    rc = 0;
+out:
+    ts_rng_free(rng);
+    free(support);
+    free(out_lon);
+    free(out_lat);
+    free(mem);
+    free(lat_us);
+    free(states);
+    ops->profile_free(profile);
+    return rc;
+}
+
+static int main_trace(const char *model_path, const char *trace_path,
+                      const char *mech, uint32_t capacity, double threshold,
+                      double delta, double eps, uint64_t seed, int quiet,
+                      const char *dump)
+{
+    if (model_path == NULL) {
+        fprintf(stderr, "bench_belief: --trace needs --model\n");
+        return 1;
+    }
+    char err[400];
+    ts_model *model = NULL;
+    if (ts_model_open(model_path, &model, err, sizeof err) != 0) {
+        fprintf(stderr, "bench_belief: %s\n", err);
+        return 1;
+    }
+    trace t;
+    if (load_trace(trace_path, &t) != 0) {
+        ts_model_close(model);
+        return 1;
+    }
+    printf("model: %s, %u cells, nnz %llu, tick %g s; trace: %s, %zu rows, "
+           "%zu users\n", model_path, model->grid.cell_count,
+           (unsigned long long)model->popular.nnz, model->tick_s, trace_path,
+           t.count, t.user_count);
+    printf("capacity=%u prune_threshold=%g delta=%g eps=%g seed=%llu\n",
+           capacity, threshold, delta, eps, (unsigned long long)seed);
+    param_table pt = {.model = model, .epsilon = eps, .delta = delta,
+                      .prune = threshold, .capacity = capacity};
+    int rc = run_trace(mech, model, &t, &pt, seed, quiet, dump);
+    trace_free(&t);
+    ts_model_close(model);
+    return rc == 0 ? 0 : 1;
+}
+
 int main(int argc, char **argv)
 {
-    const char *model_path = NULL;
-    uint32_t steps = 20000, capacity = 512;
-    double threshold = 1e-5, delta = 0.01, eps = 1.0;
+    const char *model_path = NULL, *trace_path = NULL, *mech = "pim";
+    const char *dump = NULL;
+    uint32_t steps = 20000, capacity = 0;
+    double threshold = NAN, delta = 0.01, eps = 1.0;
     uint64_t seed = 1;
+    int quiet = 0;
     static const struct option options[] = {
         {"model", required_argument, NULL, 'm'},
         {"steps", required_argument, NULL, 'n'},
@@ -275,10 +769,14 @@ int main(int argc, char **argv)
         {"delta", required_argument, NULL, 'd'},
         {"eps", required_argument, NULL, 'e'},
         {"seed", required_argument, NULL, 's'},
+        {"trace", required_argument, NULL, 'T'},
+        {"profile-mech", required_argument, NULL, 'p'},
+        {"quiet", no_argument, NULL, 'q'},
+        {"dump", required_argument, NULL, 'D'},
         {NULL, 0, NULL, 0}};
     int opt;
-    while ((opt = getopt_long(argc, argv, "m:n:c:t:d:e:s:", options, NULL)) !=
-           -1) {
+    while ((opt = getopt_long(argc, argv, "m:n:c:t:d:e:s:T:p:qD:", options,
+                              NULL)) != -1) {
         switch (opt) {
         case 'm': model_path = optarg; break;
         case 'n': steps = (uint32_t)strtoul(optarg, NULL, 10); break;
@@ -287,13 +785,32 @@ int main(int argc, char **argv)
         case 'd': delta = strtod(optarg, NULL); break;
         case 'e': eps = strtod(optarg, NULL); break;
         case 's': seed = strtoull(optarg, NULL, 10); break;
+        case 'T': trace_path = optarg; break;
+        case 'p': mech = optarg; break;
+        case 'q': quiet = 1; break;
+        case 'D': dump = optarg; break;
         default:
-            fprintf(stderr, "usage: bench_belief [--model FILE] [--steps N] "
-                            "[--capacity C] [--threshold T] [--delta D] "
-                            "[--eps E] [--seed S]\n");
+            fprintf(stderr,
+                    "usage: bench_belief [--model FILE] [--steps N] "
+                    "[--capacity C] [--threshold T] [--delta D] [--eps E] "
+                    "[--seed S]\n"
+                    "       bench_belief --model FILE --trace CSV "
+                    "[--profile-mech pim|lm-delta] [--capacity C] "
+                    "[--threshold T] [--delta D] [--eps E] [--seed S] "
+                    "[--quiet] [--dump OUT.csv]\n");
             return 1;
         }
     }
+    if (trace_path != NULL)
+        return main_trace(model_path, trace_path, mech,
+                          capacity ? capacity : TS_DELTA_DEFAULT_CAPACITY,
+                          isnan(threshold) ? TS_DELTA_DEFAULT_PRUNE
+                                           : threshold,
+                          delta, eps, seed, quiet, dump);
+    if (capacity == 0)
+        capacity = 512;
+    if (isnan(threshold))
+        threshold = 1e-5;
     ts_belief_params params = {.prune_threshold = threshold, .max_ticks = 60};
     char err[400];
     if (steps == 0 || ts_belief_bytes(capacity) == 0 ||

@@ -11,10 +11,16 @@ struct ts_belief_workspace {
     ts_markov_workspace product;
     uint32_t capacity;
     ts_belief_entry *candidates; /* cell_count: a product or the initial */
+    ts_belief_entry *ranked;     /* max(cell_count, capacity): rank order */
     uint32_t *in_cells;          /* capacity: product input */
     double *in_weights;          /* capacity: product input, log weights */
-    uint32_t *order;             /* capacity: delta-set heap */
+    pim_vec2 *forms;             /* K_ROOM(capacity): PIM gauge in metres */
+    size_t form_room;
 };
+
+/* The sensitivity hull of a delta-set of n <= capacity cells has at most
+ * 2 (n + 4) vertices (mechanisms/pim.c). */
+#define K_ROOM(n) (2 * ((size_t)(n) + 4))
 
 size_t ts_belief_bytes(uint32_t capacity)
 {
@@ -70,10 +76,16 @@ ts_belief_workspace *ts_belief_workspace_new(uint32_t cell_count,
     }
     ws->capacity = capacity;
     ws->candidates = malloc((size_t)cell_count * sizeof *ws->candidates);
+    /* The delta-set copies a belief of up to `capacity` cells, pruning up
+     * to cell_count candidates. */
+    size_t rank_room = cell_count > capacity ? cell_count : capacity;
+    ws->ranked = malloc(rank_room * sizeof *ws->ranked);
     ws->in_cells = malloc((size_t)capacity * sizeof *ws->in_cells);
     ws->in_weights = malloc((size_t)capacity * sizeof *ws->in_weights);
-    ws->order = malloc((size_t)capacity * sizeof *ws->order);
-    if (!ws->candidates || !ws->in_cells || !ws->in_weights || !ws->order) {
+    ws->form_room = K_ROOM(capacity) / 2;
+    ws->forms = malloc(ws->form_room * sizeof *ws->forms);
+    if (!ws->candidates || !ws->ranked || !ws->in_cells || !ws->in_weights ||
+        !ws->forms) {
         ts_belief_workspace_free(ws);
         return NULL;
     }
@@ -86,9 +98,10 @@ void ts_belief_workspace_free(ts_belief_workspace *ws)
         return;
     ts_markov_workspace_free(&ws->product);
     free(ws->candidates);
+    free(ws->ranked);
     free(ws->in_cells);
     free(ws->in_weights);
-    free(ws->order);
+    free(ws->forms);
     free(ws);
 }
 
@@ -110,26 +123,34 @@ static inline void swap_entries(ts_belief_entry *a, ts_belief_entry *b)
     *b = t;
 }
 
+/* Partitions v[lo, hi) (hi - lo >= 2) around a median-of-three pivot:
+ * returns p with v[lo, p) ranking before v[p] and v[p + 1, hi) after. */
+static size_t partition_by_rank(ts_belief_entry *v, size_t lo, size_t hi)
+{
+    size_t mid = lo + (hi - lo) / 2, last = hi - 1;
+    /* Median of v[lo], v[mid], v[last] to v[last]. */
+    if (ranks_before(&v[mid], &v[lo]))
+        swap_entries(&v[mid], &v[lo]);
+    if (ranks_before(&v[last], &v[lo]))
+        swap_entries(&v[last], &v[lo]);
+    if (ranks_before(&v[mid], &v[last]))
+        swap_entries(&v[mid], &v[last]);
+    ts_belief_entry pivot = v[last];
+    size_t store = lo;
+    for (size_t i = lo; i < last; i++)
+        if (ranks_before(&v[i], &pivot))
+            swap_entries(&v[i], &v[store++]);
+    swap_entries(&v[store], &v[last]);
+    return store;
+}
+
 /* Rearranges v so that v[0..k) are the k top-ranked entries (in no
- * particular order). Quickselect with a median-of-three pivot. */
+ * particular order). Quickselect. */
 static void select_top(ts_belief_entry *v, size_t n, size_t k)
 {
     size_t lo = 0, hi = n;
     while (hi - lo > 1 && k > lo && k < hi) {
-        size_t mid = lo + (hi - lo) / 2, last = hi - 1;
-        /* Median of v[lo], v[mid], v[last] to v[last]. */
-        if (ranks_before(&v[mid], &v[lo]))
-            swap_entries(&v[mid], &v[lo]);
-        if (ranks_before(&v[last], &v[lo]))
-            swap_entries(&v[last], &v[lo]);
-        if (ranks_before(&v[mid], &v[last]))
-            swap_entries(&v[mid], &v[last]);
-        ts_belief_entry pivot = v[last];
-        size_t store = lo;
-        for (size_t i = lo; i < last; i++)
-            if (ranks_before(&v[i], &pivot))
-                swap_entries(&v[i], &v[store++]);
-        swap_entries(&v[store], &v[last]);
+        size_t store = partition_by_rank(v, lo, hi);
         if (store == k || store + 1 == k)
             return;
         if (k < store)
@@ -139,10 +160,44 @@ static void select_top(ts_belief_entry *v, size_t n, size_t k)
     }
 }
 
+/* Sorts into rank order: quicksort on the larger side iteratively and
+ * insertion sort below 16 elements; recursion depth <= log2(n). The
+ * order is strict for distinct cells, so the result is unique. */
+static void sort_by_rank(ts_belief_entry *v, size_t n)
+{
+    while (n > 16) {
+        size_t store = partition_by_rank(v, 0, n);
+        size_t left = store, right = n - store - 1;
+        if (left < right) {
+            sort_by_rank(v, left);
+            v += store + 1;
+            n = right;
+        } else {
+            sort_by_rank(v + store + 1, right);
+            n = left;
+        }
+    }
+    for (size_t i = 1; i < n; i++) {
+        ts_belief_entry e = v[i];
+        size_t j = i;
+        while (j > 0 && ranks_before(&e, &v[j - 1])) {
+            v[j] = v[j - 1];
+            j--;
+        }
+        v[j] = e;
+    }
+}
+
 /* Sorts by ascending cell: quicksort on the larger side iteratively and
  * insertion sort below 16 elements; recursion depth <= log2(n). */
 static void sort_by_cell(ts_belief_entry *v, size_t n)
 {
+    /* Products, posteriors and resets already arrive in cell order. */
+    size_t sorted = 1;
+    while (sorted < n && v[sorted - 1].cell < v[sorted].cell)
+        sorted++;
+    if (sorted >= n)
+        return;
     while (n > 16) {
         size_t mid = n / 2, last = n - 1;
         if (v[mid].cell < v[0].cell)
@@ -181,10 +236,11 @@ static void sort_by_cell(ts_belief_entry *v, size_t n)
 /* --------------------------------------------------------------- pruning */
 
 /* Prunes the n candidates (distinct cells, weights >= 0) into the belief;
- * see the header comment for the rule. Returns the kept fraction of the
- * mass or -1 (belief emptied) when there is no positive finite mass. */
+ * see the header comment for the rule. `scratch` has room for n entries.
+ * Returns the kept fraction of the mass or -1 (belief emptied) when there
+ * is no positive finite mass. */
 static double prune_into(ts_belief *b, ts_belief_entry *cand, size_t n,
-                         double threshold)
+                         double threshold, ts_belief_entry *scratch)
 {
     double total = 0.0;
     size_t best = SIZE_MAX;
@@ -211,8 +267,20 @@ static double prune_into(ts_belief *b, ts_belief_entry *cand, size_t n,
         }
     }
     if (kept > b->capacity) {
-        select_top(cand, kept, b->capacity);
-        kept = b->capacity;
+        /* The capacity-th entry in rank order, found on a copy so that the
+         * candidates keep their (usually cell) order: the order is strict,
+         * so exactly `capacity` entries rank at or before it. */
+        memcpy(scratch, cand, kept * sizeof *cand);
+        select_top(scratch, kept, b->capacity);
+        ts_belief_entry last = scratch[0];
+        for (size_t i = 1; i < b->capacity; i++)
+            if (ranks_before(&last, &scratch[i]))
+                last = scratch[i];
+        size_t top = 0;
+        for (size_t i = 0; i < kept; i++)
+            if (!ranks_before(&last, &cand[i]))
+                cand[top++] = cand[i];
+        kept = top;
     }
     sort_by_cell(cand, kept);
     double mass = 0.0;
@@ -245,7 +313,7 @@ double ts_belief_assign(ts_belief *b, const uint32_t *cells,
             (ts_belief_entry){.cell = cells[i], .reserved = 0,
                               .prob = weights[i]};
     }
-    return prune_into(b, ws->candidates, n, prune_threshold);
+    return prune_into(b, ws->candidates, n, prune_threshold, ws->ranked);
 }
 
 /* ------------------------------------------------------------------ prior */
@@ -264,9 +332,43 @@ int ts_belief_reset(ts_belief *b, const ts_markov *m,
             ws->candidates[n++] =
                 (ts_belief_entry){.cell = c, .reserved = 0,
                                   .prob = m->initial[c]};
-    if (prune_into(b, ws->candidates, n, params->prune_threshold) < 0.0)
+    if (prune_into(b, ws->candidates, n, params->prune_threshold,
+                   ws->ranked) < 0.0)
         return TS_BELIEF_ERROR;
     return TS_BELIEF_RESET;
+}
+
+/* The product's cells as candidates, in cell order when that is cheap:
+ * the touched list of a sparse product is in first-touch order, but its
+ * cells form a compact patch around the belief, so scanning the
+ * accumulator between the smallest and largest touched cell lists them
+ * sorted in far less time than sorting them. Cells that were touched yet
+ * hold exactly 0 are skipped, as pruning would drop them. */
+static size_t collect_product(const ts_markov_workspace *pw,
+                              ts_belief_entry *cand)
+{
+    size_t touched = pw->touched_count, n = 0;
+    if (touched == 0)
+        return 0;
+    uint32_t lo = pw->touched[0], hi = pw->touched[0];
+    for (size_t i = 1; i < touched; i++) {
+        uint32_t c = pw->touched[i];
+        lo = c < lo ? c : lo;
+        hi = c > hi ? c : hi;
+    }
+    if ((size_t)(hi - lo) < 16 * touched) {
+        for (uint32_t c = lo; c <= hi; c++)
+            if (pw->acc[c] != 0.0)
+                cand[n++] = (ts_belief_entry){.cell = c, .reserved = 0,
+                                              .prob = pw->acc[c]};
+        return n;
+    }
+    for (size_t i = 0; i < touched; i++) {
+        uint32_t c = pw->touched[i];
+        cand[n++] = (ts_belief_entry){.cell = c, .reserved = 0,
+                                      .prob = pw->acc[c]};
+    }
+    return n;
 }
 
 int ts_belief_predict(ts_belief *b, const ts_markov *m, uint64_t ticks,
@@ -290,40 +392,16 @@ int ts_belief_predict(ts_belief *b, const ts_markov *m, uint64_t ticks,
             b->count = 0;
             return TS_BELIEF_ERROR;
         }
-        size_t touched = pw->touched_count;
-        for (size_t i = 0; i < touched; i++) {
-            uint32_t c = pw->touched[i];
-            ws->candidates[i] =
-                (ts_belief_entry){.cell = c, .reserved = 0,
-                                  .prob = pw->acc[c]};
-        }
+        size_t n_out = collect_product(pw, ws->candidates);
         ts_markov_workspace_clear(pw);
-        if (prune_into(b, ws->candidates, touched, params->prune_threshold) <
-            0.0)
+        if (prune_into(b, ws->candidates, n_out, params->prune_threshold,
+                       ws->ranked) < 0.0)
             return TS_BELIEF_ERROR;
     }
     return TS_BELIEF_UPDATED;
 }
 
 /* ----------------------------------------------------------- delta set */
-
-static void sift_down(const ts_belief_entry *e, uint32_t *heap, size_t n,
-                      size_t i)
-{
-    for (;;) {
-        size_t top = i, l = 2 * i + 1, r = l + 1;
-        if (l < n && ranks_before(&e[heap[l]], &e[heap[top]]))
-            top = l;
-        if (r < n && ranks_before(&e[heap[r]], &e[heap[top]]))
-            top = r;
-        if (top == i)
-            return;
-        uint32_t t = heap[i];
-        heap[i] = heap[top];
-        heap[top] = t;
-        i = top;
-    }
-}
 
 size_t ts_belief_delta_set(const ts_belief *b, double delta, uint32_t *cells,
                            ts_belief_workspace *ws)
@@ -335,21 +413,41 @@ size_t ts_belief_delta_set(const ts_belief *b, double delta, uint32_t *cells,
     for (size_t i = 0; i < n; i++)
         total += b->entry[i].prob;
     double target = (1.0 - delta) * total - TS_BELIEF_DELTA_SLACK * total;
-    uint32_t *heap = ws->order;
-    for (size_t i = 0; i < n; i++)
-        heap[i] = (uint32_t)i;
-    for (size_t i = n / 2; i-- > 0;)
-        sift_down(b->entry, heap, n, i);
-    size_t taken = 0, left = n;
+
+    /* The set is the shortest prefix of the rank order whose running sum,
+     * added in that order, reaches the target. Sorting only a prefix that
+     * surely contains it: partitions split v into blocks that are in rank
+     * order relative to each other; a block boundary whose prefix mass
+     * clears the target by more than any rounding of a sum of n terms
+     * (n u total < 1e-9 total for n <= 2^20) bounds the set. Should the
+     * sorted prefix still fall short, the rest is sorted and the scan goes
+     * on, so the result never depends on that margin. */
+    ts_belief_entry *v = ws->ranked;
+    memcpy(v, b->entry, n * sizeof *v);
+    double sure = target + 1e-9 * total, before = 0.0;
+    size_t lo = 0, hi = n;
+    while (hi - lo > 32) {
+        size_t p = partition_by_rank(v, lo, hi);
+        double mass = v[p].prob;
+        for (size_t i = lo; i < p; i++)
+            mass += v[i].prob;
+        if (before + mass >= sure) {
+            hi = p + 1;
+        } else {
+            before += mass;
+            lo = p + 1;
+        }
+    }
+    sort_by_rank(v, hi);
+    size_t taken = 0;
     double mass = 0.0;
-    while (left > 0) {
-        const ts_belief_entry *top = &b->entry[heap[0]];
-        cells[taken++] = top->cell;
-        mass += top->prob;
+    for (size_t i = 0; i < n; i++) {
+        if (i == hi)
+            sort_by_rank(v + hi, n - hi);
+        cells[taken++] = v[i].cell;
+        mass += v[i].prob;
         if (mass >= target)
             break;
-        heap[0] = heap[--left];
-        sift_down(b->entry, heap, left, 0);
     }
     return taken;
 }
@@ -384,6 +482,62 @@ int ts_delta_set_surrogate(const ts_grid *grid, const uint32_t *cells,
 
 /* -------------------------------------------------------------- posterior */
 
+/* PIM's emission, hoisted out of the posterior's loop. pim_log_density
+ * recomputes its normalising constant and maps every displacement by T
+ * before taking the gauge of K_I; within one posterior both T and K_I are
+ * fixed, so the gauge's linear forms are pulled back to metres once
+ * (||T d||_{K_I} = max_i f_i . T d = max_i (T^T f_i) . d) and, K being
+ * centrally symmetric (vertex m + count/2 = -vertex m, exactly, see
+ * mechanisms/hull.h), only half of them are kept, with |.|. Equal to
+ * pim_log_density up to rounding. */
+typedef struct pim_fast_gauge {
+    const pim_vec2 *forms;   /* count metre-space forms */
+    size_t count;
+    double eps;
+    double log_norm;
+} pim_fast_gauge;
+
+/* 0 (use the callback) when the context is not usable as the fast path
+ * needs it: not built, bad eps, an odd or too large K, forms that are not
+ * exact negations of each other. */
+static int pim_fast_gauge_prepare(pim_fast_gauge *g, const void *ctx,
+                                  ts_belief_workspace *ws)
+{
+    const ts_pim_emission *e = ctx;
+    const pim_context *pim = e->pim;
+    size_t k = pim->k_count;
+    if (k < 4 || k % 2 != 0 || k / 2 > ws->form_room ||
+        !(e->eps > 0.0 && isfinite(e->eps)))
+        return 0;
+    size_t half = k / 2;
+    const pim_vec2 *f = pim->k_iso_forms;
+    pim_mat2 t = pim->transform;
+    for (size_t i = 0; i < half; i++) {
+        if (f[i + half].x != -f[i].x || f[i + half].y != -f[i].y)
+            return 0;
+        ws->forms[i] = (pim_vec2){t.a * f[i].x + t.c * f[i].y,
+                                  t.b * f[i].x + t.d * f[i].y};
+    }
+    g->forms = ws->forms;
+    g->count = half;
+    g->eps = e->eps;
+    g->log_norm = 2.0 * log(e->eps) + log(pim->det_transform) -
+                  log(2.0 * pim->area_k_iso);
+    return 1;
+}
+
+static inline double pim_fast_log_density(const pim_fast_gauge *g,
+                                          pim_vec2 z, pim_vec2 s)
+{
+    pim_vec2 d = {z.x - s.x, z.y - s.y};
+    double gauge = 0.0;
+    for (size_t i = 0; i < g->count; i++) {
+        double v = fabs(g->forms[i].x * d.x + g->forms[i].y * d.y);
+        gauge = v > gauge ? v : gauge;
+    }
+    return g->log_norm - g->eps * gauge;
+}
+
 int ts_belief_posterior(ts_belief *b, const ts_grid *grid, pim_vec2 z,
                         ts_log_emission_fn log_emission,
                         const void *emission_ctx,
@@ -398,12 +552,16 @@ int ts_belief_posterior(ts_belief *b, const ts_grid *grid, pim_vec2 z,
      * matter, so everything is scaled by the largest term. */
     double *logw = ws->in_weights;
     double top = -INFINITY;
+    pim_fast_gauge pim = {0};
+    int fast = log_emission == ts_pim_log_emission &&
+               pim_fast_gauge_prepare(&pim, emission_ctx, ws);
     for (size_t i = 0; i < n; i++) {
         const ts_belief_entry *e = &b->entry[i];
         if (e->cell >= grid->cell_count)
             return TS_BELIEF_ERROR;
-        double ll = log_emission(emission_ctx, z,
-                                 ts_grid_cell_centre(grid, e->cell));
+        pim_vec2 s = ts_grid_cell_centre(grid, e->cell);
+        double ll = fast ? pim_fast_log_density(&pim, z, s)
+                         : log_emission(emission_ctx, z, s);
         if (isnan(ll) || ll == INFINITY)
             return TS_BELIEF_ERROR;
         logw[i] = log(e->prob) + ll;
@@ -416,7 +574,8 @@ int ts_belief_posterior(ts_belief *b, const ts_grid *grid, pim_vec2 z,
         ws->candidates[i] = (ts_belief_entry){
             .cell = b->entry[i].cell, .reserved = 0,
             .prob = exp(logw[i] - top)};
-    if (prune_into(b, ws->candidates, n, params->prune_threshold) < 0.0)
+    if (prune_into(b, ws->candidates, n, params->prune_threshold,
+                   ws->ranked) < 0.0)
         return TS_BELIEF_ERROR;
     return TS_BELIEF_UPDATED;
 }

@@ -1,7 +1,7 @@
 #include "mechanisms/hull.h"
 
 #include <math.h>
-#include <stdlib.h>
+#include <string.h>
 
 /* > 0 when o -> a -> b turns left (counter-clockwise). */
 static double turn(pim_vec2 o, pim_vec2 a, pim_vec2 b)
@@ -9,19 +9,49 @@ static double turn(pim_vec2 o, pim_vec2 a, pim_vec2 b)
     return (a.x - o.x) * (b.y - o.y) - (a.y - o.y) * (b.x - o.x);
 }
 
-static int lexicographic(const void *pa, const void *pb)
-{
-    const pim_vec2 *a = pa, *b = pb;
-    if (a->x != b->x)
-        return a->x < b->x ? -1 : 1;
-    if (a->y != b->y)
-        return a->y < b->y ? -1 : 1;
-    return 0;
-}
-
-static int lex_less(pim_vec2 a, pim_vec2 b)
+static inline int lex_less(pim_vec2 a, pim_vec2 b)
 {
     return a.x < b.x || (a.x == b.x && a.y < b.y);
+}
+
+/* Sorts v[0..n) by (x, y) with `tmp` (room for n) as merge buffer: runs
+ * of 8 by insertion, then bottom-up merges. Here rather than qsort, whose
+ * indirect comparisons cost more than the hull itself; the order is total
+ * on finite points with -0.0 normalised, so the result is the same. */
+static void sort_lexicographic(pim_vec2 *v, size_t n, pim_vec2 *tmp)
+{
+    const size_t run = 8;
+    for (size_t lo = 0; lo < n; lo += run) {
+        size_t hi = lo + run < n ? lo + run : n;
+        for (size_t i = lo + 1; i < hi; i++) {
+            pim_vec2 e = v[i];
+            size_t j = i;
+            while (j > lo && lex_less(e, v[j - 1])) {
+                v[j] = v[j - 1];
+                j--;
+            }
+            v[j] = e;
+        }
+    }
+    pim_vec2 *from = v, *to = tmp;
+    for (size_t width = run; width < n; width *= 2) {
+        for (size_t lo = 0; lo < n; lo += 2 * width) {
+            size_t mid = lo + width < n ? lo + width : n;
+            size_t hi = mid + width < n ? mid + width : n;
+            size_t i = lo, j = mid, k = lo;
+            while (i < mid && j < hi)
+                to[k++] = lex_less(from[j], from[i]) ? from[j++] : from[i++];
+            while (i < mid)
+                to[k++] = from[i++];
+            while (j < hi)
+                to[k++] = from[j++];
+        }
+        pim_vec2 *t = from;
+        from = to;
+        to = t;
+    }
+    if (from != v)
+        memcpy(v, from, n * sizeof *v);
 }
 
 /* Rotate v[0..n) left by `by` places in place (three reversals). */
@@ -57,7 +87,7 @@ size_t pim_convex_hull(pim_vec2 *points, size_t n, pim_vec2 *hull)
         points[i].x += 0.0; /* -0.0 + 0.0 == +0.0 */
         points[i].y += 0.0;
     }
-    qsort(points, n, sizeof *points, lexicographic);
+    sort_lexicographic(points, n, hull);
     /* Exact duplicates would otherwise survive as a zero-length edge when
      * every point is the same one. */
     size_t m = 1;
