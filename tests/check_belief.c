@@ -472,6 +472,12 @@ static int by_rank(const void *a, const void *b)
     return x->cell < y->cell ? -1 : 1;
 }
 
+static int cmp_u32(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return (x > y) - (x < y);
+}
+
 START_TEST(test_prune_threshold)
 {
     const uint32_t n = 2000;
@@ -590,6 +596,355 @@ START_TEST(test_prune_capacity)
 }
 END_TEST
 
+/* ------------------------------------------- fast paths against references */
+
+/* Relative difference, 0 when both are 0. */
+static double rel_diff(double a, double b)
+{
+    double m = fmax(fabs(a), fabs(b));
+    return m == 0.0 ? 0.0 : fabs(a - b) / m;
+}
+
+/* The same emission as ts_pim_log_emission behind another function
+ * pointer: ts_belief_posterior takes its PIM fast path only when the
+ * callback IS ts_pim_log_emission, so this one goes the generic way. */
+static double wrapped_pim_emission(const void *ctx, pim_vec2 z, pim_vec2 s)
+{
+    return ts_pim_log_emission(ctx, z, s);
+}
+
+/* The posterior's PIM fast path (pim_fast_gauge_prepare: forms pulled back
+ * by T, half of them kept by central symmetry) against the generic
+ * callback path on a realistic belief: 200 cells of a 340 m grid over
+ * Beijing with heavy-tailed random weights, PIM contexts built on its
+ * delta-sets for several delta, eps and z from the cell of the top cell to
+ * 30 km away. Tolerance: relative 1e-12 per probability. The two paths
+ * round differently (T^T f . d against f . T d) by a few ulps of eps times
+ * the gauge, at most ~200 here (a one-cell K and z 30 km away), i.e.
+ * ~1e-13 in the log weights; a wrong form, a dropped form, a wrong sign or
+ * normalising constant moves the result by far more. Same support, same
+ * cells (prune threshold 0 keeps every cell with a positive weight). */
+START_TEST(test_pim_fast_path_matches_generic)
+{
+    ts_grid g;
+    char err[200];
+    ck_assert_int_eq(ts_grid_init(&g, 39.90, 116.30, 39.99, 116.42, 340.0,
+                                  err, sizeof err),
+                     0);
+    ck_assert_uint_ge(g.cols, 25);
+    ck_assert_uint_ge(g.rows, 25);
+    const uint32_t cap = 256, n = 200, side = 20;
+    ts_belief_workspace *ws = ts_belief_workspace_new(g.cell_count, cap);
+    ck_assert_ptr_nonnull(ws);
+    ts_belief *prior = new_belief(cap), *fast = new_belief(cap),
+              *slow = new_belief(cap);
+    ts_rng *rng = ts_rng_new_seeded(20240611);
+    ts_belief_params params = {.prune_threshold = 0.0, .max_ticks = 10};
+    uint32_t patch[400], set[256];
+    double w[200];
+    pim_vec2 centres[256];
+    pim_context pim;
+    pim_context_init(&pim);
+    double worst = 0.0;
+    int cell_mismatch = 0, runs = 0, status_bad = 0, max_set = 0, min_set = 1000;
+
+    for (int trial = 0; trial < 4; trial++) {
+        /* 200 of the 400 cells of a 20 x 20 patch (partial Fisher-Yates). */
+        uint32_t r0 = 2 + (uint32_t)trial, c0 = 3 + (uint32_t)trial;
+        for (uint32_t i = 0; i < side * side; i++)
+            patch[i] = ts_grid_cell_index(&g, r0 + i / side, c0 + i % side);
+        for (uint32_t i = 0; i < n; i++) {
+            uint32_t j = i + (uint32_t)(ts_rng_u64(rng) % (side * side - i));
+            uint32_t t = patch[i];
+            patch[i] = patch[j];
+            patch[j] = t;
+            double u = ts_rng_uniform_open(rng);
+            w[i] = u * u * u * u;
+        }
+        /* Nothing is pruned; the kept fraction is 1 up to the order of
+         * two sums. */
+        ck_assert_double_eq_tol(ts_belief_assign(prior, patch, w, n, 0.0, ws),
+                                1.0, 1e-12);
+        ck_assert_uint_eq(prior->count, n);
+        uint32_t top = prior->entry[0].cell;
+        for (uint32_t i = 1; i < n; i++)
+            if (prior->entry[i].prob > ts_belief_prob(prior, top))
+                top = prior->entry[i].cell;
+
+        const double deltas[3] = {0.1, 0.5, 0.97};
+        for (int d = 0; d < 3; d++) {
+            size_t m = ts_belief_delta_set(prior, deltas[d], set, ws);
+            ck_assert_uint_ge(m, 1);
+            max_set = (int)m > max_set ? (int)m : max_set;
+            min_set = (int)m < min_set ? (int)m : min_set;
+            ts_grid_cell_centres(&g, set, m, centres);
+            ck_assert_int_eq(pim_context_build(&pim, centres, m, g.cell_m), 0);
+            /* The fast path's preconditions hold, so it is really taken:
+             * K has an even number of vertices, no more than the workspace
+             * holds, and its forms are exact negations across the middle. */
+            size_t k = pim.k_count;
+            ck_assert_uint_eq(k % 2, 0);
+            ck_assert_uint_le(k / 2, cap + 4);
+            for (size_t i = 0; i < k / 2; i++) {
+                ck_assert(pim.k_iso_forms[i + k / 2].x == -pim.k_iso_forms[i].x);
+                ck_assert(pim.k_iso_forms[i + k / 2].y == -pim.k_iso_forms[i].y);
+            }
+            pim_vec2 c = ts_grid_cell_centre(&g, top), zs[5];
+            ck_assert_int_eq(pim_sample(&pim, c, 1.0, rng, &zs[0]), 0);
+            zs[1] = c;                                      /* on a centre */
+            zs[2] = (pim_vec2){c.x + 123.4, c.y - 56.7};    /* near */
+            zs[3] = (pim_vec2){c.x - 3000.0, c.y + 2500.0}; /* km away */
+            zs[4] = (pim_vec2){c.x + 30000.0, c.y + 7000.0}; /* far */
+            const double epss[2] = {0.5, 2.0};
+            for (int e = 0; e < 2; e++) {
+                ts_pim_emission em = {.pim = &pim, .eps = epss[e]};
+                for (int zi = 0; zi < 5; zi++) {
+                    memcpy(fast, prior, ts_belief_bytes(cap));
+                    memcpy(slow, prior, ts_belief_bytes(cap));
+                    int sf = ts_belief_posterior(fast, &g, zs[zi],
+                                                 ts_pim_log_emission, &em,
+                                                 &params, ws);
+                    int sg = ts_belief_posterior(slow, &g, zs[zi],
+                                                 wrapped_pim_emission, &em,
+                                                 &params, ws);
+                    status_bad += sf != TS_BELIEF_UPDATED ||
+                                  sg != TS_BELIEF_UPDATED;
+                    if (fast->count != slow->count) {
+                        cell_mismatch++;
+                        continue;
+                    }
+                    for (uint32_t i = 0; i < fast->count; i++) {
+                        cell_mismatch += fast->entry[i].cell != slow->entry[i].cell;
+                        worst = fmax(worst, rel_diff(fast->entry[i].prob,
+                                                     slow->entry[i].prob));
+                    }
+                    runs++;
+                }
+            }
+        }
+    }
+    fprintf(stderr,
+            "pim fast path: %d posteriors, delta-sets of %d..%d cells, "
+            "worst relative difference %.2e\n",
+            runs, min_set, max_set, worst);
+    ck_assert_int_eq(status_bad, 0);
+    ck_assert_int_eq(cell_mismatch, 0);
+    ck_assert_int_eq(runs, 4 * 3 * 2 * 5);
+    ck_assert_int_ge(max_set, 50); /* large sets really were built */
+    ck_assert_int_le(min_set, 3);  /* and tiny ones (a far, sharp K) */
+    ck_assert_double_le(worst, 1e-12);
+    pim_context_free(&pim);
+    ts_rng_free(rng);
+    free(prior);
+    free(fast);
+    free(slow);
+    ts_belief_workspace_free(ws);
+}
+END_TEST
+
+/* Weights with many exact ties (modes 1, 2, 4) or none (mode 0, 3). */
+static double tie_weight(ts_rng *rng, int mode)
+{
+    switch (mode) {
+    case 0: {
+        double u = ts_rng_uniform_open(rng);
+        return u * u * u * u;
+    }
+    case 1: /* a handful of levels */
+        return (double)(1 + ts_rng_u64(rng) % 5);
+    case 2: /* all equal */
+        return 1.0;
+    case 3: /* one dominant scale, a long flat tail */
+        return ts_rng_u64(rng) % 10 == 0 ? 1000.0 * ts_rng_uniform_open(rng)
+                                         : 1e-3;
+    default: /* dyadic: sums exact, so targets are met exactly */
+        return ldexp(1.0, -(int)(ts_rng_u64(rng) % 6));
+    }
+}
+
+/* n distinct random cells below `universe` with weights of `mode`. */
+static void random_candidates(ts_rng *rng, uint32_t n, uint32_t universe,
+                              int mode, uint32_t *pool, uint32_t *cells,
+                              double *w)
+{
+    for (uint32_t i = 0; i < universe; i++)
+        pool[i] = i;
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t j = i + (uint32_t)(ts_rng_u64(rng) % (universe - i));
+        uint32_t t = pool[i];
+        pool[i] = pool[j];
+        pool[j] = t;
+        cells[i] = pool[i];
+        w[i] = tie_weight(rng, mode);
+    }
+}
+
+/* Naive delta-set from belief.h: the entries in rank order (probability
+ * descending, cell ascending) by qsort, then the shortest prefix whose
+ * running sum in that order reaches (1 - delta) total - slack * total, the
+ * total summed in the belief's (cell) order as ts_belief_delta_set does.
+ * The same operations in the same order: the result must be identical. */
+static size_t reference_delta_set(const ts_belief *b, double delta,
+                                  uint32_t *out, ranked *tmp)
+{
+    double total = 0.0;
+    for (uint32_t i = 0; i < b->count; i++) {
+        total += b->entry[i].prob;
+        tmp[i] = (ranked){b->entry[i].cell, b->entry[i].prob};
+    }
+    double target = (1.0 - delta) * total - TS_BELIEF_DELTA_SLACK * total;
+    qsort(tmp, b->count, sizeof *tmp, by_rank);
+    double mass = 0.0;
+    size_t k = 0;
+    for (uint32_t i = 0; i < b->count; i++) {
+        out[k++] = tmp[i].cell;
+        mass += tmp[i].w;
+        if (mass >= target)
+            break;
+    }
+    return k;
+}
+
+/* ts_belief_delta_set (partition-bounded prefix, then sorted) against the
+ * naive reference above: identical cells in identical order, for sizes on
+ * both sides of the partition cutoff (32) and weight modes full of exact
+ * ties. Exact comparison, no tolerance: both sides must decide the same
+ * floating-point sums. */
+START_TEST(test_delta_set_matches_reference)
+{
+    const uint32_t sizes[] = {1, 2, 31, 33, 64, 100, 1000, 5000};
+    const double deltas[] = {0.0, 0.01, 0.1, 0.5, 0.9};
+    const uint32_t max_n = 5000, universe_room = 4 * 5000 + 7;
+    ts_belief_workspace *ws = ts_belief_workspace_new(universe_room, max_n);
+    ck_assert_ptr_nonnull(ws);
+    ts_belief *b = new_belief(max_n);
+    ts_rng *rng = ts_rng_new_seeded(31337);
+    uint32_t *pool = malloc(universe_room * sizeof *pool);
+    uint32_t *cells = malloc(max_n * sizeof *cells);
+    uint32_t *got = malloc(max_n * sizeof *got);
+    uint32_t *want = malloc(max_n * sizeof *want);
+    double *w = malloc(max_n * sizeof *w);
+    ranked *tmp = malloc(max_n * sizeof *tmp);
+    int mismatches = 0, sets = 0, ranked_long = 0;
+    for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
+        uint32_t n = sizes[s];
+        int trials = n >= 1000 ? 3 : 12;
+        for (int mode = 0; mode < 5; mode++)
+            for (int trial = 0; trial < trials; trial++) {
+                random_candidates(rng, n, 4 * n + 7, mode, pool, cells, w);
+                ck_assert_double_eq_tol(
+                    ts_belief_assign(b, cells, w, n, 0.0, ws), 1.0, 1e-12);
+                ck_assert_uint_eq(b->count, n);
+                for (size_t d = 0; d < sizeof deltas / sizeof deltas[0]; d++) {
+                    size_t ng = ts_belief_delta_set(b, deltas[d], got, ws);
+                    size_t nw = reference_delta_set(b, deltas[d], want, tmp);
+                    if (ng != nw || memcmp(got, want, nw * sizeof *got) != 0) {
+                        if (mismatches++ < 5)
+                            fprintf(stderr,
+                                    "delta-set n %u mode %d delta %g: %zu "
+                                    "cells, reference %zu\n",
+                                    n, mode, deltas[d], ng, nw);
+                    }
+                    ranked_long += nw > 32;
+                    sets++;
+                }
+            }
+    }
+    ck_assert_msg(mismatches == 0, "%d of %d delta-sets differ", mismatches,
+                  sets);
+    ck_assert_int_ge(ranked_long, 100); /* the partition loop really ran */
+    free(pool);
+    free(cells);
+    free(got);
+    free(want);
+    free(w);
+    free(tmp);
+    ts_rng_free(rng);
+    free(b);
+    ts_belief_workspace_free(ws);
+}
+END_TEST
+
+/* Capacity pruning (quickselect of the cap-th entry in rank order) against
+ * the naive reference: qsort by rank, keep the first cap. Exactly those
+ * cells, in ascending cell order, with probability w / (sum of the kept w)
+ * (relative 1e-12: the code sums in cell order, the reference in rank
+ * order), and the kept fraction of the mass. */
+START_TEST(test_prune_capacity_matches_reference)
+{
+    const uint32_t sizes[] = {2, 33, 100, 5000};
+    const uint32_t caps[] = {1, 2, 16, 31, 33, 99, 4999};
+    const uint32_t max_n = 5000, universe_room = 4 * 5000 + 7;
+    ts_belief_workspace *ws = ts_belief_workspace_new(universe_room, max_n);
+    ck_assert_ptr_nonnull(ws);
+    ts_belief *b = new_belief(max_n);
+    ts_rng *rng = ts_rng_new_seeded(271828);
+    uint32_t *pool = malloc(universe_room * sizeof *pool);
+    uint32_t *cells = malloc(max_n * sizeof *cells);
+    uint32_t *want = malloc(max_n * sizeof *want);
+    double *w = malloc(max_n * sizeof *w);
+    ranked *r = malloc(max_n * sizeof *r);
+    int mismatches = 0, prob_bad = 0, order_bad = 0, runs = 0;
+    double worst = 0.0;
+    for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++)
+        for (size_t c = 0; c < sizeof caps / sizeof caps[0]; c++) {
+            uint32_t n = sizes[s], cap = caps[c];
+            if (cap >= n)
+                continue;
+            for (int mode = 0; mode < 5; mode++)
+                for (int trial = 0; trial < (n >= 1000 ? 2 : 6); trial++) {
+                    random_candidates(rng, n, 4 * n + 7, mode, pool, cells, w);
+                    double total = 0.0;
+                    for (uint32_t i = 0; i < n; i++) {
+                        r[i] = (ranked){cells[i], w[i]};
+                        total += w[i];
+                    }
+                    qsort(r, n, sizeof *r, by_rank);
+                    double top = 0.0;
+                    for (uint32_t i = 0; i < cap; i++) {
+                        want[i] = r[i].cell;
+                        top += r[i].w;
+                    }
+                    /* Ascending cell order, as the belief stores them. */
+                    qsort(want, cap, sizeof *want, cmp_u32);
+                    ts_belief_init(b, cap);
+                    double kept = ts_belief_assign(b, cells, w, n, 0.0, ws);
+                    runs++;
+                    if (b->count != cap) {
+                        mismatches++;
+                        continue;
+                    }
+                    worst = fmax(worst, rel_diff(kept, top / total));
+                    for (uint32_t i = 0; i < cap; i++) {
+                        mismatches += b->entry[i].cell != want[i];
+                        if (i > 0)
+                            order_bad += !(b->entry[i - 1].cell < b->entry[i].cell);
+                    }
+                    /* Probabilities: each kept w over the kept mass. */
+                    for (uint32_t i = 0; i < cap; i++) {
+                        double p = ts_belief_prob(b, r[i].cell);
+                        prob_bad += rel_diff(p, r[i].w / top) > 1e-12;
+                    }
+                }
+        }
+    fprintf(stderr, "capacity pruning: %d runs, worst kept-mass error %.1e\n",
+            runs, worst);
+    ck_assert_msg(mismatches == 0, "%d cells differ in %d runs", mismatches,
+                  runs);
+    ck_assert_int_eq(order_bad, 0);
+    ck_assert_int_eq(prob_bad, 0);
+    ck_assert_double_le(worst, 1e-12);
+    free(pool);
+    free(cells);
+    free(want);
+    free(w);
+    free(r);
+    ts_rng_free(rng);
+    free(b);
+    ts_belief_workspace_free(ws);
+}
+END_TEST
+
 START_TEST(test_sizes)
 {
     ck_assert_uint_eq(ts_belief_bytes(0), 0);
@@ -617,12 +972,15 @@ static Suite *belief_suite(void)
     tcase_add_test(hand, test_hand_posterior);
     tcase_add_test(hand, test_posterior_edge_cases);
     tcase_add_test(hand, test_pim_emission_adaptor);
+    tcase_add_test(hand, test_pim_fast_path_matches_generic);
     suite_add_tcase(s, hand);
     TCase *prune = tcase_create("ties_and_pruning");
     tcase_add_test(prune, test_delta_set_ties);
     tcase_add_test(prune, test_prune_threshold);
     tcase_add_test(prune, test_prune_capacity);
     tcase_add_test(prune, test_sizes);
+    tcase_add_test(prune, test_delta_set_matches_reference);
+    tcase_add_test(prune, test_prune_capacity_matches_reference);
     tcase_set_timeout(prune, 60);
     suite_add_tcase(s, prune);
     return s;

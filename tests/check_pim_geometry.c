@@ -260,6 +260,263 @@ START_TEST(test_hull_order_independent)
 }
 END_TEST
 
+/* Hulls of more than 64 points, sizes on and off multiples of 8: the
+ * lexicographic sort of pim_convex_hull works in runs of 8 and merges
+ * widths 8, 16, 32, 64, 128, 256, so these sizes take partial runs, an odd
+ * and an even number of merge passes, and a last block with no partner.
+ * Circle points are (nearly) all vertices, so an element lost or doubled
+ * by the sort shows in the vertex set. Exact comparison (lattice points,
+ * see the header comment). */
+#define LARGE_POINTS 320
+START_TEST(test_hull_large_n_matches_brute_force)
+{
+    static const point_kind kinds[] = {SMALL_GRID, REALS, CIRCLE, LINE};
+    static const size_t sizes[] = {65, 66, 71, 72, 100, 127, 128, 129, 200, 257, 300, 317};
+    ts_rng *rng = ts_rng_new_seeded(1009);
+    static pim_vec2 pts[LARGE_POINTS], work[LARGE_POINTS], hull[2 * LARGE_POINTS],
+        brute[LARGE_POINTS];
+    int mismatches = 0, malformed = 0, trials = 0;
+    size_t max_vertices = 0;
+    for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++)
+        for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++)
+            for (int trial = 0; trial < 3; trial++) {
+                size_t n = sizes[s];
+                random_points(rng, kinds[k], pts, n);
+                memcpy(work, pts, n * sizeof *pts);
+                size_t h = pim_convex_hull(work, n, hull);
+                size_t b = brute_force_vertices(pts, n, brute);
+                mismatches += !same_set(hull, h, brute, b);
+                malformed += !well_formed(hull, h);
+                if (kinds[k] == LINE)
+                    malformed += h != 2;
+                if (h > max_vertices)
+                    max_vertices = h;
+                trials++;
+            }
+    ts_rng_free(rng);
+    ck_assert_msg(mismatches == 0, "%d of %d hulls differ from brute force", mismatches, trials);
+    ck_assert_int_eq(malformed, 0);
+    ck_assert_uint_ge(max_vertices, 200); /* the circle sets really were large */
+}
+END_TEST
+
+/* ------------------------------------------------- PIM context hull */
+
+/* Centre sets of the kinds a delta-set produces, and worse. Cells of side
+ * `cell` on a grid whose origin is (x0, y0); every coordinate is an integer
+ * or a multiple of 2^-2, so the brute force decides the exact geometry. */
+typedef enum centre_kind {
+    C_RANDOM,     /* lattice reals, no structure */
+    C_PATCH,      /* full w x h patch, shuffled */
+    C_HOLES,      /* patch with ~1/3 of the cells missing, corners too */
+    C_ROW,        /* collinear: row, column, diagonals, slope 1/2 */
+    C_CIRCLE,     /* (nearly) every point a vertex, many near Q's edges */
+    C_DUPLICATES, /* a patch with every centre repeated, extremes most */
+    C_DIAMOND,    /* |col| + |row| <= r: hull edges on Q's diagonals */
+    C_KINDS
+} centre_kind;
+
+static const char *const centre_kind_name[C_KINDS] = {
+    "random", "patch", "holes", "row", "circle", "duplicates", "diamond"};
+
+static void shuffle_points(ts_rng *rng, pim_vec2 *p, size_t n)
+{
+    for (size_t i = n; i-- > 1;) {
+        size_t j = (size_t)(ts_rng_u64(rng) % (i + 1));
+        pim_vec2 t = p[i];
+        p[i] = p[j];
+        p[j] = t;
+    }
+}
+
+/* Writes up to `room` centres; returns how many. */
+static size_t random_centres(ts_rng *rng, centre_kind kind, double x0, double y0, double cell,
+                             pim_vec2 *p, size_t room)
+{
+#define CELL(c, r) ((pim_vec2){x0 + cell * (double)(c), y0 + cell * (double)(r)})
+    size_t n = 0;
+    switch (kind) {
+    case C_RANDOM: {
+        size_t want = 16 + (size_t)(ts_rng_u64(rng) % 200);
+        for (; n < want; n++)
+            p[n] = (pim_vec2){x0 + lattice(uniform(rng, -2e3, 2e3)),
+                              y0 + lattice(uniform(rng, -2e3, 2e3))};
+        break;
+    }
+    case C_PATCH: {
+        static const int dims[][2] = {{10, 10}, {4, 4}, {16, 1}, {1, 17}, {17, 3},
+                                      {5, 12}, {20, 20}, {2, 8}};
+        const int *d = dims[ts_rng_u64(rng) % (sizeof dims / sizeof dims[0])];
+        for (int r = 0; r < d[1]; r++)
+            for (int c = 0; c < d[0]; c++)
+                p[n++] = CELL(c, r);
+        break;
+    }
+    case C_HOLES: {
+        int w = 5 + (int)(ts_rng_u64(rng) % 10), h = 5 + (int)(ts_rng_u64(rng) % 10);
+        for (int r = 0; r < h; r++)
+            for (int c = 0; c < w; c++) {
+                int corner = (r == 0 || r == h - 1) && (c == 0 || c == w - 1);
+                if (ts_rng_u64(rng) % 3 != 0 && !(corner && ts_rng_u64(rng) % 2))
+                    p[n++] = CELL(c, r);
+            }
+        break;
+    }
+    case C_ROW: {
+        static const int steps[][2] = {{1, 0}, {0, 1}, {1, 1}, {1, -1}, {2, 1}, {-1, 2}};
+        const int *st = steps[ts_rng_u64(rng) % (sizeof steps / sizeof steps[0])];
+        size_t len = 16 + (size_t)(ts_rng_u64(rng) % 40);
+        for (; n < len; n++) {
+            int t = (int)(ts_rng_u64(rng) % (len + 5)); /* with repeats */
+            p[n] = CELL(st[0] * t, st[1] * t);
+        }
+        break;
+    }
+    case C_CIRCLE: {
+        size_t want = 16 + (size_t)(ts_rng_u64(rng) % 250);
+        for (; n < want; n++) {
+            double a = ts_rng_angle(rng);
+            p[n] = (pim_vec2){x0 + lattice(1500.0 * cos(a)), y0 + lattice(1500.0 * sin(a))};
+        }
+        break;
+    }
+    case C_DUPLICATES: {
+        int w = 3 + (int)(ts_rng_u64(rng) % 6), h = 1 + (int)(ts_rng_u64(rng) % 6);
+        for (int r = 0; r < h; r++)
+            for (int c = 0; c < w; c++) {
+                int extreme = (r == 0 || r == h - 1) && (c == 0 || c == w - 1);
+                int copies = 1 + (int)(ts_rng_u64(rng) % 3) + 3 * extreme;
+                for (int k = 0; k < copies; k++)
+                    p[n++] = CELL(c, r);
+            }
+        /* Sometimes one single point, many times. */
+        if (ts_rng_u64(rng) % 4 == 0)
+            for (size_t i = 0; i < n; i++)
+                p[i] = CELL(3, -2);
+        break;
+    }
+    case C_DIAMOND: {
+        int rad = 2 + (int)(ts_rng_u64(rng) % 8);
+        for (int r = -rad; r <= rad; r++)
+            for (int c = -rad; c <= rad; c++)
+                if (abs(r) + abs(c) <= rad)
+                    p[n++] = CELL(c, r);
+        break;
+    }
+    default:
+        break;
+    }
+#undef CELL
+    ck_assert_uint_le(n, room);
+    shuffle_points(rng, p, n);
+    return n;
+}
+
+/* Same vertex sets up to tol: as many vertices, and a one-to-one match. */
+#define CTX_POINTS 512
+static int same_set_tol(const pim_vec2 *a, size_t na, const pim_vec2 *b, size_t nb, double tol)
+{
+    static int used[4 * CTX_POINTS];
+    ck_assert_uint_le(na, 4 * CTX_POINTS);
+    if (na != nb)
+        return 0;
+    memset(used, 0, na * sizeof *used);
+    for (size_t i = 0; i < na; i++) {
+        size_t j = 0;
+        while (j < nb && (used[j] || fabs(a[i].x - b[j].x) > tol || fabs(a[i].y - b[j].y) > tol))
+            j++;
+        if (j == nb)
+            return 0;
+        used[j] = 1;
+    }
+    return 1;
+}
+
+/* pim_context_build drops centres strictly inside the Akl-Toussaint
+ * octagon before the hull (n >= 16). Its ctx->hull, the hull of the
+ * cells' squares (Conv(centres) + [-cell/2, cell/2]^2), must be that of
+ * ALL the centres: against brute force, first the vertices of the
+ * centres, then the vertices of their four corners each. Tolerance
+ * 1e-9 * scale (scale = largest coordinate): the coordinates are exact, so
+ * this only forgives rounding the code may legitimately do. Also checked:
+ * the output convention, and the plain hull of all centres plus the square
+ * (the path without the filter) gives the same polygon. Grid origins from
+ * 0 to UTM-like 4.5e5 m and cells of 340 and 100.25 m. */
+START_TEST(test_context_hull_matches_brute_force)
+{
+    static const struct {
+        double x0, y0, cell;
+    } grids[] = {{12345.0, -6789.0, 340.0}, {0.0, 0.0, 100.25}, {451234.5, 4412345.25, 340.0}};
+    ts_rng *rng = ts_rng_new_seeded(1010);
+    static pim_vec2 centres[CTX_POINTS], work[CTX_POINTS], stack[2 * CTX_POINTS],
+        centre_hull[CTX_POINTS], corners[4 * CTX_POINTS], brute[4 * CTX_POINTS],
+        plain[4 * CTX_POINTS];
+    pim_context ctx;
+    pim_context_init(&ctx);
+    int mismatches = 0, plain_mismatches = 0, malformed = 0, trials = 0, filtered = 0;
+    int per_kind[C_KINDS] = {0};
+    size_t max_n = 0;
+    for (size_t g = 0; g < sizeof grids / sizeof grids[0]; g++)
+        for (int kind = 0; kind < C_KINDS; kind++)
+            for (int trial = 0; trial < 25; trial++) {
+                double cell = grids[g].cell, half = 0.5 * cell;
+                size_t n = random_centres(rng, (centre_kind)kind, grids[g].x0, grids[g].y0,
+                                          cell, centres, CTX_POINTS);
+                /* Around the filter's threshold of 16 centres too. */
+                if (trial % 5 == 4 && n > 15)
+                    n = 15 + (size_t)(ts_rng_u64(rng) % 3);
+                max_n = n > max_n ? n : max_n;
+                filtered += n >= 16;
+                ck_assert_int_eq(pim_context_build(&ctx, centres, n, cell), 0);
+
+                /* Brute force: vertices of the centres, then of the four
+                 * corners of each. */
+                size_t h = brute_force_vertices(centres, n, centre_hull);
+                size_t nc = 0;
+                for (size_t i = 0; i < h; i++) {
+                    corners[nc++] = (pim_vec2){centre_hull[i].x - half, centre_hull[i].y - half};
+                    corners[nc++] = (pim_vec2){centre_hull[i].x + half, centre_hull[i].y - half};
+                    corners[nc++] = (pim_vec2){centre_hull[i].x + half, centre_hull[i].y + half};
+                    corners[nc++] = (pim_vec2){centre_hull[i].x - half, centre_hull[i].y + half};
+                }
+                size_t b = brute_force_vertices(corners, nc, brute);
+
+                double scale = 0.0;
+                for (size_t i = 0; i < b; i++)
+                    scale = fmax(scale, fmax(fabs(brute[i].x), fabs(brute[i].y)));
+                double tol = 1e-9 * scale;
+                int bad = !same_set_tol(ctx.hull, ctx.hull_count, brute, b, tol);
+                if (bad && mismatches < 5)
+                    fprintf(stderr, "context hull (%s, n %zu, grid %zu): %zu vertices, "
+                                    "brute force %zu\n",
+                            centre_kind_name[kind], n, g, ctx.hull_count, b);
+                mismatches += bad;
+                malformed += !well_formed(ctx.hull, ctx.hull_count);
+
+                /* The unfiltered path: hull of every centre, plus the square. */
+                memcpy(work, centres, n * sizeof *work);
+                size_t ph = pim_convex_hull(work, n, stack);
+                const pim_vec2 square[4] = {
+                    {-half, -half}, {half, -half}, {half, half}, {-half, half}};
+                size_t pn = pim_minkowski_sum(stack, ph, square, 4, plain);
+                plain_mismatches += pn != ctx.hull_count ||
+                                    memcmp(plain, ctx.hull, pn * sizeof *plain) != 0;
+                per_kind[kind]++;
+                trials++;
+            }
+    pim_context_free(&ctx);
+    ts_rng_free(rng);
+    fprintf(stderr, "context hulls: %d sets (%d through the octagon filter), up to %zu centres\n",
+            trials, filtered, max_n);
+    ck_assert_msg(mismatches == 0, "%d of %d context hulls differ from brute force", mismatches,
+                  trials);
+    ck_assert_int_eq(plain_mismatches, 0);
+    ck_assert_int_eq(malformed, 0);
+    ck_assert_int_ge(filtered, trials / 2);
+    ck_assert_uint_ge(max_n, 200);
+}
+END_TEST
+
 /* ------------------------------------------------------ Minkowski sums */
 
 START_TEST(test_sensitivity_hull_matches_brute_force)
@@ -754,6 +1011,8 @@ static Suite *geometry_suite(void)
     tcase_add_test(hull, test_hull_matches_brute_force);
     tcase_add_test(hull, test_hull_degenerate_inputs);
     tcase_add_test(hull, test_hull_order_independent);
+    tcase_add_test(hull, test_hull_large_n_matches_brute_force);
+    tcase_add_test(hull, test_context_hull_matches_brute_force);
     tcase_add_test(hull, test_sensitivity_hull_matches_brute_force);
     tcase_add_test(hull, test_minkowski_sum_matches_brute_force);
     suite_add_tcase(s, hull);
