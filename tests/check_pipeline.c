@@ -582,6 +582,26 @@ END_TEST
 
 /* ------------------------------------------------------- fail closed */
 
+/* After user in->user_id's second update (ts 2000) was refused: nothing
+ * of it stuck -- ledger, mechanism state and last timestamp are as before
+ * (an update at 1500 is still in order) -- and a new user whose first
+ * update is refused the same way is not kept. */
+static void assert_refusal_left_no_trace(ts_input *in, fake_mode failing_mode,
+                                         ts_reason reason)
+{
+    fakes[0]->mode = FAKE_OFFSET;
+    in->ts_ms = 1500;
+    ts_outcome out = run(in);
+    ck_assert(out.sanitized);
+    ck_assert_double_eq_tol(seen.budget.spent, SPEND, 1e-12);
+    ck_assert_uint_eq(seen.state_counter, 1);
+
+    fakes[0]->mode = failing_mode;
+    ts_input fresh = point("new", 1000, NULL);
+    ck_assert_int_eq(rejected_reason(&fresh), reason);
+    ck_assert_uint_eq(ts_pipeline_user_count(pipeline), 1);
+}
+
 START_TEST(test_internal_error)
 {
     ts_input in = point("u", 1000, NULL);
@@ -594,19 +614,7 @@ START_TEST(test_internal_error)
     ck_assert(!out.sanitized);
     ck_assert_uint_eq(seen.state_counter, 1);
 
-    /* nothing of the failed call stuck: ledger, state and last_ts */
-    fakes[0]->mode = FAKE_OFFSET;
-    in.ts_ms = 1500;
-    out = run(&in);
-    ck_assert(out.sanitized);
-    ck_assert_double_eq_tol(seen.budget.spent, SPEND, 1e-12);
-    ck_assert_uint_eq(seen.state_counter, 1);
-
-    /* a new user whose first update fails is not kept */
-    fakes[0]->mode = FAKE_ERROR;
-    ts_input fresh = point("new", 1000, NULL);
-    ck_assert_int_eq(rejected_reason(&fresh), TS_REASON_INTERNAL_ERROR);
-    ck_assert_uint_eq(ts_pipeline_user_count(pipeline), 1);
+    assert_refusal_left_no_trace(&in, FAKE_ERROR, TS_REASON_INTERNAL_ERROR);
 }
 END_TEST
 
@@ -640,19 +648,7 @@ START_TEST(test_outside_region)
         ts_pipeline_get_stats(pipeline)->rejected[TS_REASON_INTERNAL_ERROR],
         0);
 
-    /* ledger, mechanism state and last timestamp as before the refusal */
-    fakes[0]->mode = FAKE_OFFSET;
-    in.ts_ms = 1500;
-    out = run(&in);
-    ck_assert(out.sanitized);
-    ck_assert_double_eq_tol(seen.budget.spent, SPEND, 1e-12);
-    ck_assert_uint_eq(seen.state_counter, 1);
-
-    /* a new user whose first point is outside is not kept */
-    fakes[0]->mode = FAKE_OUTSIDE;
-    ts_input fresh = point("new", 1000, NULL);
-    ck_assert_int_eq(rejected_reason(&fresh), TS_REASON_OUTSIDE_REGION);
-    ck_assert_uint_eq(ts_pipeline_user_count(pipeline), 1);
+    assert_refusal_left_no_trace(&in, FAKE_OUTSIDE, TS_REASON_OUTSIDE_REGION);
 }
 END_TEST
 
