@@ -612,8 +612,13 @@ static int run_trace(const char *mech, const ts_model *model,
                         "mechanism\n", mech);
         return -1;
     }
-    ts_params params = {(void *)pt, table_double, table_int, table_string,
-                        table_model};
+    ts_params params = {
+        .ctx = (void *)pt,
+        .get_double = table_double,
+        .get_int = table_int,
+        .get_string = table_string,
+        .get_model = table_model,
+    };
     void *profile = NULL;
     char err[400] = "";
     if (ops->profile_new(&params, &profile, err, sizeof err) != 0) {

@@ -893,6 +893,17 @@ static int param_get_int(void *ctx, const char *key, long long *out)
     return 1;
 }
 
+static int param_get_bool(void *ctx, const char *key, int *out)
+{
+    config_setting_t *s = param_lookup(ctx, key);
+    if (s == NULL)
+        return 0;
+    if (config_setting_type(s) != CONFIG_TYPE_BOOL)
+        return -1;
+    *out = config_setting_get_bool(s) ? 1 : 0;
+    return 1;
+}
+
 static int param_get_string(void *ctx, const char *key, const char **out)
 {
     config_setting_t *s = param_lookup(ctx, key);
@@ -1018,6 +1029,7 @@ static void *instantiate_profile(ts_config *config, const profile_desc *desc,
         .ctx = &source,
         .get_double = param_get_double,
         .get_int = param_get_int,
+        .get_bool = param_get_bool,
         .get_string = param_get_string,
         .get_model = param_get_model,
     };

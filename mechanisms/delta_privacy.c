@@ -96,11 +96,14 @@ static int read_int(const ts_params *params, const char *key,
     return 0;
 }
 
-/* personal_models: an integer 0/1, or the string "true"/"false" (ts_params
- * has no boolean getter; libconfig's true/false is neither). */
+/* personal_models: a boolean where the source has them (libconfig's
+ * true/false), else an integer 0/1 or the string "true"/"false". */
 static int read_switch(const ts_params *params, const char *key, int *value,
                        char *err, size_t errlen)
 {
+    if (params->get_bool != NULL &&
+        params->get_bool(params->ctx, key, value) > 0)
+        return 0;
     long long number;
     int found = params->get_int(params->ctx, key, &number);
     if (found > 0 && (number == 0 || number == 1)) {
@@ -120,7 +123,7 @@ static int read_switch(const ts_params *params, const char *key, int *value,
             return 0;
         }
     }
-    snprintf(err, errlen, "%s must be 0 or 1 (or \"true\"/\"false\")", key);
+    snprintf(err, errlen, "%s must be true or false (or 0/1)", key);
     return -1;
 }
 

@@ -31,6 +31,9 @@ typedef struct ts_params {
      * absent or the model cannot be opened. */
     const void *(*get_model)(void *ctx, const char *key, char *err,
                              size_t errlen);
+    /* Optional (NULL when the source has no booleans): 1 found, 0 absent,
+     * -1 present but not a boolean; *out is 0 or 1. */
+    int (*get_bool)(void *ctx, const char *key, int *out);
 } ts_params;
 
 /* The true location. Never copied into a report, a log or an error. */

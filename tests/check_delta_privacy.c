@@ -200,8 +200,13 @@ static table default_table(const ts_model *model)
 
 static void *new_profile(const ts_mechanism_ops *ops, table *t)
 {
-    ts_params params = { t, table_double, table_int, table_string,
-                         table_model };
+    ts_params params = {
+        .ctx = t,
+        .get_double = table_double,
+        .get_int = table_int,
+        .get_string = table_string,
+        .get_model = table_model,
+    };
     void *profile = NULL;
     char err[256] = "";
     ck_assert_msg(ops->profile_new(&params, &profile, err, sizeof err) == 0,
@@ -233,15 +238,25 @@ START_TEST(registered_and_validated)
 
     /* No model getter, no model, bad delta, unknown outside policy. */
     table t = default_table(m.model);
-    ts_params no_getter = { &t, table_double, table_int, table_string, NULL };
+    ts_params no_getter = {
+        .ctx = &t,
+        .get_double = table_double,
+        .get_int = table_int,
+        .get_string = table_string,
+    };
     err[0] = '\0';
     ck_assert_int_eq(pim->profile_new(&no_getter, &profile, err, sizeof err),
                      -1);
     ck_assert_ptr_nonnull(strstr(err, "model"));
 
     t.model = NULL;
-    ts_params params = { &t, table_double, table_int, table_string,
-                         table_model };
+    ts_params params = {
+        .ctx = &t,
+        .get_double = table_double,
+        .get_int = table_int,
+        .get_string = table_string,
+        .get_model = table_model,
+    };
     err[0] = '\0';
     ck_assert_int_eq(lm->profile_new(&params, &profile, err, sizeof err), -1);
     ck_assert_ptr_nonnull(strstr(err, "model"));
@@ -822,8 +837,13 @@ START_TEST(personal_models_by_pseudonym)
     /* Only 0/1 or "true"/"false". */
     char err[256] = "";
     void *rejected = NULL;
-    ts_params params = { &t, table_double, table_int, table_string,
-                         table_model };
+    ts_params params = {
+        .ctx = &t,
+        .get_double = table_double,
+        .get_int = table_int,
+        .get_string = table_string,
+        .get_model = table_model,
+    };
     t.personal_text = "yes";
     ck_assert_int_eq(ts_pim_ops.profile_new(&params, &rejected, err,
                                             sizeof err), -1);

@@ -130,7 +130,12 @@ static int make_profile(const param *items, size_t count, void **profile, char *
                         size_t errlen)
 {
     param_table table = {items, count};
-    ts_params params = {&table, table_get_double, table_get_int, table_get_string, NULL};
+    ts_params params = {
+        .ctx = &table,
+        .get_double = table_get_double,
+        .get_int = table_get_int,
+        .get_string = table_get_string,
+    };
     err[0] = '\0';
     return ts_geoind_ops.profile_new(&params, profile, err, errlen);
 }

@@ -148,7 +148,12 @@ static int absent_string(void *ctx, const char *key, const char **out)
 static void *profile_with_radius(double radius_m)
 {
     radius_only ctx = {radius_m};
-    ts_params params = {&ctx, radius_get_double, absent_int, absent_string, NULL};
+    ts_params params = {
+        .ctx = &ctx,
+        .get_double = radius_get_double,
+        .get_int = absent_int,
+        .get_string = absent_string,
+    };
     void *profile = NULL;
     char err[256];
     ck_assert_msg(ts_geoind_ops.profile_new(&params, &profile, err, sizeof err) == 0, "%s", err);

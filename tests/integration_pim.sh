@@ -252,6 +252,22 @@ for run in a b; do
 done
 check "sanitize: the same seed gives the same output" \
     cmp -s "$TMPD/pim_a.csv" "$TMPD/pim_b.csv"
+# personal_models takes libconfig booleans; with a model that has no
+# personal models both settings give the popular model's output.
+for v in true false; do
+    "$TRACESAN" sanitize --config "$SHIPPED_CONF" --seed 3 "${PROFILES[@]}" \
+        -o "profiles.pim.personal_models=$v" "$FEED" >"$TMPD/pim_pm_$v.csv" \
+        2>"$TMPD/pim_pm_$v.err" ||
+        { show_file "$TMPD/pim_pm_$v.err"; fatal "sanitize personal_models=$v failed"; }
+    check "sanitize: personal_models = $v without personal models: same output" \
+        cmp -s "$TMPD/pim_a.csv" "$TMPD/pim_pm_$v.csv"
+done
+rc=0
+"$TRACESAN" sanitize --config "$SHIPPED_CONF" "${PROFILES[@]}" \
+    -o profiles.pim.personal_models=2 "$FEED" >/dev/null 2>"$TMPD/pim_pm_bad.err" || rc=$?
+check "sanitize: personal_models = 2 is a configuration error" test "$rc" -ne 0
+check "sanitize: the error names the key" \
+    grep -q "personal_models must be true or false" "$TMPD/pim_pm_bad.err"
 check_eq "sanitize: rows" "$((ROWS - AWAY))" "$(data_rows "$TMPD/pim_a.csv")"
 check "sanitize: mechanism, eps, delta_set_size and spend on every row" \
     rows_ok "$TMPD/pim_a.csv"

@@ -98,8 +98,12 @@ static inline int table_get_string(void *ctx, const char *key,
 
 static inline ts_params table_params(param_table *t)
 {
-    ts_params params = { t, table_get_double, table_get_int,
-                         table_get_string, NULL };
+    ts_params params = {
+        .ctx = t,
+        .get_double = table_get_double,
+        .get_int = table_get_int,
+        .get_string = table_get_string,
+    };
     return params;
 }
 
