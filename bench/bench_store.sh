@@ -44,7 +44,7 @@ ms() { echo $(( $(date +%s%N) / 1000000 )); }
 median() { sort -n | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 
 start_daemon() {  # start_daemon MODE
-    local state=()
+    local state=(-o 'state.dir=""')
     if [ "$1" != memory ]; then
         rm -rf "$tmp/state"
         state=(-o "state.dir=$tmp/state" -o "state.sync=$1")

@@ -47,7 +47,7 @@ start_daemon() {
         -o 'input.endpoint=tcp://127.0.0.1:*' -o 'output.endpoint=tcp://127.0.0.1:*' \
         -o profiles.geoind.points_per_window=1000 \
         -o input.hwm=2000000 -o output.hwm=2000000 -o log.level=warn \
-        2>"$tmp/daemon.log" &
+        -o 'state.dir=""' 2>"$tmp/daemon.log" &
     daemon_pid=$!
     local ready=""
     for _ in $(seq 200); do

@@ -678,7 +678,15 @@ static void load_state(ts_config *config, config_setting_t *root)
     config_setting_t *state = optional_group(config, root, "state");
     if (state == NULL || check_known_keys(config, state, known) < 0)
         return;
-    read_string(config, state, "dir", &s->state_dir);
+    /* "" is the explicit way to run without a store (tests, throwaway
+     * runs): the shipped file names a directory, so durability is what an
+     * install gets unless someone asks otherwise. */
+    config_setting_t *dir = config_setting_get_member(state, "dir");
+    if (dir != NULL && config_setting_type(dir) == CONFIG_TYPE_STRING &&
+        config_setting_get_string(dir)[0] == '\0')
+        s->state_dir = NULL;
+    else
+        read_string(config, state, "dir", &s->state_dir);
     read_choice(config, state, "sync", syncs,
                 "\"full\", \"batch\" or \"none\"", &s->state_sync);
     long long v = (long long)s->state_map_size_mb;

@@ -1098,8 +1098,9 @@ static int run(const options *opts)
         ts_log(TS_LOG_INFO, "state store %s opened",
                daemon.settings->state_dir);
     } else {
-        ts_log(TS_LOG_WARN, "state.dir is not set: budget ledgers live in "
-               "memory only and a restart gives every user a fresh budget");
+        ts_log(TS_LOG_WARN, "state.dir is empty or unset: budget ledgers "
+               "live in memory only and a restart gives every user a fresh "
+               "budget");
     }
     daemon.base = event_base_new();
     if (daemon.base == NULL) {

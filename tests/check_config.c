@@ -474,6 +474,36 @@ START_TEST(test_mechanism_parameter_errors)
 }
 END_TEST
 
+/* An install is durable unless asked otherwise: the shipped file names a
+ * store directory; "" (or no key) is the explicit memory-only mode. */
+START_TEST(test_state_dir_shipped_and_empty)
+{
+    ts_config *config = load(shipped_config(), NULL, 0);
+    ck_assert_msg(config != NULL, "%s", err);
+    const char *dir = ts_config_settings(config)->state_dir;
+    ck_assert_ptr_nonnull(dir);
+    ck_assert_str_eq(dir, "/var/lib/tracesand");
+    ts_config_free(config);
+
+    const char *memory[] = { "state.dir=\"\"" };
+    config = load(shipped_config(), memory, 1);
+    ck_assert_msg(config != NULL, "%s", err);
+    ck_assert_ptr_null(ts_config_settings(config)->state_dir);
+    ts_config_free(config);
+
+    const char *elsewhere[] = { "state.dir=\"/tmp/x\"" };
+    config = load(shipped_config(), elsewhere, 1);
+    ck_assert_msg(config != NULL, "%s", err);
+    ck_assert_str_eq(ts_config_settings(config)->state_dir, "/tmp/x");
+    ts_config_free(config);
+
+    const char *not_text[] = { "state.dir=5" };
+    ck_assert_ptr_null(load(shipped_config(), not_text, 1));
+    ck_assert_msg(strstr(err, "state.dir is a string") != NULL,
+                  "err '%s'", err);
+}
+END_TEST
+
 /* The shipped file lists pim and lm-delta with model = "": they load as
  * disabled profiles, left out of the pipeline, whose updates are rejected
  * as unknown_profile with a detail that says why. */
@@ -601,6 +631,7 @@ static Suite *config_suite(void)
     tcase_add_test(tc, test_mechanism_parameter_errors);
     tcase_add_test(tc, test_errors_are_single_lines);
     tcase_add_test(tc, test_shipped_model_profiles_disabled);
+    tcase_add_test(tc, test_state_dir_shipped_and_empty);
     tcase_add_test(tc, test_disabled_profile_still_validated);
     suite_add_tcase(s, tc);
     return s;

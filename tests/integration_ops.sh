@@ -79,7 +79,7 @@ check_eq "unknown path is 404" 404 "$(http_status /nope)"
 rc=0
 "$TRACESAND" -c "$CONF" -o 'input.endpoint=tcp://127.0.0.1:*' \
     -o 'output.endpoint=tcp://127.0.0.1:*' -o "http.listen=$HTTP_EP" \
-    >/dev/null 2>"$TMPD/busy.log" </dev/null || rc=$?
+    -o 'state.dir=""' >/dev/null 2>"$TMPD/busy.log" </dev/null || rc=$?
 check_eq "busy http.listen: daemon refuses to start" 1 "$rc"
 check "busy http.listen: error names the address" grep -q "http.listen '$HTTP_EP': cannot bind" "$TMPD/busy.log"
 

@@ -153,7 +153,8 @@ forget_pid() {
 # Starts tracesand with the shipped config on ephemeral loopback ports and
 # waits for its ready line. Sets DAEMON_PID, DAEMON_LOG, INPUT_EP, OUTPUT_EP,
 # HTTP_EP (empty when http.listen is off).
-# Extra arguments go to tracesand after the port overrides.
+# Extra arguments go to tracesand after the port overrides. The state
+# store is memory-only (state.dir "") unless they set state.dir.
 start_daemon() {
     local name=$1
     shift
@@ -161,7 +162,7 @@ start_daemon() {
     "${daemon_wrapper[@]}" "$TRACESAND" -c "$SHIPPED_CONF" \
         -o 'input.endpoint=tcp://127.0.0.1:*' \
         -o 'output.endpoint=tcp://127.0.0.1:*' \
-        -o 'http.listen=127.0.0.1:0' \
+        -o 'http.listen=127.0.0.1:0' -o 'state.dir=""' \
         "$@" 2>"$DAEMON_LOG" </dev/null &
     DAEMON_PID=$!
     background_pids+=("$DAEMON_PID")
