@@ -35,7 +35,10 @@
 # (GeoLife may not be redistributed). SEEDS=N (default 20),
 # TEST_USERS=a,b,c,d,e (default: every 4th user of the sorted ids, from
 # the 2nd), TICK_S=T, WINDOW_STEPS=N, GAP_S=S, MAX_WINDOWS=N (default 0:
-# all windows), IN_SAMPLE=1 (diagnostic: learn on the test users too).
+# all windows), IN_SAMPLE=1 (diagnostic: learn on the test users too),
+# REGION=LAT_MIN,LON_MIN,LAT_MAX,LON_MAX (default the Beijing box above;
+# the paper used the area within the 3rd ring road, about
+# 39.855,116.305,39.970,116.462).
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -46,7 +49,7 @@ tick=${TICK_S:-5}
 window_steps=${WINDOW_STEPS:-500}
 gap_s=${GAP_S:-60}
 max_windows=${MAX_WINDOWS:-0}
-region=39.75,116.15,40.10,116.60
+region=${REGION:-39.75,116.15,40.10,116.60}
 conf=$srcdir/conf/tracesand.conf
 
 if [ ! -f "$data" ]; then
