@@ -120,7 +120,8 @@ fi
 if [ "${SKIP_VALGRIND:-0}" != 1 ]; then
     vg_ok=1
     build_abs=$(cd "$build" && pwd)
-    for script in integration_feed integration_bad_input integration_burst; do
+    for script in integration_feed integration_bad_input integration_burst \
+            integration_pim; do
         say "$build: $script.sh under valgrind"
         if ! (cd "$build_abs" && TS_VALGRIND=1 top_srcdir="$top" \
                 top_builddir="$build_abs" bash "$top/tests/$script.sh") \
