@@ -7,7 +7,7 @@
  *                [--threshold T] [--delta D] [--eps E] [--seed S]
  *   bench_belief --model FILE --trace CSV [--profile-mech pim|lm-delta]
  *                [--capacity C] [--threshold T] [--delta D] [--eps E]
- *                [--seed S] [--quiet] [--dump OUT.csv]
+ *                [--seed S] [--max-ticks K] [--quiet] [--dump OUT.csv]
  *
  * Synthetic mode (no --trace). Without --model a learned-like model is
  * made: synthetic users take momentum random walks on a 100 x 100 grid of
@@ -393,6 +393,7 @@ typedef struct param_table {
     const ts_model *model;
     double epsilon, delta, prune;
     long long capacity;
+    long long max_ticks;
 } param_table;
 
 static int table_double(void *ctx, const char *key, double *out)
@@ -416,6 +417,8 @@ static int table_int(void *ctx, const char *key, long long *out)
         *out = t->capacity;
     else if (strcmp(key, "points_per_window") == 0)
         *out = 1000000000LL; /* the budget never runs out here */
+    else if (strcmp(key, "max_ticks") == 0)
+        *out = t->max_ticks;
     else
         return 0;
     return 1;
@@ -602,6 +605,24 @@ static int dump_points(const char *path, const double *lat,
     return fclose(f) == 0 ? 0 : -1;
 }
 
+enum { GAP_BUCKETS = 6 };
+static const char *const gap_bucket_names[GAP_BUCKETS] = {
+    "first release", "k <= 1", "k 2..10", "k 11..100", "k 101..max_ticks",
+    "k > max_ticks (reset)"};
+
+static int gap_bucket(int64_t k, long long max_ticks)
+{
+    if (k < 0)
+        return 0;
+    if (k <= 1)
+        return 1;
+    if (k <= 10)
+        return 2;
+    if (k <= 100)
+        return 3;
+    return k <= max_ticks ? 4 : 5;
+}
+
 static int run_trace(const char *mech, const ts_model *model,
                      const trace *t, const param_table *pt, uint64_t seed,
                      int quiet, const char *dump)
@@ -633,12 +654,22 @@ static int run_trace(const char *mech, const ts_model *model,
     double *out_lon = malloc(t->count * sizeof *out_lon);
     double *support = calloc(t->count, sizeof *support);
     ts_rng *rng = ts_rng_new_seeded(seed);
+    /* Latency by ticks since the user's previous release: the prior costs
+     * k sparse products, so long gaps are where the tail comes from. */
+    int64_t *last_ms = malloc(t->user_count * sizeof *last_ms);
+    double *gap_us[GAP_BUCKETS] = {NULL};
+    size_t gap_n[GAP_BUCKETS] = {0};
     int rc = -1;
     if (!states || !lat_us || !mem || !out_lat || !out_lon || !support ||
-        !rng)
+        !rng || !last_ms)
         goto out;
     ts_budget_view budget = {.total = ops->window_budget(profile),
                              .spent = 0.0};
+    for (int g = 0; g < GAP_BUCKETS; g++)
+        if ((gap_us[g] = malloc(t->count * sizeof *gap_us[g])) == NULL)
+            goto out;
+    for (size_t u = 0; u < t->user_count; u++)
+        last_ms[u] = INT64_MIN;
     size_t done = 0, failed = 0, mem_known = 0;
     double set_sum = 0.0;
     for (size_t r = 0; r < t->count; r++) {
@@ -662,6 +693,14 @@ static int run_trace(const char *mech, const ts_model *model,
         out_lon[r] = report.lon;
         set_sum += report.delta_set_size;
         lat_us[done] = t1 - t0;
+        int64_t k = last_ms[row->user] == INT64_MIN
+                        ? -1
+                        : ts_markov_ticks_between(model->tick_s,
+                                                  last_ms[row->user],
+                                                  row->ts_ms);
+        int g = gap_bucket(k, pt->max_ticks);
+        gap_us[g][gap_n[g]++] = t1 - t0;
+        last_ms[row->user] = row->ts_ms;
         const ts_belief *b = state_belief(state, state_size,
                                           (uint32_t)pt->capacity);
         if (b != NULL)
@@ -679,6 +718,15 @@ static int run_trace(const char *mech, const ts_model *model,
            "max %.1f\n", quantile(lat_us, done, 0.5),
            quantile(lat_us, done, 0.9), quantile(lat_us, done, 0.99),
            quantile(lat_us, done, 1.0));
+
+    printf("  latency us by ticks since the user's last release:\n");
+    for (int g = 0; g < GAP_BUCKETS; g++)
+        if (gap_n[g] > 0)
+            printf("    %-22s n %7zu  median %8.1f  p99 %8.1f  max %8.1f\n",
+                   gap_bucket_names[g], gap_n[g],
+                   quantile(gap_us[g], gap_n[g], 0.5),
+                   quantile(gap_us[g], gap_n[g], 0.99),
+                   quantile(gap_us[g], gap_n[g], 1.0));
 
     double phase_us[PHASE_COUNT];
     size_t mismatches = 0;
@@ -713,6 +761,9 @@ static int run_trace(const char *mech, const ts_model *model,
     }
     rc = 0;
 out:
+    for (int g = 0; g < GAP_BUCKETS; g++)
+        free(gap_us[g]);
+    free(last_ms);
     ts_rng_free(rng);
     free(support);
     free(out_lon);
@@ -726,8 +777,8 @@ out:
 
 static int main_trace(const char *model_path, const char *trace_path,
                       const char *mech, uint32_t capacity, double threshold,
-                      double delta, double eps, uint64_t seed, int quiet,
-                      const char *dump)
+                      double delta, double eps, long long max_ticks,
+                      uint64_t seed, int quiet, const char *dump)
 {
     if (model_path == NULL) {
         fprintf(stderr, "bench_belief: --trace needs --model\n");
@@ -748,10 +799,12 @@ static int main_trace(const char *model_path, const char *trace_path,
            "%zu users\n", model_path, model->grid.cell_count,
            (unsigned long long)model->popular.nnz, model->tick_s, trace_path,
            t.count, t.user_count);
-    printf("capacity=%u prune_threshold=%g delta=%g eps=%g seed=%llu\n",
-           capacity, threshold, delta, eps, (unsigned long long)seed);
+    printf("capacity=%u prune_threshold=%g delta=%g eps=%g max_ticks=%lld "
+           "seed=%llu\n", capacity, threshold, delta, eps, max_ticks,
+           (unsigned long long)seed);
     param_table pt = {.model = model, .epsilon = eps, .delta = delta,
-                      .prune = threshold, .capacity = capacity};
+                      .prune = threshold, .capacity = capacity,
+                      .max_ticks = max_ticks};
     int rc = run_trace(mech, model, &t, &pt, seed, quiet, dump);
     trace_free(&t);
     ts_model_close(model);
@@ -765,6 +818,7 @@ int main(int argc, char **argv)
     uint32_t steps = 20000, capacity = 0;
     double threshold = NAN, delta = 0.01, eps = 1.0;
     uint64_t seed = 1;
+    long long max_ticks = TS_DELTA_DEFAULT_MAX_TICKS;
     int quiet = 0;
     static const struct option options[] = {
         {"model", required_argument, NULL, 'm'},
@@ -778,9 +832,10 @@ int main(int argc, char **argv)
         {"profile-mech", required_argument, NULL, 'p'},
         {"quiet", no_argument, NULL, 'q'},
         {"dump", required_argument, NULL, 'D'},
+        {"max-ticks", required_argument, NULL, 'K'},
         {NULL, 0, NULL, 0}};
     int opt;
-    while ((opt = getopt_long(argc, argv, "m:n:c:t:d:e:s:T:p:qD:", options,
+    while ((opt = getopt_long(argc, argv, "m:n:c:t:d:e:s:T:p:qD:K:", options,
                               NULL)) != -1) {
         switch (opt) {
         case 'm': model_path = optarg; break;
@@ -794,6 +849,7 @@ int main(int argc, char **argv)
         case 'p': mech = optarg; break;
         case 'q': quiet = 1; break;
         case 'D': dump = optarg; break;
+        case 'K': max_ticks = strtoll(optarg, NULL, 10); break;
         default:
             fprintf(stderr,
                     "usage: bench_belief [--model FILE] [--steps N] "
@@ -802,7 +858,7 @@ int main(int argc, char **argv)
                     "       bench_belief --model FILE --trace CSV "
                     "[--profile-mech pim|lm-delta] [--capacity C] "
                     "[--threshold T] [--delta D] [--eps E] [--seed S] "
-                    "[--quiet] [--dump OUT.csv]\n");
+                    "[--max-ticks K] [--quiet] [--dump OUT.csv]\n");
             return 1;
         }
     }
@@ -811,7 +867,7 @@ int main(int argc, char **argv)
                           capacity ? capacity : TS_DELTA_DEFAULT_CAPACITY,
                           isnan(threshold) ? TS_DELTA_DEFAULT_PRUNE
                                            : threshold,
-                          delta, eps, seed, quiet, dump);
+                          delta, eps, max_ticks, seed, quiet, dump);
     if (capacity == 0)
         capacity = 512;
     if (isnan(threshold))

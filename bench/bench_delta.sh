@@ -74,6 +74,7 @@ for mech in $mechs; do
         "$build/bench/bench_belief" --model "$model" --trace "$tmp/test.csv" \
             --profile-mech "$mech" --seed "$s" --quiet >"$tmp/run.txt" ||
             { cat "$tmp/run.txt" >&2; exit 1; }
+        [ "$s" = 1 ] && cp "$tmp/run.txt" "$tmp/run1.txt"
         # "  release latency us: median M  p90 P  p99 Q  max X" and
         # "  belief memory per user: live bytes median M  p99 Q  max X; ..."
         awk '/release latency us:/ { lat = $5 " " $7 " " $9 " " $11 }
@@ -87,4 +88,8 @@ for mech in $mechs; do
         "$mech" "$runs" "$(col 1)" "$(col 2)" "$(col 3)" "$(col 4)"
     printf '%-8s belief bytes per user: median %s  p99 %s  max %s; state block %s; mean |dX| %s\n' \
         "$mech" "$(col 5)" "$(col 6)" "$(col 7)" "$(col 8)" "$(col 9)"
+    # Where the tail comes from: the prior after a gap of k ticks costs k
+    # sparse products (k <= max_ticks; beyond, a cheap reset).
+    echo "$mech      by ticks since the user's last release (run 1):"
+    sed -n '/latency us by ticks/,/reset/p' "$tmp/run1.txt" | tail -n +2
 done
