@@ -262,6 +262,46 @@ for v in true false; do
     check "sanitize: personal_models = $v without personal models: same output" \
         cmp -s "$TMPD/pim_a.csv" "$TMPD/pim_pm_$v.csv"
 done
+# Personal models end to end. From a --per-user file, personal_models =
+# false uses its popular model (the same as the popular-only file's, so the
+# output is byte-identical); true gives each user their own prior, which
+# changes ΔX; eval's replay, told the same configuration, picks the same
+# model per pseudonym and reproduces every published |ΔX|.
+MODEL_PU=$TMPD/pim_model_personal.bin
+"$TRACESAN" learn --region 39.9,116.3,39.95,116.36 --cell-m 500 \
+    --tick-s 60 --per-user -o "$MODEL_PU" "$FEED" 2>"$TMPD/learn_pu.log" ||
+    { show_file "$TMPD/learn_pu.log"; fatal "tracesan learn --per-user failed"; }
+PROFILES_PU=(-o profiles.pim.mechanism=pim -o "profiles.pim.model=\"$MODEL_PU\""
+             -o profiles.pim.points_per_window=1000
+             -o profiles.lmd.mechanism=lm-delta -o "profiles.lmd.model=\"$MODEL_PU\""
+             -o profiles.lmd.points_per_window=1000 -o profiles.lmd.epsilon=2.0)
+for v in false true; do
+    "$TRACESAN" sanitize --config "$SHIPPED_CONF" --seed 3 "${PROFILES_PU[@]}" \
+        -o "profiles.pim.personal_models=$v" -o "profiles.lmd.personal_models=$v" \
+        "$FEED" >"$TMPD/pim_pu_$v.csv" 2>"$TMPD/pim_pu_$v.err" ||
+        { show_file "$TMPD/pim_pu_$v.err"; fatal "sanitize with personal models ($v) failed"; }
+done
+check "personal model file, personal_models = false: the popular model's output" \
+    cmp -s "$TMPD/pim_a.csv" "$TMPD/pim_pu_false.csv"
+check_eq "personal models: every in-region row sanitized" "$((ROWS - AWAY))" \
+    "$(data_rows "$TMPD/pim_pu_true.csv")"
+dss_changed=$(paste -d, <(cut -d, -f11 "$TMPD/pim_a.csv") \
+                        <(cut -d, -f11 "$TMPD/pim_pu_true.csv") |
+              awk -F, 'NR > 1 && $1 != $2 { n++ } END { print n + 0 }')
+check "personal models: ΔX differs from the popular prior's ($dss_changed rows)" \
+    test "$dss_changed" -gt 0
+"$TRACESAN" eval --format csv --config "$SHIPPED_CONF" --profile pim "${PROFILES_PU[@]}" \
+    "$FEED" "$TMPD/pim_pu_true.csv" >/dev/null 2>"$TMPD/pim_pu_eval.err" ||
+    { show_file "$TMPD/pim_pu_eval.err"; fatal "eval with personal models failed"; }
+check "personal models: the replay reproduces every published |ΔX|" \
+    grep -q "replayed [1-9][0-9]* releases of profile 'pim': drifted=[0-9]* dss_mismatches=0 errors=0" \
+    "$TMPD/pim_pu_eval.err"
+"$TRACESAN" eval --format csv --config "$SHIPPED_CONF" --profile pim "${PROFILES_PU[@]}" \
+    -o profiles.pim.personal_models=false \
+    "$FEED" "$TMPD/pim_pu_true.csv" >/dev/null 2>"$TMPD/pim_pu_eval_off.err" || true
+check "personal models: a replay with the popular model does not match" \
+    grep -q "dss_mismatches=[1-9]" "$TMPD/pim_pu_eval_off.err"
+
 rc=0
 "$TRACESAN" sanitize --config "$SHIPPED_CONF" "${PROFILES[@]}" \
     -o profiles.pim.personal_models=2 "$FEED" >/dev/null 2>"$TMPD/pim_pm_bad.err" || rc=$?
