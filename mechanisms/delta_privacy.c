@@ -43,6 +43,7 @@ typedef struct delta_profile {
     uint32_t capacity;
     long long points_per_window;
     int personal_models;
+    int reject_outside;     /* outside_region = "reject" */
     ts_belief_params belief_params;
     ts_model *model;             /* a reference, dropped in profile_free */
     size_t belief_bytes;
@@ -144,7 +145,7 @@ static int profile_new_kind(noise_kind kind, const ts_params *params,
     long long max_ticks = TS_DELTA_DEFAULT_MAX_TICKS;
     p->points_per_window = TS_DELTA_DEFAULT_POINTS;
     p->personal_models = TS_DELTA_DEFAULT_PERSONAL_MODELS;
-    const char *outside = "reject";
+    const char *outside = "surrogate";
 
     if (read_double(params, "epsilon", &p->epsilon, err, errlen) < 0)
         goto fail;
@@ -168,10 +169,13 @@ static int profile_new_kind(noise_kind kind, const ts_params *params,
                  1000000000LL, err, errlen) < 0)
         goto fail;
     int found = params->get_string(params->ctx, "outside_region", &outside);
-    if (found < 0 || strcmp(outside, "reject") != 0) {
-        snprintf(err, errlen, "outside_region must be \"reject\"");
+    if (found < 0 || (strcmp(outside, "surrogate") != 0 &&
+                      strcmp(outside, "reject") != 0)) {
+        snprintf(err, errlen,
+                 "outside_region must be \"surrogate\" or \"reject\"");
         goto fail;
     }
+    p->reject_outside = strcmp(outside, "reject") == 0;
     if (read_switch(params, "personal_models", &p->personal_models, err,
                     errlen) < 0)
         goto fail;
@@ -363,9 +367,14 @@ static ts_release_status delta_release(const void *opaque, void *user_state,
     if (!ts_budget_allows(budget, p->epsilon))
         return TS_RELEASE_EXHAUSTED;
 
-    /* outside_region = "reject": refused before any state changes. */
-    uint32_t true_cell;
-    if (ts_grid_cell_of_latlon(grid, truth->lat, truth->lon, &true_cell) < 0)
+    /* Outside the model's box. "reject" refuses before any state changes,
+     * which tells whoever reads the rejections that the user left a public
+     * box; "surrogate" (the default) releases it as a drift, which looks
+     * like any other release. */
+    uint32_t true_cell = 0;
+    int inside =
+        ts_grid_cell_of_latlon(grid, truth->lat, truth->lon, &true_cell) == 0;
+    if (!inside && p->reject_outside)
         return TS_RELEASE_OUTSIDE_REGION;
 
     public_step step;
@@ -373,10 +382,12 @@ static ts_release_status delta_release(const void *opaque, void *user_state,
                           truth->ts_ms, &step) < 0)
         return TS_RELEASE_ERROR;
 
-    /* Drift: the true cell is not in the set; release its surrogate. The
-     * only secret-dependent part of a release, with the noise below. */
+    /* Drift: the true cell is not in the set (or there is no true cell);
+     * release the surrogate, the set's cell nearest the true point in the
+     * grid's plane. The only secret-dependent part of a release, with the
+     * noise below. */
     pim_vec2 released = ts_grid_project(grid, truth->lat, truth->lon);
-    if (!ts_delta_set_contains(p->cells, step.n, true_cell)) {
+    if (!inside || !ts_delta_set_contains(p->cells, step.n, true_cell)) {
         uint32_t surrogate;
         if (ts_delta_set_surrogate(grid, p->cells, step.n, released,
                                    &surrogate) < 0)

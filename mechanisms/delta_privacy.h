@@ -24,10 +24,13 @@
  * string "true"/"false", default 1: the prior of a user whose public
  * pseudonym, ts_point.user, has a personal model in the file uses it; the
  * popular model otherwise, for a point without a pseudonym, or when 0),
- * outside_region ("reject", the only policy: a true point outside the
- * model's region is refused with TS_RELEASE_OUTSIDE_REGION before any
- * state changes; a producer that wants another mechanism there routes
- * those points to another profile with the per-update `profile` field).
+ * outside_region ("surrogate", the default: a true point outside the
+ * model's region is released like a drift, from the delta-location set's
+ * cell nearest to it, so the output does not tell that the user left the
+ * region; "reject": refused with TS_RELEASE_OUTSIDE_REGION before any
+ * state changes, which a reader of the rejections learns -- for producers
+ * that would rather route those points to another profile with the
+ * per-update `profile` field).
  *
  * Budget: eps_point = epsilon for every release. delta-location-set privacy
  * is a per-release guarantee; the window budget epsilon * points_per_window

@@ -514,6 +514,75 @@ START_TEST(drift_uses_surrogate)
 }
 END_TEST
 
+/* outside_region = "surrogate" (the default): a true point outside the box
+ * is released as a drift from the delta-set cell nearest to it, so with the
+ * same generator it gives exactly the output and the state of a user
+ * standing at that cell's centre; the observer's replay calls it drifted.
+ * The delta-set of concentrated_initial is cells 0 and 1 (row 0, columns
+ * 0 and 1); a point 1.1 km south of cell 1 is nearest to cell 1, a point
+ * 1.1 km west of cell 0 nearest to cell 0. */
+static void check_outside_surrogate(const ts_mechanism_ops *ops)
+{
+    test_model m = make_model(concentrated_initial);
+    table t = default_table(m.model);
+    void *profile = new_profile(ops, &t);
+    size_t size = ops->user_state_size(profile);
+    unsigned char *state_far = calloc(1, size), *state_cell = calloc(1, size);
+    unsigned char *observer = calloc(1, size);
+    pim_vec2 c1 = ts_grid_cell_centre(&m.model->grid, 1);
+    pim_vec2 c0 = ts_grid_cell_centre(&m.model->grid, 0);
+    struct { pim_vec2 plane; uint32_t nearest; } cases[2] = {
+        { { c1.x, c1.y - 1100.0 }, 1 },
+        { { c0.x - 1100.0, c0.y }, 0 },
+    };
+    for (int k = 0; k < 2; k++) {
+        ts_point far = { .ts_ms = 600000, .accuracy_m = NAN };
+        ts_grid_unproject(&m.model->grid, cases[k].plane, &far.lat, &far.lon);
+        uint32_t cell;
+        ck_assert_int_lt(ts_grid_cell_of_latlon(&m.model->grid, far.lat,
+                                                far.lon, &cell), 0);
+        ts_point at = cell_point(m.model, cases[k].nearest, 600000);
+        ts_report out_far, out_cell;
+        ts_budget_view budget = { .total = 5.0, .spent = 0.0 };
+        memset(state_far, 0, size);
+        memset(state_cell, 0, size);
+        ts_rng *rng = ts_rng_new_seeded(23);
+        ck_assert_int_eq(ops->release(profile, state_far, &far, &budget, rng,
+                                      &out_far), TS_RELEASE_OK);
+        ts_rng_free(rng);
+        rng = ts_rng_new_seeded(23);
+        ck_assert_int_eq(ops->release(profile, state_cell, &at, &budget, rng,
+                                      &out_cell), TS_RELEASE_OK);
+        ts_rng_free(rng);
+        ck_assert_uint_eq(out_far.delta_set_size, 2);
+        ck_assert_double_eq(out_far.lat, out_cell.lat);
+        ck_assert_double_eq(out_far.lon, out_cell.lon);
+        ck_assert_double_eq(out_far.eps_point, out_cell.eps_point);
+        ck_assert_int_eq(memcmp(state_far, state_cell, size), 0);
+
+        ts_point published = { .lat = out_far.lat, .lon = out_far.lon,
+                               .ts_ms = far.ts_ms, .accuracy_m = NAN };
+        int drifted = -1;
+        memset(observer, 0, size);
+        ck_assert_int_eq(ts_delta_replay(profile, observer, &published, &far,
+                                         &drifted, NULL), 0);
+        ck_assert_int_eq(drifted, 1);
+        ck_assert_int_eq(memcmp(observer, state_far, size), 0);
+    }
+    free(observer);
+    free(state_cell);
+    free(state_far);
+    ops->profile_free(profile);
+    free_model(&m);
+}
+
+START_TEST(outside_region_surrogate_by_default)
+{
+    check_outside_surrogate(&ts_pim_ops);
+    check_outside_surrogate(&ts_lm_delta_ops);
+}
+END_TEST
+
 /* outside_region = "reject": TS_RELEASE_OUTSIDE_REGION before any state
  * change, also for a user with a belief. */
 START_TEST(outside_region_rejected)
@@ -879,6 +948,7 @@ int main(void)
     tcase_add_test(tc, state_is_public);
     tcase_add_test(tc, drift_uses_surrogate);
     tcase_add_test(tc, outside_region_rejected);
+    tcase_add_test(tc, outside_region_surrogate_by_default);
     tcase_add_test(tc, profile_outlives_model);
     tcase_add_test(tc, replay_matches_release);
     tcase_add_test(tc, replay_reports_drift);

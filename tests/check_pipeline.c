@@ -934,22 +934,33 @@ static void write_pim_model(char *path, size_t path_len)
     ck_assert_int_eq(fclose(out), 0);
 }
 
-/* Profile "pim" with the given model path (a libconfig string literal). */
-static ts_pipeline *pim_pipeline(const char *model_literal, ts_rng *source)
+/* Profile "pim" with the given model path (a libconfig string literal)
+ * and outside_region policy (NULL: the default). */
+static ts_pipeline *pim_pipeline_with(const char *model_literal,
+                                      const char *outside, ts_rng *source)
 {
-    char model_override[600];
+    char model_override[600], outside_override[100];
     snprintf(model_override, sizeof model_override, "profiles.pim.model=%s",
              model_literal);
+    snprintf(outside_override, sizeof outside_override,
+             "profiles.pim.outside_region=\"%s\"", outside ? outside : "");
     const char *overrides[] = { "profiles.pim.mechanism=pim", model_override,
-                                "profiles.pim.points_per_window=100" };
+                                "profiles.pim.points_per_window=100",
+                                outside_override };
     char err[512] = "";
-    ts_config *config = ts_config_load(NULL, overrides, 3, err, sizeof err);
+    ts_config *config = ts_config_load(NULL, overrides, outside ? 4 : 3, err,
+                                       sizeof err);
     ck_assert_msg(config != NULL, "%s", err);
     ts_pipeline *made = ts_config_make_pipeline(config, source, err,
                                                 sizeof err);
     ck_assert_msg(made != NULL, "%s", err);
     ts_config_free(config);
     return made;
+}
+
+static ts_pipeline *pim_pipeline(const char *model_literal, ts_rng *source)
+{
+    return pim_pipeline_with(model_literal, NULL, source);
 }
 
 static ts_outcome pim_point(ts_pipeline *p, const char *user, int64_t ts_ms,
@@ -962,11 +973,10 @@ static ts_outcome pim_point(ts_pipeline *p, const char *user, int64_t ts_ms,
     return out;
 }
 
-/* An out-of-region point is refused as outside_region, counted, and
- * changes nothing: the same seeded run without it publishes exactly the
- * same next point (belief, ledger and rng stream all untouched). Until
- * mechanisms/delta_privacy.c returns TS_RELEASE_OUTSIDE_REGION the reason
- * is internal_error and this test fails on it. */
+/* outside_region = "reject": an out-of-region point is refused as
+ * outside_region, counted, and changes nothing: the same seeded run without
+ * it publishes exactly the same next point (belief, ledger and rng stream
+ * all untouched). */
 START_TEST(test_pim_outside_region)
 {
     char path[512];
@@ -977,8 +987,8 @@ START_TEST(test_pim_outside_region)
     ts_rng *rng_b = ts_rng_new_seeded(7);
     ck_assert_ptr_nonnull(rng_a);
     ck_assert_ptr_nonnull(rng_b);
-    ts_pipeline *with = pim_pipeline(literal, rng_a);
-    ts_pipeline *without = pim_pipeline(literal, rng_b);
+    ts_pipeline *with = pim_pipeline_with(literal, "reject", rng_a);
+    ts_pipeline *without = pim_pipeline_with(literal, "reject", rng_b);
     unlink(path);
 
     const double inside = 150.0 / PIM_EARTH_R * PIM_DEG;   /* centre cell */
@@ -1019,6 +1029,37 @@ START_TEST(test_pim_outside_region)
     ts_pipeline_free(without);
     ts_rng_free(rng_a);
     ts_rng_free(rng_b);
+}
+END_TEST
+
+/* The default, outside_region = "surrogate": an out-of-region point is an
+ * ordinary release -- sanitized, spent, counted as sanitized, with nothing
+ * in the outcome that differs in kind from an in-region point. */
+START_TEST(test_pim_outside_region_default)
+{
+    char path[512];
+    write_pim_model(path, sizeof path);
+    char literal[600];
+    snprintf(literal, sizeof literal, "\"%s\"", path);
+    ts_rng *rng = ts_rng_new_seeded(7);
+    ck_assert_ptr_nonnull(rng);
+    ts_pipeline *p = pim_pipeline(literal, rng);
+    unlink(path);
+
+    const double inside = 150.0 / PIM_EARTH_R * PIM_DEG;
+    ts_outcome first = pim_point(p, "u", 1000, inside, inside);
+    ck_assert_msg(first.sanitized, "%s", first.detail);
+    ts_outcome away = pim_point(p, "u", 61000, 0.5, 0.25);
+    ck_assert_msg(away.sanitized, "%s", away.detail);
+    ck_assert_uint_gt(away.report.delta_set_size, 0);
+    ck_assert_double_eq_tol(away.eps_spent_window, 2.0, 1e-12);
+    ts_outcome fresh = pim_point(p, "fresh", 61000, 0.5, 0.25);
+    ck_assert_msg(fresh.sanitized, "%s", fresh.detail);
+    const ts_pipeline_stats *stats = ts_pipeline_get_stats(p);
+    ck_assert_uint_eq(stats->sanitized, 3);
+    ck_assert_uint_eq(stats->rejected[TS_REASON_OUTSIDE_REGION], 0);
+    ts_pipeline_free(p);
+    ts_rng_free(rng);
 }
 END_TEST
 
@@ -1090,6 +1131,7 @@ static Suite *pipeline_suite(void)
     suite_add_tcase(s, tc);
     TCase *pim = tcase_create("pim");
     tcase_add_test(pim, test_pim_outside_region);
+    tcase_add_test(pim, test_pim_outside_region_default);
     tcase_add_test(pim, test_disabled_profile_rejected);
     suite_add_tcase(s, pim);
     return s;

@@ -5,8 +5,9 @@
 # -o overrides, replay many users concurrently with a
 # profile column, and check that every input yields one output, every
 # sanitized row carries delta_set_size, no published point equals an input
-# point, points outside the model's region are rejected as outside_region,
-# and the CLI serves the same profiles. Then the shipped `pim` and
+# point, points outside the model's region are rejected as outside_region
+# (outside_region = "reject"), and the CLI serves the same profiles (with
+# the default outside_region = "surrogate": those points are released). Then the shipped `pim` and
 # `lm-delta` profiles (disabled: model = "") enabled by
 # -o profiles.NAME.model=PATH keep every user's belief across idle-user
 # expiry and a SIGHUP reload. Also: a missing model file is a config error.
@@ -72,7 +73,9 @@ rows_ok() {
 }
 
 # --- the daemon --------------------------------------------------------------
-start_daemon pim "${PROFILES[@]}"
+# The daemon runs pim with outside_region = "reject" (the CLI below keeps
+# the default, "surrogate").
+start_daemon pim "${PROFILES[@]}" -o 'profiles.pim.outside_region="reject"'
 start_tail pim "$ROWS"
 replay "$FEED"
 wait_tail pim 120
@@ -283,7 +286,7 @@ for v in false true; do
 done
 check "personal model file, personal_models = false: the popular model's output" \
     cmp -s "$TMPD/pim_a.csv" "$TMPD/pim_pu_false.csv"
-check_eq "personal models: every in-region row sanitized" "$((ROWS - AWAY))" \
+check_eq "personal models: every row sanitized" "$ROWS" \
     "$(data_rows "$TMPD/pim_pu_true.csv")"
 dss_changed=$(paste -d, <(cut -d, -f11 "$TMPD/pim_a.csv") \
                         <(cut -d, -f11 "$TMPD/pim_pu_true.csv") |
@@ -308,11 +311,18 @@ rc=0
 check "sanitize: personal_models = 2 is a configuration error" test "$rc" -ne 0
 check "sanitize: the error names the key" \
     grep -q "personal_models must be true or false" "$TMPD/pim_pm_bad.err"
-check_eq "sanitize: rows" "$((ROWS - AWAY))" "$(data_rows "$TMPD/pim_a.csv")"
+check_eq "sanitize: rows" "$ROWS" "$(data_rows "$TMPD/pim_a.csv")"
 check "sanitize: mechanism, eps, delta_set_size and spend on every row" \
     rows_ok "$TMPD/pim_a.csv"
 check "sanitize: no published point equals an input point" \
     no_input_point_published "$FEED" "$TMPD/pim_a.csv"
+# outside_region = "surrogate": the 3 points outside the box are released
+# like any other (from the delta-set cell nearest to them), with no
+# rejection that would tell anyone the user left the box.
+check_eq "sanitize: out-of-region points released, not rejected" "$AWAY" \
+    "$(awk -F, '$1 == "away"' "$TMPD/pim_a.csv" | wc -l | tr -d ' ')"
+check "sanitize: no outside_region rejection" \
+    not_grep -q outside_region "$TMPD/pim_a.err"
 
 # --- eval: RMSE and |ΔX| figures -------------------------------------------------
 rc=0
@@ -322,14 +332,13 @@ check_eq "eval: exit status" 0 "$rc"
 check_eq "eval: rmse_m next to the mean, |ΔX| columns at the end" \
     "user,n,dropped,mean_err_m,rmse_m,alpha90_m,pred_rate,rho,windows,exhausted,covered,dss_mean,dss_median,dss_min" \
     "$(head -n 1 "$TMPD/pim_eval.csv")"
-check_eq "eval: every sanitized row matched" "$((ROWS - AWAY))" \
+check_eq "eval: every sanitized row matched" "$ROWS" \
     "$(awk -F, '$1 == "(all)" { print $2 }' "$TMPD/pim_eval.csv")"
 # RMS >= mean for any sample (Cauchy-Schwarz), min <= median, |ΔX| >= 1;
-# user "away" has no sanitized row (all figures "-").
 check "eval: rmse >= mean, 1 <= dss_min <= dss_median, per line" \
     awk -F, 'NR > 1 && $2 > 0 && !($5 + 0 >= $4 + 0 && $14 >= 1 && $14 <= $13 + 0) { exit 1 }' \
     "$TMPD/pim_eval.csv"
-check_eq "eval --series: one row per sanitized row" "$((ROWS - AWAY))" \
+check_eq "eval --series: one row per sanitized row" "$ROWS" \
     "$(data_rows "$TMPD/pim_series.csv")"
 check_eq "eval --series: header" "user,ts,delta_set_size,error_m" \
     "$(head -n 1 "$TMPD/pim_series.csv")"
