@@ -123,26 +123,65 @@ static inline void swap_entries(ts_belief_entry *a, ts_belief_entry *b)
     *b = t;
 }
 
-/* Partitions v[lo, hi) (hi - lo >= 2) around a median-of-three pivot:
- * returns p with v[lo, p) ranking before v[p] and v[p + 1, hi) after. */
-static size_t partition_by_rank(ts_belief_entry *v, size_t lo, size_t hi)
+static inline int cell_before(const ts_belief_entry *a,
+                              const ts_belief_entry *b)
 {
-    size_t mid = lo + (hi - lo) / 2, last = hi - 1;
-    /* Median of v[lo], v[mid], v[last] to v[last]. */
-    if (ranks_before(&v[mid], &v[lo]))
-        swap_entries(&v[mid], &v[lo]);
-    if (ranks_before(&v[last], &v[lo]))
-        swap_entries(&v[last], &v[lo]);
-    if (ranks_before(&v[mid], &v[last]))
-        swap_entries(&v[mid], &v[last]);
-    ts_belief_entry pivot = v[last];
-    size_t store = lo;
-    for (size_t i = lo; i < last; i++)
-        if (ranks_before(&v[i], &pivot))
-            swap_entries(&v[i], &v[store++]);
-    swap_entries(&v[store], &v[last]);
-    return store;
+    return a->cell < b->cell;
 }
+
+/* One quicksort for the two orders (rank, cell), instantiated per order so
+ * that the comparison inlines. partition_<order> partitions v[lo, hi)
+ * (hi - lo >= 2) around a median-of-three pivot and returns p with
+ * v[lo, p) before v[p] and v[p + 1, hi) after it; sort_<order>_all sorts:
+ * quicksort on the smaller side recursively and the larger iteratively
+ * (depth <= log2 n), insertion sort below 16 elements. Both orders are
+ * strict on distinct cells, so the result is unique. */
+#define DEFINE_ENTRY_ORDER(order, before)                                    \
+    static size_t partition_##order(ts_belief_entry *v, size_t lo,          \
+                                    size_t hi)                               \
+    {                                                                        \
+        size_t mid = lo + (hi - lo) / 2, last = hi - 1;                      \
+        if (before(&v[mid], &v[lo]))                                         \
+            swap_entries(&v[mid], &v[lo]);                                   \
+        if (before(&v[last], &v[lo]))                                        \
+            swap_entries(&v[last], &v[lo]);                                  \
+        if (before(&v[mid], &v[last]))                                       \
+            swap_entries(&v[mid], &v[last]);                                 \
+        ts_belief_entry pivot = v[last];                                     \
+        size_t store = lo;                                                   \
+        for (size_t i = lo; i < last; i++)                                   \
+            if (before(&v[i], &pivot))                                       \
+                swap_entries(&v[i], &v[store++]);                            \
+        swap_entries(&v[store], &v[last]);                                   \
+        return store;                                                        \
+    }                                                                        \
+    static void sort_##order##_all(ts_belief_entry *v, size_t n)             \
+    {                                                                        \
+        while (n > 16) {                                                     \
+            size_t store = partition_##order(v, 0, n);                       \
+            size_t left = store, right = n - store - 1;                      \
+            if (left < right) {                                              \
+                sort_##order##_all(v, left);                                 \
+                v += store + 1;                                              \
+                n = right;                                                   \
+            } else {                                                         \
+                sort_##order##_all(v + store + 1, right);                    \
+                n = left;                                                    \
+            }                                                                \
+        }                                                                    \
+        for (size_t i = 1; i < n; i++) {                                     \
+            ts_belief_entry e = v[i];                                        \
+            size_t j = i;                                                    \
+            while (j > 0 && before(&e, &v[j - 1])) {                         \
+                v[j] = v[j - 1];                                             \
+                j--;                                                         \
+            }                                                                \
+            v[j] = e;                                                        \
+        }                                                                    \
+    }
+
+DEFINE_ENTRY_ORDER(rank, ranks_before)
+DEFINE_ENTRY_ORDER(cell, cell_before)
 
 /* Rearranges v so that v[0..k) are the k top-ranked entries (in no
  * particular order). Quickselect. */
@@ -150,7 +189,7 @@ static void select_top(ts_belief_entry *v, size_t n, size_t k)
 {
     size_t lo = 0, hi = n;
     while (hi - lo > 1 && k > lo && k < hi) {
-        size_t store = partition_by_rank(v, lo, hi);
+        size_t store = partition_rank(v, lo, hi);
         if (store == k || store + 1 == k)
             return;
         if (k < store)
@@ -160,77 +199,15 @@ static void select_top(ts_belief_entry *v, size_t n, size_t k)
     }
 }
 
-/* Sorts into rank order: quicksort on the larger side iteratively and
- * insertion sort below 16 elements; recursion depth <= log2(n). The
- * order is strict for distinct cells, so the result is unique. */
-static void sort_by_rank(ts_belief_entry *v, size_t n)
-{
-    while (n > 16) {
-        size_t store = partition_by_rank(v, 0, n);
-        size_t left = store, right = n - store - 1;
-        if (left < right) {
-            sort_by_rank(v, left);
-            v += store + 1;
-            n = right;
-        } else {
-            sort_by_rank(v + store + 1, right);
-            n = left;
-        }
-    }
-    for (size_t i = 1; i < n; i++) {
-        ts_belief_entry e = v[i];
-        size_t j = i;
-        while (j > 0 && ranks_before(&e, &v[j - 1])) {
-            v[j] = v[j - 1];
-            j--;
-        }
-        v[j] = e;
-    }
-}
-
-/* Sorts by ascending cell: quicksort on the larger side iteratively and
- * insertion sort below 16 elements; recursion depth <= log2(n). */
+/* Sorts by ascending cell. */
 static void sort_by_cell(ts_belief_entry *v, size_t n)
 {
     /* Products, posteriors and resets already arrive in cell order. */
     size_t sorted = 1;
     while (sorted < n && v[sorted - 1].cell < v[sorted].cell)
         sorted++;
-    if (sorted >= n)
-        return;
-    while (n > 16) {
-        size_t mid = n / 2, last = n - 1;
-        if (v[mid].cell < v[0].cell)
-            swap_entries(&v[mid], &v[0]);
-        if (v[last].cell < v[0].cell)
-            swap_entries(&v[last], &v[0]);
-        if (v[mid].cell < v[last].cell)
-            swap_entries(&v[mid], &v[last]);
-        uint32_t pivot = v[last].cell;
-        size_t store = 0;
-        for (size_t i = 0; i < last; i++)
-            if (v[i].cell < pivot)
-                swap_entries(&v[i], &v[store++]);
-        swap_entries(&v[store], &v[last]);
-        size_t left = store, right = n - store - 1;
-        if (left < right) {
-            sort_by_cell(v, left);
-            v += store + 1;
-            n = right;
-        } else {
-            sort_by_cell(v + store + 1, right);
-            n = left;
-        }
-    }
-    for (size_t i = 1; i < n; i++) {
-        ts_belief_entry e = v[i];
-        size_t j = i;
-        while (j > 0 && v[j - 1].cell > e.cell) {
-            v[j] = v[j - 1];
-            j--;
-        }
-        v[j] = e;
-    }
+    if (sorted < n)
+        sort_cell_all(v, n);
 }
 
 /* --------------------------------------------------------------- pruning */
@@ -427,7 +404,7 @@ size_t ts_belief_delta_set(const ts_belief *b, double delta, uint32_t *cells,
     double sure = target + 1e-9 * total, before = 0.0;
     size_t lo = 0, hi = n;
     while (hi - lo > 32) {
-        size_t p = partition_by_rank(v, lo, hi);
+        size_t p = partition_rank(v, lo, hi);
         double mass = v[p].prob;
         for (size_t i = lo; i < p; i++)
             mass += v[i].prob;
@@ -438,12 +415,12 @@ size_t ts_belief_delta_set(const ts_belief *b, double delta, uint32_t *cells,
             lo = p + 1;
         }
     }
-    sort_by_rank(v, hi);
+    sort_rank_all(v, hi);
     size_t taken = 0;
     double mass = 0.0;
     for (size_t i = 0; i < n; i++) {
         if (i == hi)
-            sort_by_rank(v + hi, n - hi);
+            sort_rank_all(v + hi, n - hi);
         cells[taken++] = v[i].cell;
         mass += v[i].prob;
         if (mass >= target)
