@@ -97,32 +97,20 @@ static int read_int(const ts_params *params, const char *key,
     return 0;
 }
 
-/* personal_models: a boolean where the source has them (libconfig's
- * true/false), else an integer 0/1 or the string "true"/"false". */
+/* A switch: a boolean (libconfig's true/false), or an integer 0/1. */
 static int read_switch(const ts_params *params, const char *key, int *value,
                        char *err, size_t errlen)
 {
     if (params->get_bool != NULL &&
         params->get_bool(params->ctx, key, value) > 0)
         return 0;
-    long long number;
+    long long number = 0;
     int found = params->get_int(params->ctx, key, &number);
+    if (found == 0)
+        return 0;
     if (found > 0 && (number == 0 || number == 1)) {
         *value = (int)number;
         return 0;
-    }
-    const char *text = NULL;
-    if (found == 0)
-        return 0;
-    if (found < 0 && params->get_string(params->ctx, key, &text) > 0) {
-        if (strcmp(text, "true") == 0) {
-            *value = 1;
-            return 0;
-        }
-        if (strcmp(text, "false") == 0) {
-            *value = 0;
-            return 0;
-        }
     }
     snprintf(err, errlen, "%s must be true or false (or 0/1)", key);
     return -1;

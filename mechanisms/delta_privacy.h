@@ -20,8 +20,8 @@
  * the mapped model is shared, never copied), epsilon (unitless, default
  * 1), delta (default 0.01), belief_capacity (default 1024 cells: 16 KiB of
  * state per user), prune_threshold (default 1e-6), max_ticks (default
- * 1000), points_per_window (default 1), personal_models (integer 0/1 or
- * string "true"/"false", default 1: the prior of a user whose public
+ * 1000), points_per_window (default 1), personal_models (boolean or
+ * integer 0/1, default true: the prior of a user whose public
  * pseudonym, ts_point.user, has a personal model in the file uses it; the
  * popular model otherwise, for a point without a pseudonym, or when 0),
  * outside_region ("surrogate", the default: a true point outside the

@@ -137,6 +137,7 @@ typedef struct table {
     long long points, capacity;
     const char *outside;
     long long personal;          /* -1: key absent */
+    int personal_bool;           /* -1: no boolean; else the key as one */
     const char *personal_text;   /* the key as a string, when not NULL */
 } table;
 
@@ -155,7 +156,7 @@ static int table_int(void *ctx, const char *key, long long *out)
     if (strcmp(key, "points_per_window") == 0) { *out = t->points; return 1; }
     if (strcmp(key, "belief_capacity") == 0) { *out = t->capacity; return 1; }
     if (strcmp(key, "personal_models") == 0) {
-        if (t->personal_text != NULL)
+        if (t->personal_text != NULL || t->personal_bool >= 0)
             return -1;
         if (t->personal < 0)
             return 0;
@@ -179,6 +180,18 @@ static int table_string(void *ctx, const char *key, const char **out)
     return 0;
 }
 
+static int table_bool(void *ctx, const char *key, int *out)
+{
+    table *t = ctx;
+    if (strcmp(key, "personal_models") != 0)
+        return 0;
+    if (t->personal_bool >= 0) {
+        *out = t->personal_bool;
+        return 1;
+    }
+    return t->personal >= 0 || t->personal_text != NULL ? -1 : 0;
+}
+
 static const void *table_model(void *ctx, const char *key, char *err,
                                size_t errlen)
 {
@@ -194,7 +207,8 @@ static table default_table(const ts_model *model)
 {
     table t = { .model = model, .epsilon = 1.0, .delta = 0.01,
                 .prune = 0.0, .points = 5, .capacity = 64,
-                .outside = NULL, .personal = -1, .personal_text = NULL };
+                .outside = NULL, .personal = -1, .personal_bool = -1,
+                .personal_text = NULL };
     return t;
 }
 
@@ -206,6 +220,7 @@ static void *new_profile(const ts_mechanism_ops *ops, table *t)
         .get_int = table_int,
         .get_string = table_string,
         .get_model = table_model,
+        .get_bool = table_bool,
     };
     void *profile = NULL;
     char err[256] = "";
@@ -256,6 +271,7 @@ START_TEST(registered_and_validated)
         .get_int = table_int,
         .get_string = table_string,
         .get_model = table_model,
+        .get_bool = table_bool,
     };
     err[0] = '\0';
     ck_assert_int_eq(lm->profile_new(&params, &profile, err, sizeof err), -1);
@@ -856,8 +872,9 @@ START_TEST(personal_models_by_pseudonym)
     t.personal = 0;
     void *off = new_profile(&ts_pim_ops, &t);
     t.personal = -1;
-    t.personal_text = "false";
-    void *off_text = new_profile(&ts_pim_ops, &t);
+    t.personal_bool = 0;
+    void *off_bool = new_profile(&ts_pim_ops, &t);
+    t.personal_bool = -1;
     size_t size = ts_pim_ops.user_state_size(profile);
     unsigned char *alice = malloc(size), *bob = malloc(size);
     unsigned char *reference = malloc(size), *other = malloc(size);
@@ -876,7 +893,7 @@ START_TEST(personal_models_by_pseudonym)
     for (uint32_t i = 0; i < belief->count; i++)
         ck_assert_uint_le(belief->entry[i].cell, 1);
 
-    void *switched_off[2] = { off, off_text };
+    void *switched_off[2] = { off, off_bool };
     for (int k = 0; k < 2; k++) {
         replay_history(switched_off[k], m.model, "alice", other, size,
                        other_n);
@@ -903,7 +920,7 @@ START_TEST(personal_models_by_pseudonym)
                                         &out), TS_RELEASE_OK);
     ck_assert_uint_eq(out.delta_set_size, 9);
 
-    /* Only 0/1 or "true"/"false". */
+    /* Only a boolean or 0/1: a string is refused, as is 2. */
     char err[256] = "";
     void *rejected = NULL;
     ts_params params = {
@@ -912,6 +929,7 @@ START_TEST(personal_models_by_pseudonym)
         .get_int = table_int,
         .get_string = table_string,
         .get_model = table_model,
+        .get_bool = table_bool,
     };
     t.personal_text = "yes";
     ck_assert_int_eq(ts_pim_ops.profile_new(&params, &rejected, err,
@@ -928,7 +946,7 @@ START_TEST(personal_models_by_pseudonym)
     free(bob);
     free(reference);
     free(other);
-    ts_pim_ops.profile_free(off_text);
+    ts_pim_ops.profile_free(off_bool);
     ts_pim_ops.profile_free(off);
     ts_pim_ops.profile_free(popular_only);
     ts_pim_ops.profile_free(profile);
