@@ -342,6 +342,19 @@ static int public_step_finish(const delta_profile *p,
     return 0;
 }
 
+/* Drift (Definition 3.2): the true point has no cell in the
+ * delta-location set, either because its cell is not in it or because it
+ * lies outside the model's box. The one test both the release and the
+ * observer's replay make. */
+static int drifts(const delta_profile *p, const public_step *step,
+                  const ts_point *truth)
+{
+    uint32_t cell;
+    return ts_grid_cell_of_latlon(&p->model->grid, truth->lat, truth->lon,
+                                  &cell) < 0 ||
+           !ts_delta_set_contains(p->cells, step->n, cell);
+}
+
 static ts_release_status delta_release(const void *opaque, void *user_state,
                                        const ts_point *truth,
                                        const ts_budget_view *budget,
@@ -359,10 +372,9 @@ static ts_release_status delta_release(const void *opaque, void *user_state,
      * which tells whoever reads the rejections that the user left a public
      * box; "surrogate" (the default) releases it as a drift, which looks
      * like any other release. */
-    uint32_t true_cell = 0;
-    int inside =
-        ts_grid_cell_of_latlon(grid, truth->lat, truth->lon, &true_cell) == 0;
-    if (!inside && p->reject_outside)
+    uint32_t true_cell;
+    if (p->reject_outside &&
+        ts_grid_cell_of_latlon(grid, truth->lat, truth->lon, &true_cell) < 0)
         return TS_RELEASE_OUTSIDE_REGION;
 
     public_step step;
@@ -375,7 +387,7 @@ static ts_release_status delta_release(const void *opaque, void *user_state,
      * grid's plane. The only secret-dependent part of a release, with the
      * noise below. */
     pim_vec2 released = ts_grid_project(grid, truth->lat, truth->lon);
-    if (!inside || !ts_delta_set_contains(p->cells, step.n, true_cell)) {
+    if (drifts(p, &step, truth)) {
         uint32_t surrogate;
         if (ts_delta_set_surrogate(grid, p->cells, step.n, released,
                                    &surrogate) < 0)
@@ -458,13 +470,7 @@ int ts_delta_replay(const void *profile, void *user_state,
                           published->user_len, published->ts_ms, &step) < 0)
         return -1;
 
-    int drift = 0;
-    if (truth != NULL) {
-        uint32_t true_cell;
-        drift = ts_grid_cell_of_latlon(&p->model->grid, truth->lat,
-                                       truth->lon, &true_cell) < 0 ||
-                !ts_delta_set_contains(p->cells, step.n, true_cell);
-    }
+    int drift = truth != NULL && drifts(p, &step, truth);
 
     if (public_step_finish(p, header, stored, &step, lat, lon,
                            published->ts_ms) < 0)

@@ -71,9 +71,9 @@ typedef enum ts_release_status {
     TS_RELEASE_OK = 0,
     TS_RELEASE_EXHAUSTED = 1,   /* not enough budget left; nothing released */
     /* The true point lies outside the region the profile's model covers
-     * (delta-location-set mechanisms): refused before any state changes,
-     * rejected as outside_region. The reason reveals only that the point
-     * is outside a public box, which the producer already knows. */
+     * and the profile is configured to refuse such points
+     * (delta-location-set mechanisms, outside_region = "reject"): refused
+     * before any state changes, rejected as outside_region. */
     TS_RELEASE_OUTSIDE_REGION = 2,
     TS_RELEASE_ERROR = -1       /* internal failure; caller drops the point */
 } ts_release_status;
