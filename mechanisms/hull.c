@@ -77,6 +77,68 @@ static void rotate_to_smallest(pim_vec2 *v, size_t n)
     reverse(v, 0, n);
 }
 
+/* Akl-Toussaint: drops, in place, points that cannot be hull vertices and
+ * returns how many are left (order kept). The extreme points in eight
+ * directions, taken in counter-clockwise direction order, span a polygon Q
+ * inside the hull; a point strictly left of every edge of Q lies strictly
+ * inside the hull and is never a vertex. A delta-set is a compact patch of
+ * cells, so mostly its rim is left for the sort. Points within 1e-9 of the
+ * extent of Q's edges are kept, a margin far above rounding, so the hull
+ * is the one of all the points. Points must be finite. */
+static size_t drop_interior_points(pim_vec2 *v, size_t n)
+{
+    if (n < 16)
+        return n;
+    /* Directions at multiples of 45 degrees, counter-clockwise from -y. */
+    static const pim_vec2 dirs[8] = {{0, -1}, {1, -1}, {1, 0}, {1, 1},
+                                     {0, 1},  {-1, 1}, {-1, 0}, {-1, -1}};
+    size_t best[8] = {0};
+    double top[8];
+    for (int d = 0; d < 8; d++)
+        top[d] = -INFINITY;
+    double x_lo = INFINITY, x_hi = -INFINITY, y_lo = INFINITY, y_hi = -INFINITY;
+    for (size_t i = 0; i < n; i++) {
+        pim_vec2 p = v[i];
+        x_lo = fmin(x_lo, p.x);
+        x_hi = fmax(x_hi, p.x);
+        y_lo = fmin(y_lo, p.y);
+        y_hi = fmax(y_hi, p.y);
+        for (int d = 0; d < 8; d++) {
+            double h = dirs[d].x * p.x + dirs[d].y * p.y;
+            if (h > top[d]) {
+                top[d] = h;
+                best[d] = i;
+            }
+        }
+    }
+    pim_vec2 q[8];
+    size_t qn = 0;
+    for (int d = 0; d < 8; d++) {
+        pim_vec2 p = v[best[d]];
+        if (qn == 0 || p.x != q[qn - 1].x || p.y != q[qn - 1].y)
+            q[qn++] = p;
+    }
+    while (qn > 1 && q[qn - 1].x == q[0].x && q[qn - 1].y == q[0].y)
+        qn--;
+    if (qn < 3)
+        return n;
+    double span = fmax(x_hi - x_lo, y_hi - y_lo);
+    double margin[8];
+    for (size_t e = 0; e < qn; e++) {
+        pim_vec2 a = q[e], b = q[(e + 1) % qn];
+        margin[e] = 1e-9 * span * fmax(fabs(b.x - a.x), fabs(b.y - a.y));
+    }
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++) {
+        size_t e = 0;
+        while (e < qn && turn(q[e], q[(e + 1) % qn], v[i]) > margin[e])
+            e++;
+        if (e < qn)
+            v[m++] = v[i];
+    }
+    return m;
+}
+
 size_t pim_convex_hull(pim_vec2 *points, size_t n, pim_vec2 *hull)
 {
     if (n == 0)
@@ -87,6 +149,7 @@ size_t pim_convex_hull(pim_vec2 *points, size_t n, pim_vec2 *hull)
         points[i].x += 0.0; /* -0.0 + 0.0 == +0.0 */
         points[i].y += 0.0;
     }
+    n = drop_interior_points(points, n);
     sort_lexicographic(points, n, hull);
     /* Exact duplicates would otherwise survive as a zero-length edge when
      * every point is the same one. */

@@ -17,9 +17,11 @@
 
 #include "mechanisms/polygon.h"
 
-/* Andrew's monotone chain. Sorts `points` in place (by x, then y; -0.0 is
- * normalised to +0.0 so the order of equal points cannot matter) and writes
- * the hull to `hull`, which needs room for 2 * n points (working stack).
+/* Andrew's monotone chain, after an Akl-Toussaint filter that drops points
+ * strictly inside the octagon of extreme points (n >= 16). Overwrites
+ * `points` (filtered, then sorted by x, then y; -0.0 is normalised to +0.0
+ * so the order of equal points cannot matter) and writes the hull to
+ * `hull`, which needs room for 2 * n points (working stack).
  * Returns the number of hull vertices: 0 when n == 0 or a coordinate is not
  * finite. O(n log n). */
 size_t pim_convex_hull(pim_vec2 *points, size_t n, pim_vec2 *hull);

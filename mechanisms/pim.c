@@ -49,83 +49,6 @@ static int reserve(pim_context *ctx, size_t n)
     return 0;
 }
 
-/* > 0 when o -> a -> b turns left (counter-clockwise). */
-static double turn(pim_vec2 o, pim_vec2 a, pim_vec2 b)
-{
-    return (a.x - o.x) * (b.y - o.y) - (a.y - o.y) * (b.x - o.x);
-}
-
-/* Copies to `out` the centres that may be vertices of their convex hull
- * and returns how many (Akl-Toussaint): the extreme points in eight
- * directions, taken in counter-clockwise direction order, span a polygon Q
- * inside the hull, and a point strictly left of every edge of Q lies
- * inside Q (its winding number is positive), hence strictly inside the
- * hull, and is never a vertex. A delta-set is a compact patch of cells,
- * so this leaves mostly its rim and the sort in pim_convex_hull gets far
- * fewer points. Points within 1e-9 of the extent of Q's edges are kept, a
- * margin far above rounding, so the hull is the one of all the centres;
- * with a non-finite centre everything is kept (and the hull refuses it). */
-static size_t hull_candidates(const pim_vec2 *v, size_t n, pim_vec2 *out)
-{
-    /* Directions at multiples of 45 degrees, counter-clockwise from -y. */
-    static const pim_vec2 dirs[8] = {{0, -1}, {1, -1}, {1, 0}, {1, 1},
-                                     {0, 1},  {-1, 1}, {-1, 0}, {-1, -1}};
-    size_t best[8] = {0};
-    double top[8];
-    for (int d = 0; d < 8; d++)
-        top[d] = -INFINITY;
-    double x_lo = INFINITY, x_hi = -INFINITY, y_lo = INFINITY, y_hi = -INFINITY;
-    int finite = 1;
-    for (size_t i = 0; i < n && n >= 16; i++) {
-        pim_vec2 p = v[i];
-        if (!isfinite(p.x) || !isfinite(p.y)) {
-            finite = 0;
-            break;
-        }
-        x_lo = fmin(x_lo, p.x);
-        x_hi = fmax(x_hi, p.x);
-        y_lo = fmin(y_lo, p.y);
-        y_hi = fmax(y_hi, p.y);
-        for (int d = 0; d < 8; d++) {
-            double h = dirs[d].x * p.x + dirs[d].y * p.y;
-            if (h > top[d]) {
-                top[d] = h;
-                best[d] = i;
-            }
-        }
-    }
-    pim_vec2 q[8];
-    size_t qn = 0;
-    if (n >= 16 && finite) {
-        for (int d = 0; d < 8; d++) {
-            pim_vec2 p = v[best[d]];
-            if (qn == 0 || p.x != q[qn - 1].x || p.y != q[qn - 1].y)
-                q[qn++] = p;
-        }
-        while (qn > 1 && q[qn - 1].x == q[0].x && q[qn - 1].y == q[0].y)
-            qn--;
-    }
-    if (qn < 3) {
-        memcpy(out, v, n * sizeof *out);
-        return n;
-    }
-    double span = fmax(x_hi - x_lo, y_hi - y_lo);
-    double margin[8];
-    for (size_t e = 0; e < qn; e++) {
-        pim_vec2 a = q[e], b = q[(e + 1) % qn];
-        margin[e] = 1e-9 * span * fmax(fabs(b.x - a.x), fabs(b.y - a.y));
-    }
-    size_t m = 0;
-    for (size_t i = 0; i < n; i++) {
-        size_t e = 0;
-        while (e < qn && turn(q[e], q[(e + 1) % qn], v[i]) > margin[e])
-            e++;
-        if (e < qn)
-            out[m++] = v[i];
-    }
-    return m;
-}
-
 static int build(pim_context *ctx, const pim_vec2 *centres, size_t n,
                  double cell_m)
 {
@@ -135,8 +58,8 @@ static int build(pim_context *ctx, const pim_vec2 *centres, size_t n,
         return -1;
 
     pim_vec2 *sorted = ctx->scratch, *stack = ctx->scratch + n;
-    size_t candidates = hull_candidates(centres, n, sorted);
-    size_t centre_count = pim_convex_hull(sorted, candidates, stack);
+    memcpy(sorted, centres, n * sizeof *sorted);
+    size_t centre_count = pim_convex_hull(sorted, n, stack);
     if (centre_count == 0)
         return -1;
 
