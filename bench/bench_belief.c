@@ -228,7 +228,7 @@ static void run(const char *name, int use_pim, const ts_grid *grid,
                          : lm_delta_sample(released, scale, rng, &z);
         double t4 = now_us();
         if (rc == 0) {
-            ts_pim_emission pe = {.pim = &pim, .eps = eps};
+            ts_pim_emission pe = ts_pim_emission_make(&pim, eps);
             ts_lm_emission le = {.scale = scale};
             rc = ts_belief_posterior(b, grid, z,
                                      use_pim ? ts_pim_log_emission
@@ -555,7 +555,7 @@ static int phase_pass(const trace *t, const ts_model *model, int use_pim,
         ts_geo_snap(&lat, &lon);
         pim_vec2 published = ts_grid_project(grid, lat, lon);
         tm[6] = now_us();
-        ts_pim_emission pe = {.pim = &pim, .eps = pt->epsilon};
+        ts_pim_emission pe = ts_pim_emission_make(&pim, pt->epsilon);
         ts_lm_emission le = {.scale = scale};
         if (ts_belief_posterior(b, grid, published,
                                 use_pim ? ts_pim_log_emission

@@ -14,13 +14,8 @@ struct ts_belief_workspace {
     ts_belief_entry *ranked;     /* max(cell_count, capacity): rank order */
     uint32_t *in_cells;          /* capacity: product input */
     double *in_weights;          /* capacity: product input, log weights */
-    pim_vec2 *forms;             /* K_ROOM(capacity): PIM gauge in metres */
-    size_t form_room;
 };
 
-/* The sensitivity hull of a delta-set of n <= capacity cells has at most
- * 2 (n + 4) vertices (mechanisms/pim.c). */
-#define K_ROOM(n) (2 * ((size_t)(n) + 4))
 
 size_t ts_belief_bytes(uint32_t capacity)
 {
@@ -82,10 +77,7 @@ ts_belief_workspace *ts_belief_workspace_new(uint32_t cell_count,
     ws->ranked = malloc(rank_room * sizeof *ws->ranked);
     ws->in_cells = malloc((size_t)capacity * sizeof *ws->in_cells);
     ws->in_weights = malloc((size_t)capacity * sizeof *ws->in_weights);
-    ws->form_room = K_ROOM(capacity) / 2;
-    ws->forms = malloc(ws->form_room * sizeof *ws->forms);
-    if (!ws->candidates || !ws->ranked || !ws->in_cells || !ws->in_weights ||
-        !ws->forms) {
+    if (!ws->candidates || !ws->ranked || !ws->in_cells || !ws->in_weights) {
         ts_belief_workspace_free(ws);
         return NULL;
     }
@@ -101,7 +93,6 @@ void ts_belief_workspace_free(ts_belief_workspace *ws)
     free(ws->ranked);
     free(ws->in_cells);
     free(ws->in_weights);
-    free(ws->forms);
     free(ws);
 }
 
@@ -459,62 +450,6 @@ int ts_delta_set_surrogate(const ts_grid *grid, const uint32_t *cells,
 
 /* -------------------------------------------------------------- posterior */
 
-/* PIM's emission, hoisted out of the posterior's loop. pim_log_density
- * recomputes its normalising constant and maps every displacement by T
- * before taking the gauge of K_I; within one posterior both T and K_I are
- * fixed, so the gauge's linear forms are pulled back to metres once
- * (||T d||_{K_I} = max_i f_i . T d = max_i (T^T f_i) . d) and, K being
- * centrally symmetric (vertex m + count/2 = -vertex m, exactly, see
- * mechanisms/hull.h), only half of them are kept, with |.|. Equal to
- * pim_log_density up to rounding. */
-typedef struct pim_fast_gauge {
-    const pim_vec2 *forms;   /* count metre-space forms */
-    size_t count;
-    double eps;
-    double log_norm;
-} pim_fast_gauge;
-
-/* 0 (use the callback) when the context is not usable as the fast path
- * needs it: not built, bad eps, an odd or too large K, forms that are not
- * exact negations of each other. */
-static int pim_fast_gauge_prepare(pim_fast_gauge *g, const void *ctx,
-                                  ts_belief_workspace *ws)
-{
-    const ts_pim_emission *e = ctx;
-    const pim_context *pim = e->pim;
-    size_t k = pim->k_count;
-    if (k < 4 || k % 2 != 0 || k / 2 > ws->form_room ||
-        !(e->eps > 0.0 && isfinite(e->eps)))
-        return 0;
-    size_t half = k / 2;
-    const pim_vec2 *f = pim->k_iso_forms;
-    pim_mat2 t = pim->transform;
-    for (size_t i = 0; i < half; i++) {
-        if (f[i + half].x != -f[i].x || f[i + half].y != -f[i].y)
-            return 0;
-        ws->forms[i] = (pim_vec2){t.a * f[i].x + t.c * f[i].y,
-                                  t.b * f[i].x + t.d * f[i].y};
-    }
-    g->forms = ws->forms;
-    g->count = half;
-    g->eps = e->eps;
-    g->log_norm = 2.0 * log(e->eps) + log(pim->det_transform) -
-                  log(2.0 * pim->area_k_iso);
-    return 1;
-}
-
-static inline double pim_fast_log_density(const pim_fast_gauge *g,
-                                          pim_vec2 z, pim_vec2 s)
-{
-    pim_vec2 d = {z.x - s.x, z.y - s.y};
-    double gauge = 0.0;
-    for (size_t i = 0; i < g->count; i++) {
-        double v = fabs(g->forms[i].x * d.x + g->forms[i].y * d.y);
-        gauge = v > gauge ? v : gauge;
-    }
-    return g->log_norm - g->eps * gauge;
-}
-
 int ts_belief_posterior(ts_belief *b, const ts_grid *grid, pim_vec2 z,
                         ts_log_emission_fn log_emission,
                         const void *emission_ctx,
@@ -529,16 +464,12 @@ int ts_belief_posterior(ts_belief *b, const ts_grid *grid, pim_vec2 z,
      * matter, so everything is scaled by the largest term. */
     double *logw = ws->in_weights;
     double top = -INFINITY;
-    pim_fast_gauge pim = {0};
-    int fast = log_emission == ts_pim_log_emission &&
-               pim_fast_gauge_prepare(&pim, emission_ctx, ws);
     for (size_t i = 0; i < n; i++) {
         const ts_belief_entry *e = &b->entry[i];
         if (e->cell >= grid->cell_count)
             return TS_BELIEF_ERROR;
-        pim_vec2 s = ts_grid_cell_centre(grid, e->cell);
-        double ll = fast ? pim_fast_log_density(&pim, z, s)
-                         : log_emission(emission_ctx, z, s);
+        double ll = log_emission(emission_ctx, z,
+                                 ts_grid_cell_centre(grid, e->cell));
         if (isnan(ll) || ll == INFINITY)
             return TS_BELIEF_ERROR;
         logw[i] = log(e->prob) + ll;
@@ -557,10 +488,17 @@ int ts_belief_posterior(ts_belief *b, const ts_grid *grid, pim_vec2 z,
     return TS_BELIEF_UPDATED;
 }
 
+ts_pim_emission ts_pim_emission_make(const pim_context *pim, double eps)
+{
+    return (ts_pim_emission){.pim = pim, .eps = eps,
+                             .log_norm = pim_log_norm(pim, eps)};
+}
+
 double ts_pim_log_emission(const void *ctx, pim_vec2 z, pim_vec2 s)
 {
     const ts_pim_emission *e = ctx;
-    return pim_log_density(e->pim, e->eps, z, s);
+    return e->log_norm -
+           e->eps * pim_k_norm(e->pim, (pim_vec2){z.x - s.x, z.y - s.y});
 }
 
 double ts_lm_log_emission(const void *ctx, pim_vec2 z, pim_vec2 s)

@@ -165,12 +165,16 @@ int ts_belief_posterior(ts_belief *belief, const ts_grid *grid, pim_vec2 z,
                         ts_belief_workspace *ws);
 
 /* Emission adaptors. PIM (Section 5.3): pim_log_density of a context built
- * on the SAME delta-set that released z, with the same epsilon. LM-delta:
- * lm_delta_log_density with the scale used for the release. */
+ * on the SAME delta-set that released z, with the same epsilon; make it
+ * with ts_pim_emission_make, which computes the normalising constant once
+ * for the whole posterior. LM-delta: lm_delta_log_density with the scale
+ * used for the release. */
 typedef struct ts_pim_emission {
     const pim_context *pim;
     double eps;
+    double log_norm;         /* pim_log_norm(pim, eps) */
 } ts_pim_emission;
+ts_pim_emission ts_pim_emission_make(const pim_context *pim, double eps);
 double ts_pim_log_emission(const void *ctx, pim_vec2 z, pim_vec2 s);
 
 typedef struct ts_lm_emission {

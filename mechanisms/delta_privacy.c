@@ -296,8 +296,7 @@ static int public_step_begin(const delta_profile *p,
         if (pim_context_build(p->pim, p->centres, step->n,
                               p->model->grid.cell_m) < 0)
             return -1;
-        step->pim_emission = (ts_pim_emission){ .pim = p->pim,
-                                                .eps = p->epsilon };
+        step->pim_emission = ts_pim_emission_make(p->pim, p->epsilon);
         step->emission = ts_pim_log_emission;
     } else {
         double dx, dy;

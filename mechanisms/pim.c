@@ -21,6 +21,7 @@ void pim_context_free(pim_context *ctx)
     free(ctx->k);
     free(ctx->k_iso);
     free(ctx->k_iso_forms);
+    free(ctx->k_forms);
     free(ctx->k_iso_fan);
     free(ctx->scratch);
     pim_context_init(ctx);
@@ -39,9 +40,10 @@ static int reserve(pim_context *ctx, size_t n)
     ctx->k = malloc(K_ROOM(n) * sizeof *ctx->k);
     ctx->k_iso = malloc(K_ROOM(n) * sizeof *ctx->k_iso);
     ctx->k_iso_forms = malloc(K_ROOM(n) * sizeof *ctx->k_iso_forms);
+    ctx->k_forms = malloc(K_ROOM(n) * sizeof *ctx->k_forms);
     ctx->k_iso_fan = malloc(K_ROOM(n) * sizeof *ctx->k_iso_fan);
     if (!ctx->scratch || !ctx->hull || !ctx->k || !ctx->k_iso ||
-        !ctx->k_iso_forms || !ctx->k_iso_fan) {
+        !ctx->k_iso_forms || !ctx->k_forms || !ctx->k_iso_fan) {
         pim_context_free(ctx);
         return -1;
     }
@@ -91,6 +93,25 @@ static int build(pim_context *ctx, const pim_vec2 *centres, size_t n,
     if (!(ctx->det_transform > 0.0) || !isfinite(ctx->area_k) ||
         !(ctx->area_k > 0.0) || !(ctx->area_k_iso > 0.0))
         return -1;
+    /* The gauge's forms pulled back to metres, ||T v||_{K_I} =
+     * max_i f_i . T v = max_i (T^T f_i) . v, so that a norm (evaluated for
+     * every belief cell in a posterior) skips the transform. */
+    pim_mat2 t = ctx->transform;
+    for (size_t i = 0; i < count; i++) {
+        pim_vec2 f = ctx->k_iso_forms[i];
+        ctx->k_forms[i] = (pim_vec2){t.a * f.x + t.c * f.y,
+                                     t.b * f.x + t.d * f.y};
+    }
+    /* K is centrally symmetric (vertex i + count/2 = -vertex i exactly,
+     * mechanisms/hull.h), so its forms come in exact +- pairs and
+     * max_i f_i . v = max over half of |f_i . v|: half the work. Checked,
+     * not assumed. */
+    size_t pairs = count / 2;
+    ctx->k_forms_paired = count % 2 == 0;
+    for (size_t i = 0; i < pairs && ctx->k_forms_paired; i++)
+        ctx->k_forms_paired = ctx->k_forms[i + pairs].x == -ctx->k_forms[i].x &&
+                              ctx->k_forms[i + pairs].y == -ctx->k_forms[i].y;
+    ctx->log_norm_unit = log(ctx->det_transform) - log(2.0 * ctx->area_k_iso);
     ctx->k_count = count;
     return 0;
 }
@@ -128,12 +149,28 @@ int pim_sample(const pim_context *ctx, pim_vec2 released, double eps,
     return 0;
 }
 
+
+double pim_log_norm(const pim_context *ctx, double eps)
+{
+    if (!usable(ctx, eps))
+        return NAN;
+    /* Paper's isotropic-space density times the Jacobian det T of
+     * z -> T z, so that this is a density per square metre. */
+    return 2.0 * log(eps) + ctx->log_norm_unit;
+}
+
 double pim_k_norm(const pim_context *ctx, pim_vec2 v)
 {
     if (ctx->k_count < 4)
         return NAN;
-    return pim_gauge_eval(ctx->k_iso_forms, ctx->k_count,
-                          pim_mat2_apply(ctx->transform, v));
+    if (!ctx->k_forms_paired || !isfinite(v.x) || !isfinite(v.y))
+        return pim_gauge_eval(ctx->k_forms, ctx->k_count, v);
+    double best = 0.0;
+    for (size_t i = 0; i < ctx->k_count / 2; i++) {
+        double g = fabs(ctx->k_forms[i].x * v.x + ctx->k_forms[i].y * v.y);
+        best = g > best ? g : best;
+    }
+    return best;
 }
 
 double pim_log_density(const pim_context *ctx, double eps, pim_vec2 z,
@@ -142,11 +179,7 @@ double pim_log_density(const pim_context *ctx, double eps, pim_vec2 z,
     if (!usable(ctx, eps))
         return NAN;
     pim_vec2 d = {z.x - s.x, z.y - s.y};
-    /* Paper's isotropic-space density times the Jacobian det T of
-     * z -> T z, so that this is a density per square metre. */
-    double log_norm = 2.0 * log(eps) + log(ctx->det_transform) -
-                      log(2.0 * ctx->area_k_iso);
-    return log_norm - eps * pim_k_norm(ctx, d);
+    return pim_log_norm(ctx, eps) - eps * pim_k_norm(ctx, d);
 }
 
 double pim_density(const pim_context *ctx, double eps, pim_vec2 z, pim_vec2 s)

@@ -49,6 +49,8 @@ typedef struct pim_context {
     pim_vec2 *k_iso;         /* K_I = T K, vertex for vertex */
     size_t k_count;          /* 0 when the context is not usable */
     pim_vec2 *k_iso_forms;   /* gauge forms of K_I (pim_gauge_prepare) */
+    pim_vec2 *k_forms;       /* the same forms in metres: T^T k_iso_forms */
+    int k_forms_paired;      /* k_forms[i + k_count/2] == -k_forms[i] */
     double *k_iso_fan;       /* fan table of K_I (pim_polygon_fan_table) */
     pim_sym2 moment;         /* E[y y^T], y uniform on K, metres^2 */
     pim_mat2 transform;      /* T = moment^{-1/2}, 1/metres */
@@ -56,6 +58,7 @@ typedef struct pim_context {
     double det_transform;    /* det T > 0 */
     double area_k;           /* metres^2 */
     double area_k_iso;       /* unitless; = det T * area_k */
+    double log_norm_unit;    /* log det T - log(2 area_k_iso) */
 
     /* private: working storage */
     pim_vec2 *scratch;
@@ -79,8 +82,15 @@ int pim_context_build(pim_context *ctx, const pim_vec2 *centres, size_t n,
 int pim_sample(const pim_context *ctx, pim_vec2 released, double eps,
                ts_rng *rng, pim_vec2 *z);
 
-/* ||v||_K for a displacement v in metres, evaluated as ||T v||_{K_I}. */
+/* ||v||_K for a displacement v in metres, = ||T v||_{K_I}, evaluated with
+ * the metre-space forms. NaN when the context is not built. */
 double pim_k_norm(const pim_context *ctx, pim_vec2 v);
+
+/* log of the density's normalising constant, log(eps^2 det T /
+ * (2 area(K_I))): the density is exp(pim_log_norm - eps ||z - s||_K).
+ * Separate so that a caller evaluating many s for one z and eps computes
+ * it once. NaN when the context is not built or eps is not usable. */
+double pim_log_norm(const pim_context *ctx, double eps);
 
 /* Emission density f(z | s) per square metre, see the header comment, and
  * its logarithm (use the log for posteriors: far candidates underflow).

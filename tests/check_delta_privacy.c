@@ -426,7 +426,7 @@ static void check_public_state(const ts_mechanism_ops *ops, int use_pim)
         pim_vec2 z = ts_grid_project(&model->grid, out.lat, out.lon);
         if (use_pim) {
             ck_assert_int_eq(pim_context_build(&pim, centres, n, CELL_M), 0);
-            ts_pim_emission e = { .pim = &pim, .eps = 1.0 };
+            ts_pim_emission e = ts_pim_emission_make(&pim, 1.0);
             ck_assert_int_ne(ts_belief_posterior(replay, &model->grid, z,
                                                  ts_pim_log_emission, &e, &bp,
                                                  ws), TS_BELIEF_ERROR);
