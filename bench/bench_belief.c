@@ -7,7 +7,7 @@
  *                [--threshold T] [--delta D] [--eps E] [--seed S]
  *   bench_belief --model FILE --trace CSV [--profile-mech pim|lm-delta]
  *                [--capacity C] [--threshold T] [--delta D] [--eps E]
- *                [--seed S] [--max-ticks K] [--quiet] [--dump OUT.csv]
+ *                [--seed S] [--max-ticks K] [--dump OUT.csv]
  *
  * Synthetic mode (no --trace). Without --model a learned-like model is
  * made: synthetic users take momentum random walks on a 100 x 100 grid of
@@ -29,12 +29,11 @@
  * step of the daemon's mechanism: prior, delta-set, drift/surrogate, hull,
  * K, T, sample, unproject and snap, posterior, state write-back.
  * Defaults are the profile's (capacity 1024, prune 1e-6, delta 0.01,
- * eps 1). Belief memory: live bytes of a user's belief after each release
- * (header + count x entry), read from the state block. Phase shares come
- * from a second pass over the same trace that performs the same steps
- * with the public inference/ and mechanisms/ functions and times each one
- * (the ops path cannot be instrumented from outside); the pass also checks
- * that it publishes the same points as the ops path did. --dump writes
+ * eps 1). Belief memory: the bytes of a user's state that carry
+ * information (ts_delta_state_live_bytes: header and live belief entries)
+ * after each release. Phase shares: synthetic mode with --model. Latency
+ * is also split by the ticks since the user's previous release (the prior
+ * costs one sparse product per tick). --dump writes
  * the published points (row, lat, lon; %.17g) to compare builds: an
  * optimisation must reproduce them up to rounding.
  */
@@ -57,6 +56,8 @@
 #include "mechanisms/mechanism.h"
 #include "mechanisms/pim.h"
 #include "mechanisms/rng.h"
+#include "tools/csv.h"
+#include "tools/name_index.h"
 
 static double now_us(void)
 {
@@ -71,9 +72,15 @@ static int compare_double(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
+/* Nearest-rank quantile; sorts v the first time (later calls on the same
+ * array find it sorted). */
 static double quantile(double *v, size_t n, double q)
 {
-    qsort(v, n, sizeof *v, compare_double);
+    size_t sorted = 1;
+    while (sorted < n && v[sorted - 1] <= v[sorted])
+        sorted++;
+    if (sorted < n)
+        qsort(v, n, sizeof *v, compare_double);
     size_t i = (size_t)floor(q * (double)(n - 1) + 0.5);
     return v[i < n ? i : n - 1];
 }
@@ -289,7 +296,7 @@ static void run(const char *name, int use_pim, const ts_grid *grid,
 /* ------------------------------------------------------------ trace mode */
 
 typedef struct trace_row {
-    uint32_t user;           /* index into trace.users */
+    uint32_t user;           /* number in trace.users */
     int64_t ts_ms;
     double lat, lon;
 } trace_row;
@@ -297,66 +304,38 @@ typedef struct trace_row {
 typedef struct trace {
     trace_row *rows;
     size_t count;
-    char **users;
+    ts_name_index *users;
     size_t user_count;
 } trace;
 
 static void trace_free(trace *t)
 {
-    for (size_t i = 0; i < t->user_count; i++)
-        free(t->users[i]);
-    free(t->users);
+    ts_name_index_free(t->users);
     free(t->rows);
 }
 
-/* Index of `name` among the users seen so far, added when new. Rows come
- * grouped by user, so the last hit is checked first. */
-static long user_index(trace *t, const char *name, size_t *last)
-{
-    if (*last < t->user_count && strcmp(t->users[*last], name) == 0)
-        return (long)*last;
-    for (size_t i = 0; i < t->user_count; i++)
-        if (strcmp(t->users[i], name) == 0)
-            return (long)(*last = i);
-    char **users = realloc(t->users, (t->user_count + 1) * sizeof *users);
-    if (users == NULL)
-        return -1;
-    t->users = users;
-    if ((users[t->user_count] = strdup(name)) == NULL)
-        return -1;
-    *last = t->user_count++;
-    return (long)*last;
-}
-
-/* CSV user,ts,lat,lon (ts in seconds), with or without a header line. */
+/* A trace CSV (header naming user, ts, lat, lon; tools/csv.h), read with
+ * the tools' reader. A bench wants clean input: any bad row stops it. */
 static int load_trace(const char *path, trace *t)
 {
     memset(t, 0, sizeof *t);
-    FILE *f = fopen(path, "r");
-    if (f == NULL) {
-        perror(path);
+    char err[300];
+    ts_csv_reader *reader = ts_csv_open(path, err, sizeof err);
+    if (reader == NULL) {
+        fprintf(stderr, "bench_belief: %s\n", err);
         return -1;
     }
-    char line[1024];
-    size_t room = 0, last = 0, lineno = 0;
-    int rc = 0;
-    while (fgets(line, sizeof line, f) != NULL) {
-        lineno++;
-        char *user = strtok(line, ",\r\n"), *ts = strtok(NULL, ",\r\n");
-        char *lat = strtok(NULL, ",\r\n"), *lon = strtok(NULL, ",\r\n");
-        if (user == NULL || ts == NULL || lat == NULL || lon == NULL) {
-            fprintf(stderr, "bench_belief: %s:%zu: expected user,ts,lat,lon\n",
-                    path, lineno);
-            rc = -1;
-            break;
-        }
-        char *end;
-        double seconds = strtod(ts, &end);
-        if (*end != '\0' || !isfinite(seconds)) {
-            if (lineno == 1)
-                continue; /* header */
-            fprintf(stderr, "bench_belief: %s:%zu: bad timestamp\n", path,
-                    lineno);
+    t->users = ts_name_index_new();
+    size_t room = 0;
+    int rc = t->users != NULL ? 0 : -1;
+    ts_csv_row row;
+    int got;
+    while (rc == 0 && (got = ts_csv_read(reader, &row, err, sizeof err)) !=
+                          TS_CSV_EOF) {
+        if (got != TS_CSV_ROW || !isfinite(row.lat) || !isfinite(row.lon) ||
+            !isfinite(row.ts_s)) {
+            fprintf(stderr, "bench_belief: %s:%zu: %s\n", path, row.line,
+                    got == TS_CSV_ROW ? "missing ts, lat or lon" : err);
             rc = -1;
             break;
         }
@@ -369,26 +348,29 @@ static int load_trace(const char *path, trace *t)
             }
             t->rows = rows;
         }
-        long u = user_index(t, user, &last);
-        if (u < 0) {
+        uint32_t user;
+        if (ts_name_index_intern(t->users, row.user, &user) != 0) {
             rc = -1;
             break;
         }
         t->rows[t->count++] = (trace_row){
-            .user = (uint32_t)u, .ts_ms = llround(seconds * 1000.0),
-            .lat = strtod(lat, NULL), .lon = strtod(lon, NULL)};
+            .user = user, .ts_ms = row.ts_ms, .lat = row.lat, .lon = row.lon};
     }
-    fclose(f);
+    ts_csv_close(reader);
     if (rc == 0 && t->count == 0) {
         fprintf(stderr, "bench_belief: %s: no rows\n", path);
         rc = -1;
     }
     if (rc != 0)
         trace_free(t);
+    else
+        t->user_count = ts_name_index_count(t->users);
     return rc;
 }
 
-/* The profile's parameters, as tracesand.conf would give them. */
+/* The profile's parameters: these five, an unlimited budget, and the
+ * profile's defaults for the rest (personal models on, outside_region
+ * "surrogate"). */
 typedef struct param_table {
     const ts_model *model;
     double epsilon, delta, prune;
@@ -443,155 +425,6 @@ static const void *table_model(void *ctx, const char *key, char *err,
     return t->model;
 }
 
-static size_t live_belief_bytes(uint32_t count)
-{
-    return sizeof(ts_belief) + (size_t)count * sizeof(ts_belief_entry);
-}
-
-/* The belief at the end of a delta profile's state block, or NULL when the
- * block is laid out differently (then memory comes from the phase pass). */
-static const ts_belief *state_belief(const unsigned char *state,
-                                     size_t state_size, uint32_t capacity)
-{
-    size_t bytes = ts_belief_bytes(capacity);
-    if (bytes == 0 || bytes > state_size)
-        return NULL;
-    const ts_belief *b = (const ts_belief *)(state + state_size - bytes);
-    return b->capacity == capacity && b->count <= capacity ? b : NULL;
-}
-
-enum { PHASE_STATE, PHASE_PRIOR, PHASE_DSET, PHASE_BUILD, PHASE_SAMPLE,
-       PHASE_PUBLISH, PHASE_POSTERIOR, PHASE_COUNT };
-static const char *const phase_names[PHASE_COUNT] = {
-    "state copy", "prior", "delta-set+drift", "hull/K/T (lm: scale)",
-    "sample", "unproject+snap", "posterior"};
-
-/* The release's steps (mechanisms/delta_privacy.c) with the public
- * functions, each timed. Fills phase sums and the published points, and
- * counts rows whose point differs from the ops path's. */
-static int phase_pass(const trace *t, const ts_model *model, int use_pim,
-                      const param_table *pt, uint64_t seed,
-                      const double *ops_lat, const double *ops_lon,
-                      double phase_us[PHASE_COUNT], size_t *mismatches,
-                      double *support)
-{
-    const ts_grid *grid = &model->grid;
-    const ts_markov *markov = &model->popular;
-    uint32_t capacity = (uint32_t)pt->capacity;
-    size_t bb = ts_belief_bytes(capacity);
-    ts_belief_params params = {.prune_threshold = pt->prune,
-                               .max_ticks = TS_DELTA_DEFAULT_MAX_TICKS};
-    ts_rng *rng = ts_rng_new_seeded(seed);
-    ts_belief_workspace *ws = ts_belief_workspace_new(grid->cell_count,
-                                                      capacity);
-    unsigned char *stored = calloc(t->user_count, bb);
-    int64_t *last_ms = calloc(t->user_count, sizeof *last_ms);
-    ts_belief *b = malloc(bb);
-    uint32_t *set = malloc(capacity * sizeof *set);
-    pim_vec2 *centres = malloc(capacity * sizeof *centres);
-    pim_context pim;
-    pim_context_init(&pim);
-    int rc = -1;
-    if (!rng || !ws || !stored || !last_ms || !b || !set || !centres)
-        goto out;
-    memset(phase_us, 0, PHASE_COUNT * sizeof *phase_us);
-    *mismatches = 0;
-    for (size_t r = 0; r < t->count; r++) {
-        const trace_row *row = &t->rows[r];
-        ts_belief *user = (ts_belief *)(stored + (size_t)row->user * bb);
-        double tm[PHASE_COUNT + 1];
-        int ok = 0;
-        uint32_t true_cell;
-        if (ts_grid_cell_of_latlon(grid, row->lat, row->lon, &true_cell) < 0)
-            goto next;
-        tm[0] = now_us();
-        uint64_t ticks = 0;
-        if (user->capacity == capacity) {
-            memcpy(b, user, bb);
-            int64_t k = ts_markov_ticks_between(markov->tick_s,
-                                                last_ms[row->user],
-                                                row->ts_ms);
-            if (k < 0)
-                goto next;
-            ticks = (uint64_t)k;
-        } else {
-            ts_belief_init(b, capacity);
-        }
-        tm[1] = now_us();
-        if (ts_belief_predict(b, markov, ticks, &params, ws) ==
-            TS_BELIEF_ERROR)
-            goto next;
-        tm[2] = now_us();
-        size_t n = ts_belief_delta_set(b, pt->delta, set, ws);
-        if (n == 0)
-            goto next;
-        ts_grid_cell_centres(grid, set, n, centres);
-        pim_vec2 released = ts_grid_project(grid, row->lat, row->lon);
-        if (!ts_delta_set_contains(set, n, true_cell)) {
-            uint32_t sur;
-            if (ts_delta_set_surrogate(grid, set, n, released, &sur) < 0)
-                goto next;
-            released = ts_grid_cell_centre(grid, sur);
-        }
-        tm[3] = now_us();
-        double scale = NAN;
-        if (use_pim) {
-            if (pim_context_build(&pim, centres, n, grid->cell_m) < 0)
-                goto next;
-        } else {
-            double dx, dy;
-            if (lm_delta_sensitivity(centres, n, grid->cell_m, &dx, &dy) < 0)
-                goto next;
-            scale = lm_delta_scale(dx, dy, pt->epsilon);
-        }
-        tm[4] = now_us();
-        pim_vec2 z;
-        if ((use_pim ? pim_sample(&pim, released, pt->epsilon, rng, &z)
-                     : lm_delta_sample(released, scale, rng, &z)) < 0)
-            goto next;
-        tm[5] = now_us();
-        double lat, lon;
-        ts_grid_unproject(grid, z, &lat, &lon);
-        ts_geo_snap(&lat, &lon);
-        pim_vec2 published = ts_grid_project(grid, lat, lon);
-        tm[6] = now_us();
-        ts_pim_emission pe = ts_pim_emission_make(&pim, pt->epsilon);
-        ts_lm_emission le = {.scale = scale};
-        if (ts_belief_posterior(b, grid, published,
-                                use_pim ? ts_pim_log_emission
-                                        : ts_lm_log_emission,
-                                use_pim ? (const void *)&pe
-                                        : (const void *)&le,
-                                &params, ws) == TS_BELIEF_ERROR)
-            goto next;
-        tm[7] = now_us();
-        size_t live = live_belief_bytes(b->count);
-        memcpy(user, b, live);
-        memset((unsigned char *)user + live, 0, bb - live);
-        last_ms[row->user] = row->ts_ms;
-        double end = now_us();
-        phase_us[PHASE_STATE] += (tm[1] - tm[0]) + (end - tm[7]);
-        for (int ph = PHASE_PRIOR; ph < PHASE_COUNT; ph++)
-            phase_us[ph] += tm[ph + 1] - tm[ph];
-        support[r] = b->count;
-        ok = lat == ops_lat[r] && lon == ops_lon[r];
-    next:
-        if (!ok)
-            (*mismatches)++;
-    }
-    rc = 0;
-out:
-    pim_context_free(&pim);
-    free(centres);
-    free(set);
-    free(b);
-    free(last_ms);
-    free(stored);
-    ts_belief_workspace_free(ws);
-    ts_rng_free(rng);
-    return rc;
-}
-
 static int dump_points(const char *path, const double *lat,
                        const double *lon, size_t n)
 {
@@ -625,7 +458,7 @@ static int gap_bucket(int64_t k, long long max_ticks)
 
 static int run_trace(const char *mech, const ts_model *model,
                      const trace *t, const param_table *pt, uint64_t seed,
-                     int quiet, const char *dump)
+                     const char *dump)
 {
     const ts_mechanism_ops *ops = ts_mechanism_find(mech);
     if (ops == NULL || !ts_delta_is_delta_mechanism(ops)) {
@@ -652,7 +485,6 @@ static int run_trace(const char *mech, const ts_model *model,
     double *mem = malloc(t->count * sizeof *mem);
     double *out_lat = malloc(t->count * sizeof *out_lat);
     double *out_lon = malloc(t->count * sizeof *out_lon);
-    double *support = calloc(t->count, sizeof *support);
     ts_rng *rng = ts_rng_new_seeded(seed);
     /* Latency by ticks since the user's previous release: the prior costs
      * k sparse products, so long gaps are where the tail comes from. */
@@ -660,8 +492,8 @@ static int run_trace(const char *mech, const ts_model *model,
     double *gap_us[GAP_BUCKETS] = {NULL};
     size_t gap_n[GAP_BUCKETS] = {0};
     int rc = -1;
-    if (!states || !lat_us || !mem || !out_lat || !out_lon || !support ||
-        !rng || !last_ms)
+    if (!states || !lat_us || !mem || !out_lat || !out_lon || !rng ||
+        !last_ms)
         goto out;
     ts_budget_view budget = {.total = ops->window_budget(profile),
                              .spent = 0.0};
@@ -670,12 +502,12 @@ static int run_trace(const char *mech, const ts_model *model,
             goto out;
     for (size_t u = 0; u < t->user_count; u++)
         last_ms[u] = INT64_MIN;
-    size_t done = 0, failed = 0, mem_known = 0;
+    size_t done = 0, failed = 0;
     double set_sum = 0.0;
     for (size_t r = 0; r < t->count; r++) {
         const trace_row *row = &t->rows[r];
         unsigned char *state = states + (size_t)row->user * state_size;
-        const char *user = t->users[row->user];
+        const char *user = ts_name_index_name(t->users, row->user);
         ts_point truth = {.lat = row->lat, .lon = row->lon,
                           .ts_ms = row->ts_ms, .accuracy_m = NAN,
                           .user = user, .user_len = strlen(user)};
@@ -701,10 +533,7 @@ static int run_trace(const char *mech, const ts_model *model,
         int g = gap_bucket(k, pt->max_ticks);
         gap_us[g][gap_n[g]++] = t1 - t0;
         last_ms[row->user] = row->ts_ms;
-        const ts_belief *b = state_belief(state, state_size,
-                                          (uint32_t)pt->capacity);
-        if (b != NULL)
-            mem[mem_known++] = (double)live_belief_bytes(b->count);
+        mem[done] = (double)ts_delta_state_live_bytes(profile, state);
         done++;
     }
     if (dump != NULL && dump_points(dump, out_lat, out_lon, t->count) != 0)
@@ -728,44 +557,17 @@ static int run_trace(const char *mech, const ts_model *model,
                    quantile(gap_us[g], gap_n[g], 0.99),
                    quantile(gap_us[g], gap_n[g], 1.0));
 
-    double phase_us[PHASE_COUNT];
-    size_t mismatches = 0;
-    /* --quiet skips the phase pass unless memory has to come from it. */
-    int phases = !quiet || mem_known == 0;
-    if (phases && phase_pass(t, model, strcmp(mech, "pim") == 0, pt, seed,
-                             out_lat, out_lon, phase_us, &mismatches,
-                             support) != 0)
-        goto out;
-    if (mem_known == 0) {
-        /* Unknown state layout: the phase pass's beliefs instead. */
-        for (size_t r = 0; r < t->count; r++)
-            if (support[r] > 0)
-                mem[mem_known++] = (double)live_belief_bytes(
-                    (uint32_t)support[r]);
-    }
-    if (mem_known > 0)
-        printf("  belief memory per user: live bytes median %.0f  p99 %.0f  "
-               "max %.0f; state block %zu bytes\n",
-               quantile(mem, mem_known, 0.5), quantile(mem, mem_known, 0.99),
-               quantile(mem, mem_known, 1.0), state_size);
-    if (phases) {
-        double total = 0.0;
-        for (int ph = 0; ph < PHASE_COUNT; ph++)
-            total += phase_us[ph];
-        printf("  phases (second pass, same steps, %zu of %zu points "
-               "differ from the ops path):\n", mismatches, t->count);
-        for (int ph = 0; ph < PHASE_COUNT; ph++)
-            printf("    %-22s %5.1f%%  %6.2f us/release\n", phase_names[ph],
-                   total > 0 ? 100.0 * phase_us[ph] / total : 0.0,
-                   phase_us[ph] / (double)done);
-    }
+    /* Sampled after every release, so users weigh by their releases. */
+    printf("  belief memory per user: live bytes median %.0f  p99 %.0f  "
+           "max %.0f; state block %zu bytes\n",
+           quantile(mem, done, 0.5), quantile(mem, done, 0.99),
+           quantile(mem, done, 1.0), state_size);
     rc = 0;
 out:
     for (int g = 0; g < GAP_BUCKETS; g++)
         free(gap_us[g]);
     free(last_ms);
     ts_rng_free(rng);
-    free(support);
     free(out_lon);
     free(out_lat);
     free(mem);
@@ -778,7 +580,7 @@ out:
 static int main_trace(const char *model_path, const char *trace_path,
                       const char *mech, uint32_t capacity, double threshold,
                       double delta, double eps, long long max_ticks,
-                      uint64_t seed, int quiet, const char *dump)
+                      uint64_t seed, const char *dump)
 {
     if (model_path == NULL) {
         fprintf(stderr, "bench_belief: --trace needs --model\n");
@@ -805,7 +607,7 @@ static int main_trace(const char *model_path, const char *trace_path,
     param_table pt = {.model = model, .epsilon = eps, .delta = delta,
                       .prune = threshold, .capacity = capacity,
                       .max_ticks = max_ticks};
-    int rc = run_trace(mech, model, &t, &pt, seed, quiet, dump);
+    int rc = run_trace(mech, model, &t, &pt, seed, dump);
     trace_free(&t);
     ts_model_close(model);
     return rc == 0 ? 0 : 1;
@@ -819,7 +621,6 @@ int main(int argc, char **argv)
     double threshold = NAN, delta = 0.01, eps = 1.0;
     uint64_t seed = 1;
     long long max_ticks = TS_DELTA_DEFAULT_MAX_TICKS;
-    int quiet = 0;
     static const struct option options[] = {
         {"model", required_argument, NULL, 'm'},
         {"steps", required_argument, NULL, 'n'},
@@ -830,12 +631,11 @@ int main(int argc, char **argv)
         {"seed", required_argument, NULL, 's'},
         {"trace", required_argument, NULL, 'T'},
         {"profile-mech", required_argument, NULL, 'p'},
-        {"quiet", no_argument, NULL, 'q'},
         {"dump", required_argument, NULL, 'D'},
         {"max-ticks", required_argument, NULL, 'K'},
         {NULL, 0, NULL, 0}};
     int opt;
-    while ((opt = getopt_long(argc, argv, "m:n:c:t:d:e:s:T:p:qD:K:", options,
+    while ((opt = getopt_long(argc, argv, "m:n:c:t:d:e:s:T:p:D:K:", options,
                               NULL)) != -1) {
         switch (opt) {
         case 'm': model_path = optarg; break;
@@ -847,7 +647,6 @@ int main(int argc, char **argv)
         case 's': seed = strtoull(optarg, NULL, 10); break;
         case 'T': trace_path = optarg; break;
         case 'p': mech = optarg; break;
-        case 'q': quiet = 1; break;
         case 'D': dump = optarg; break;
         case 'K': max_ticks = strtoll(optarg, NULL, 10); break;
         default:
@@ -858,7 +657,7 @@ int main(int argc, char **argv)
                     "       bench_belief --model FILE --trace CSV "
                     "[--profile-mech pim|lm-delta] [--capacity C] "
                     "[--threshold T] [--delta D] [--eps E] [--seed S] "
-                    "[--max-ticks K] [--quiet] [--dump OUT.csv]\n");
+                    "[--max-ticks K] [--dump OUT.csv]\n");
             return 1;
         }
     }
@@ -867,7 +666,7 @@ int main(int argc, char **argv)
                           capacity ? capacity : TS_DELTA_DEFAULT_CAPACITY,
                           isnan(threshold) ? TS_DELTA_DEFAULT_PRUNE
                                            : threshold,
-                          delta, eps, max_ticks, seed, quiet, dump);
+                          delta, eps, max_ticks, seed, dump);
     if (capacity == 0)
         capacity = 512;
     if (isnan(threshold))

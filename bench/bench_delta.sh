@@ -72,7 +72,7 @@ for mech in $mechs; do
     : >"$tmp/runs.txt"
     for s in $(seq 1 "$runs"); do
         "$build/bench/bench_belief" --model "$model" --trace "$tmp/test.csv" \
-            --profile-mech "$mech" --seed "$s" --quiet >"$tmp/run.txt" ||
+            --profile-mech "$mech" --seed "$s" >"$tmp/run.txt" ||
             { cat "$tmp/run.txt" >&2; exit 1; }
         [ "$s" = 1 ] && cp "$tmp/run.txt" "$tmp/run1.txt"
         # "  release latency us: median M  p90 P  p99 Q  max X" and

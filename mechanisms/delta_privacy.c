@@ -480,3 +480,14 @@ int ts_delta_replay(const void *profile, void *user_state,
         *delta_set_size = (unsigned)step.n;
     return 0;
 }
+
+size_t ts_delta_state_live_bytes(const void *profile, const void *user_state)
+{
+    const delta_profile *p = profile;
+    const delta_user_header *header = user_state;
+    const ts_belief *stored = (const ts_belief *)(header + 1);
+    if (!(header->flags & USER_HAS_BELIEF) || stored->count > p->capacity)
+        return sizeof *header;
+    return sizeof *header + sizeof(ts_belief) +
+           (size_t)stored->count * sizeof(ts_belief_entry);
+}

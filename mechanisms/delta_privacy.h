@@ -72,6 +72,11 @@ int ts_delta_replay(const void *profile, void *user_state,
                     const ts_point *published, const ts_point *truth,
                     int *drifted, unsigned *delta_set_size);
 
+/* The leading bytes of a user's state block that carry information (the
+ * header and the live belief entries); the rest of the block is zero. For
+ * memory figures. `profile` from ts_pim_ops or ts_lm_delta_ops. */
+size_t ts_delta_state_live_bytes(const void *profile, const void *user_state);
+
 #define TS_DELTA_DEFAULT_EPSILON 1.0
 #define TS_DELTA_DEFAULT_DELTA 0.01
 #define TS_DELTA_DEFAULT_CAPACITY 1024

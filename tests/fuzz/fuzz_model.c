@@ -27,7 +27,7 @@
 #include "inference/markov.h"
 #include "inference/model_file.h"
 
-#define HEADER_BYTES 128
+#define HEADER_BYTES TS_MODEL_HEADER_BYTES
 #define FILE_BYTES_AT 16
 #define PAYLOAD_CRC_AT 120
 #define HEADER_CRC_AT 124
