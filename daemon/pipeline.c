@@ -81,6 +81,14 @@ static void free_profiles(ts_profile *profiles, size_t n_profiles)
     free(profiles);
 }
 
+/* Bytes of per-user state the profile's mechanism uses (0: stateless). */
+static size_t profile_state_size(const ts_profile *profile)
+{
+    return profile->ops->user_state_size != NULL
+               ? profile->ops->user_state_size(profile->mech)
+               : 0;
+}
+
 static int profile_usable(const ts_profile *profile)
 {
     return profile->name != NULL && profile->ops != NULL &&
@@ -101,9 +109,7 @@ ts_pipeline *ts_pipeline_new(ts_profile *profiles, size_t n_profiles,
     for (size_t i = 0; i < n_profiles; i++) {
         if (!profile_usable(&profiles[i]))
             goto fail;
-        size_t size = profiles[i].ops->user_state_size != NULL
-                          ? profiles[i].ops->user_state_size(profiles[i].mech)
-                          : 0;
+        size_t size = profile_state_size(&profiles[i]);
         if (size > state_size)
             state_size = size;
     }
@@ -397,7 +403,10 @@ static int restore_user(ts_pipeline *pipeline, ts_user *user,
                (long long)window_end);
         return -1;
     }
-    if (window_open && record.state_len != pipeline->state_size) {
+    size_t bound_size = index < pipeline->n_profiles
+                            ? profile_state_size(&pipeline->profiles[index])
+                            : 0;
+    if (window_open && record.state_len != bound_size) {
         reject(pipeline, out, TS_REASON_INTERNAL_ERROR,
                "stored mechanism state does not match the profile");
         return -1;
@@ -411,11 +420,11 @@ static int restore_user(ts_pipeline *pipeline, ts_user *user,
     user->has_last = record.has_last;
     user->last_lat = record.last_lat;
     user->last_lon = record.last_lon;
-    if (pipeline->state_size > 0 && record.state_len == pipeline->state_size) {
+    if (bound_size > 0 && record.state_len == bound_size) {
         if (record.state_stored_len > 0)
             memcpy(user->state, record.state, record.state_stored_len);
         memset((char *)user->state + record.state_stored_len, 0,
-               record.state_len - record.state_stored_len);
+               bound_size - record.state_stored_len);
     }
     return 1;
 }
@@ -548,8 +557,9 @@ void ts_pipeline_process(ts_pipeline *pipeline, const ts_input *input,
 
     /* The mechanism works on a copy of the user's state and the ledger is
      * only written after a successful release, so a rejected update leaves
-     * the user exactly as it was. */
-    size_t state_size = pipeline->state_size;
+     * the user exactly as it was. Only this profile's part of the block:
+     * the block is sized for the largest profile. */
+    size_t state_size = profile_state_size(profile);
     if (state_size > 0) {
         if (new_window)
             memset(pipeline->scratch_state, 0, state_size);
@@ -731,9 +741,10 @@ int ts_pipeline_save_dirty(ts_pipeline *pipeline)
             .last_lat = user->last_lat,
             .last_lon = user->last_lon,
             .state = user->state,
-            .state_len = pipeline->state_size,
-            .state_stored_len = pipeline->state_size,
         };
+        if (user->has_window)
+            record.state_len = record.state_stored_len = profile_state_size(
+                &pipeline->profiles[user->profile_index]);
         if (pipeline->backend->save(pipeline->backend->ctx, user->id,
                                     user->id_len, &record) != 0)
             return -1;

@@ -168,10 +168,12 @@ typedef struct ts_user_record {
     int has_last;
     double last_lat;
     double last_lon;
-    /* Mechanism state: state_len bytes, of which the first
-     * state_stored_len are at `state` and the rest are zero. The store
-     * keeps only up to the last non-zero byte: a delta-location-set belief
-     * fills a few hundred bytes of a block sized for its capacity. */
+    /* Mechanism state of the bound profile: state_len bytes (that
+     * profile's user_state_size), of which the first state_stored_len are
+     * at `state` and the rest are zero (a decoded record can be encoded
+     * again as it is). The store keeps only up to the last non-zero byte:
+     * a delta-location-set belief fills a few hundred bytes of a block
+     * sized for its capacity. */
     const void *state;
     size_t state_len;
     size_t state_stored_len;     /* <= state_len */

@@ -82,7 +82,7 @@ size_t ts_record_encode(const ts_user_record *record, unsigned char *buf,
 {
     size_t profile_len = record->profile != NULL ? strlen(record->profile) + 1
                                                  : 0;
-    if (profile_len > UINT16_MAX || record->state_len > UINT32_MAX ||
+    if (profile_len > UINT16_MAX || record->state_len > TS_STORE_MAX_STATE ||
         record->state_stored_len > record->state_len)
         return 0;
     size_t stored = record->state_stored_len;
@@ -160,7 +160,7 @@ int ts_record_decode(const void *bytes, size_t len, ts_user_record *record)
         p += 4;
         rest -= 4;
     }
-    if (stored != rest || stored > state_len)
+    if (stored != rest || stored > state_len || state_len > TS_STORE_MAX_STATE)
         return -1;
     record->state = rest > 0 ? p : NULL;
     record->state_len = state_len;

@@ -43,6 +43,10 @@ typedef enum ts_store_sync {
 /* Encoding of one user record: 1 stores the whole state block, 2 stores
  * it without its trailing zero bytes. Both are read. */
 #define TS_STORE_RECORD_VERSION 2u
+/* Largest mechanism state a record may declare (a delta-location-set
+ * belief at its maximum capacity is 16 MiB): a corrupt length is refused
+ * on decode instead of being believed. */
+#define TS_STORE_MAX_STATE (64u << 20)
 
 typedef struct ts_store ts_store;
 

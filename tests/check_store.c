@@ -76,6 +76,23 @@ static const ts_mechanism_ops fake_ops = {
     .release = fake_release,
 };
 
+/* The same mechanism with a 4 KiB state, like a delta-location-set
+ * profile next to geoind: it makes the pipeline's per-user block larger
+ * than the small profile's state. */
+static size_t big_state_size(const void *profile)
+{
+    (void)profile;
+    return 4096;
+}
+
+static const ts_mechanism_ops big_ops = {
+    .name = "fake-big",
+    .profile_free = fake_profile_free,
+    .window_budget = fake_window_budget,
+    .user_state_size = big_state_size,
+    .release = fake_release,
+};
+
 static char dir[64];
 static ts_rng *rng;
 
@@ -103,8 +120,18 @@ static void teardown(void)
     ts_rng_free(rng);
 }
 
+static ts_pipeline *make_pipeline_with(const char *const *names, size_t n,
+                                       const char *big);
+
 /* Profiles named by `names` (the first is the default). */
 static ts_pipeline *make_pipeline(const char *const *names, size_t n)
+{
+    return make_pipeline_with(names, n, NULL);
+}
+
+/* The same, the profile named `big` (if any) with big_ops. */
+static ts_pipeline *make_pipeline_with(const char *const *names, size_t n,
+                                       const char *big)
 {
     ts_profile *profiles = calloc(n, sizeof *profiles);
     ck_assert_ptr_nonnull(profiles);
@@ -113,7 +140,8 @@ static ts_pipeline *make_pipeline(const char *const *names, size_t n)
         ck_assert_ptr_nonnull(mech);
         mech->spend = SPEND;
         profiles[i].name = strdup(names[i]);
-        profiles[i].ops = &fake_ops;
+        profiles[i].ops =
+            big != NULL && strcmp(names[i], big) == 0 ? &big_ops : &fake_ops;
         profiles[i].mech = mech;
         profiles[i].window_budget = TOTAL;
         profiles[i].window_ms = WINDOW_MS;
@@ -496,6 +524,74 @@ START_TEST(test_pipeline_restores_ledger_after_restart)
 }
 END_TEST
 
+/* A record holds its own profile's state, not the pipeline's block (sized
+ * for the largest profile): adding or removing a profile with a larger
+ * state, the documented way to enable pim, keeps every open window. */
+START_TEST(test_pipeline_state_survives_a_larger_profile)
+{
+    static const char *const small[] = { "a" };
+    static const char *const both[] = { "a", "big" };
+    ts_store *store = open_store();
+    ts_store_backend sb;
+    ts_store_backend_init(&sb, store);
+    ts_outcome out;
+
+    ts_pipeline *pipeline = make_pipeline(small, 1);
+    ts_pipeline_set_state_backend(pipeline, &sb.backend);
+    for (int i = 0; i < 2; i++)
+        process(pipeline, "u", 1000 + i, NULL, &out);
+    group_commit(pipeline, store);
+    ts_pipeline_free(pipeline);
+
+    pipeline = make_pipeline_with(both, 2, "big");
+    ts_pipeline_set_state_backend(pipeline, &sb.backend);
+    process(pipeline, "u", 1002, NULL, &out);
+    ck_assert_msg(out.sanitized, "%s", out.detail);
+    ck_assert_uint_eq(seen.state_counter, 2);
+    ck_assert(seen.budget.spent == 2 * SPEND);
+    process(pipeline, "v", 1002, "big", &out);
+    ck_assert_msg(out.sanitized, "%s", out.detail);
+    group_commit(pipeline, store);
+    ts_pipeline_free(pipeline);
+
+    /* Back to the small set: u goes on; v's profile is gone (as before). */
+    pipeline = make_pipeline(small, 1);
+    ts_pipeline_set_state_backend(pipeline, &sb.backend);
+    process(pipeline, "u", 1003, NULL, &out);
+    ck_assert_msg(out.sanitized, "%s", out.detail);
+    ck_assert_uint_eq(seen.state_counter, 3);
+    process(pipeline, "v", 1003, NULL, &out);
+    ck_assert_int_eq(out.reason, TS_REASON_PROFILE_CONFLICT);
+    ts_pipeline_free(pipeline);
+    ts_store_backend_free(&sb);
+    ts_store_close(store);
+}
+END_TEST
+
+/* A record that declares an absurd state length is refused on decode. */
+START_TEST(test_record_state_length_bounded)
+{
+    unsigned char state[3] = { 1, 2, 3 };
+    ts_user_record in = {
+        .has_window = 1, .profile = "a", .window_start_ms = 1,
+        .window_ms = 1000, .spent = 0.5, .state = state,
+        .state_len = sizeof state, .state_stored_len = sizeof state,
+    };
+    unsigned char buf[256];
+    size_t len = ts_record_encode(&in, buf, sizeof buf);
+    ts_user_record out;
+    ck_assert_int_eq(ts_record_decode(buf, len, &out), 0);
+    /* state_len sits after the fixed fields and the profile name. */
+    size_t at = 2 + 48 + 2 + strlen("a") + 1;
+    uint32_t huge = TS_STORE_MAX_STATE + 1u;
+    for (int i = 0; i < 4; i++)
+        buf[at + (size_t)i] = (unsigned char)(huge >> (8 * i));
+    ck_assert_int_eq(ts_record_decode(buf, len, &out), -1);
+    in.state_len = TS_STORE_MAX_STATE + 1u;
+    ck_assert_uint_eq(ts_record_encode(&in, buf, sizeof buf), 0);
+}
+END_TEST
+
 START_TEST(test_pipeline_expiry_does_not_refund)
 {
     static const char *const names[] = { "a" };
@@ -614,6 +710,8 @@ int main(void)
     tcase_add_test(tc, test_store_unusable_directory);
     tcase_add_test(tc, test_store_full_map_fails_commit);
     tcase_add_test(tc, test_pipeline_restores_ledger_after_restart);
+    tcase_add_test(tc, test_pipeline_state_survives_a_larger_profile);
+    tcase_add_test(tc, test_record_state_length_bounded);
     tcase_add_test(tc, test_pipeline_expiry_does_not_refund);
     tcase_add_test(tc, test_pipeline_removed_profile_keeps_user_bound);
     tcase_add_test(tc, test_pipeline_load_failure_fails_closed);
