@@ -79,6 +79,15 @@ static int geoind_profile_new(const ts_params *params, void **profile,
         return -1;
     }
 
+    if (!ts_planar_laplace_fits_sphere(p.eps_point)) {
+        snprintf(err, errlen,
+                 "radius_m: noise with mean %.0f km reaches too far around "
+                 "the Earth (at most %.0f km; docs/geoind.md)",
+                 2.0 / p.eps_point / 1000.0,
+                 2.0 / ts_planar_laplace_min_sphere_eps() / 1000.0);
+        return -1;
+    }
+
     geoind_profile *copy = malloc(sizeof *copy);
     if (copy == NULL) {
         snprintf(err, errlen, "out of memory");

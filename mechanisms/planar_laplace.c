@@ -95,11 +95,63 @@ double ts_planar_laplace_radius_icdf(double eps, double p)
     return x / eps;
 }
 
+double ts_planar_laplace_radius_tail(double eps, double r)
+{
+    if (isnan(r) || isnan(eps))
+        return NAN;
+    if (r <= 0.0)
+        return 1.0;
+    double x = eps * r;
+    if (x <= SERIES_MAX_X)
+        return 1.0 - cdf_series(x);
+    /* (1 + x) e^-x keeps full relative precision deep into the tail, where
+     * 1 - C(r) would round to 0; it underflows to 0 only past x ~ 745. */
+    return (1.0 + x) * exp(-x);
+}
+
+double ts_planar_laplace_radius_from_uniforms(double eps, double u1,
+                                              double u2)
+{
+    if (!(eps > 0.0) || !isfinite(eps) || !(u1 > 0.0) || !(u1 < 1.0) ||
+        !(u2 > 0.0) || !(u2 < 1.0))
+        return NAN;
+    /* Gamma(2, 1/eps) as the sum of two Exp(1) draws. Where -log(u) is
+     * large, u is small and keeps 53 significant bits (ts_rng_uniform_open
+     * draws the exponent geometrically), so neighbouring u give radii
+     * 2^-52 apart in eps*r at every scale; where it is small, u is near 1
+     * and its absolute spacing 2^-53 gives the same. The inverse CDF has no
+     * such property: near p = 1 its argument has only 2^-53 resolution. */
+    return -(log(u1) + log(u2)) / eps;
+}
+
+int ts_planar_laplace_fits_sphere(double eps)
+{
+    if (!(eps > 0.0) || !isfinite(eps))
+        return 0;
+    return ts_planar_laplace_radius_tail(eps, TS_GEO_MAX_NOISE_RADIUS_M) <=
+           TS_PLANAR_LAPLACE_SPHERE_TAIL;
+}
+
+double ts_planar_laplace_min_sphere_eps(void)
+{
+    /* Bisection on x = eps r in (1, 100): the tail (1 + x) e^-x decreases. */
+    double lo = 1.0, hi = 100.0;
+    for (int i = 0; i < 100; i++) {
+        double mid = 0.5 * (lo + hi);
+        if (ts_planar_laplace_radius_tail(1.0, mid) > TS_PLANAR_LAPLACE_SPHERE_TAIL)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    return hi / TS_GEO_MAX_NOISE_RADIUS_M;
+}
+
 void ts_planar_laplace_sample(ts_rng *rng, double eps, double *radius,
                               double *angle)
 {
     *angle = ts_rng_angle(rng);
-    /* u is in (0, 1), inside the icdf's domain; NaN only for a bad eps,
-     * which the caller checks (fail closed). */
-    *radius = ts_planar_laplace_radius_icdf(eps, ts_rng_uniform_open(rng));
+    double u1 = ts_rng_uniform_open(rng);
+    double u2 = ts_rng_uniform_open(rng);
+    /* NaN only for a bad eps, which the caller checks (fail closed). */
+    *radius = ts_planar_laplace_radius_from_uniforms(eps, u1, u2);
 }

@@ -385,13 +385,28 @@ static int predictive_profile_new(const ts_params *params, void **profile,
     }
     /* Validate the managers' output once at the extremes they can reach,
      * so release never meets an unusable triple. */
-    ts_predictive_budget probe;
+    ts_predictive_budget never_easy, always_easy;
     if (ts_predictive_fixed_utility(&p.tuning, p.accuracy_m,
                                     &p.fixed_utility) < 0 ||
-        ts_predictive_fixed_rate(&p.tuning, p.rate_per_m, 0.0, &probe) < 0 ||
-        ts_predictive_fixed_rate(&p.tuning, p.rate_per_m, 1.0, &probe) < 0) {
+        ts_predictive_fixed_rate(&p.tuning, p.rate_per_m, 0.0,
+                                 &never_easy) < 0 ||
+        ts_predictive_fixed_rate(&p.tuning, p.rate_per_m, 1.0,
+                                 &always_easy) < 0) {
         snprintf(err, errlen, "%s: gives no usable budget per step",
                  p.manager == MANAGER_FIXED_UTILITY ? "accuracy_m" : "rate");
+        return -1;
+    }
+    /* The fixed-rate manager's noise is widest when no step is easy. */
+    double widest_noise_eps = p.manager == MANAGER_FIXED_UTILITY
+                                  ? p.fixed_utility.eps_noise
+                                  : never_easy.eps_noise;
+    if (!ts_planar_laplace_fits_sphere(widest_noise_eps)) {
+        snprintf(err, errlen,
+                 "%s: noise with mean %.0f km reaches too far around the "
+                 "Earth (at most %.0f km; docs/geoind.md)",
+                 p.manager == MANAGER_FIXED_UTILITY ? "accuracy_m" : "rate",
+                 2.0 / widest_noise_eps / 1000.0,
+                 2.0 / ts_planar_laplace_min_sphere_eps() / 1000.0);
         return -1;
     }
 

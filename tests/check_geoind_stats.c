@@ -232,6 +232,142 @@ START_TEST(test_icdf_accuracy)
 }
 END_TEST
 
+/* The sampler's reachable radii cover the support finely. Mironov's attack
+ * needs an output that one secret can produce and a neighbour cannot; after
+ * snapping to the 1e-7 degree lattice (about 1.1 cm) that happens only if
+ * the continuous sample skips lattice cells, i.e. if neighbouring reachable
+ * radii are further apart than a cell somewhere in the support. So check,
+ * for eps*r from 1e-3 up to 700, that moving u1 to its neighbouring double
+ * moves the radius by at most 2^-51 (1 + eps r) / eps, and that the sampler
+ * reaches past 1400/eps. The inverse CDF used before this sampler fails
+ * both: its largest radius is 40.5/eps, and above eps*r ~ 28 neighbouring
+ * p give radii further apart than the lattice at the shipped eps. */
+static double lattice_gap_m(double (*radius)(double eps, double u1, double u2),
+                            double eps, double x_from, double x_to,
+                            double *worst_relative)
+{
+    double worst_m = 0.0;
+    *worst_relative = 0.0;
+    for (double lx = log10(x_from); lx <= log10(x_to); lx += 0.01) {
+        double x = pow(10.0, lx);
+        /* u1 such that -log(u1) is about x (u2 near 1 contributes ~0). */
+        double u1 = exp(-x), u2 = nextafter(1.0, 0.0);
+        if (!(u1 > 0.0 && u1 < 1.0))
+            continue;
+        double r = radius(eps, u1, u2);
+        double r_next = radius(eps, nextafter(u1, u1 < 0.5 ? 0.0 : 1.0), u2);
+        double gap = fabs(r_next - r);
+        if (gap > worst_m)
+            worst_m = gap;
+        double relative = gap * eps / (1.0 + eps * r);
+        if (relative > *worst_relative)
+            *worst_relative = relative;
+    }
+    return worst_m;
+}
+
+/* The widest gap between the radii of neighbouring p for the inverse CDF,
+ * which sampled radii before, over eps*r up to x_to. */
+static double icdf_gap_m(double eps, double x_to)
+{
+    double worst_m = 0.0;
+    for (double x = 1.0; x <= x_to; x += 0.01) {
+        double p = ts_planar_laplace_radius_cdf(1.0, x);
+        if (!(p < 1.0))
+            break;
+        double next = nextafter(p, 1.0);
+        if (!(next < 1.0))
+            break;
+        double gap = ts_planar_laplace_radius_icdf(eps, next) -
+                     ts_planar_laplace_radius_icdf(eps, p);
+        if (gap > worst_m)
+            worst_m = gap;
+    }
+    return worst_m;
+}
+
+START_TEST(test_radius_support_resolution)
+{
+    const double eps = DEFAULT_LEVEL / 100.0 / 30.0; /* shipped eps_point */
+    const double lattice_m = TS_GEO_SNAP_DEG * M_PI / 180.0 * TS_EARTH_RADIUS_M;
+    double relative;
+    double gap_m = lattice_gap_m(ts_planar_laplace_radius_from_uniforms, eps,
+                                 1e-3, 700.0, &relative);
+    ck_assert_msg(relative <= 0x1p-51, "relative radius gap %g", relative);
+    ck_assert_msg(gap_m < 1e-6 * lattice_m, "radius gap %g m", gap_m);
+    /* Smallest normal uniforms: the support reaches past 1400/eps. */
+    double reach = ts_planar_laplace_radius_from_uniforms(1.0, 0x1p-1022, 0x1p-1022);
+    ck_assert_double_gt(reach, 1400.0);
+    ck_assert(isnan(ts_planar_laplace_radius_from_uniforms(eps, 0.0, 0.5)));
+    ck_assert(isnan(ts_planar_laplace_radius_from_uniforms(eps, 0.5, 1.0)));
+    ck_assert(isnan(ts_planar_laplace_radius_from_uniforms(0.0, 0.5, 0.5)));
+
+    /* Test the test: the former sampler has gaps wider than the lattice in
+     * its tail, and stops at 40.5/eps. */
+    double old_gap_m = icdf_gap_m(eps, 40.0);
+    ck_assert_msg(old_gap_m > lattice_m, "icdf gap %g m", old_gap_m);
+    ck_assert_double_lt(ts_planar_laplace_radius_icdf(1.0, nextafter(1.0, 0.0)), 41.0);
+}
+END_TEST
+
+/* The far tail is sampled with its true weight: P(eps r > 10) = 11 e^-10
+ * (5.0e-4), 100 of 200 000 draws expected; the count must lie within 5
+ * binomial standard deviations. (The former sampler passed this too: its
+ * gaps are finer than any sample can see, which is why the test above
+ * checks the reachable set directly.) */
+START_TEST(test_radius_tail_mass)
+{
+    const double eps = 0.01;
+    const long n = 200000;
+    ts_rng *rng = ts_rng_new_seeded(77);
+    long beyond = 0;
+    for (long i = 0; i < n; i++) {
+        double r, a;
+        ts_planar_laplace_sample(rng, eps, &r, &a);
+        beyond += eps * r > 10.0;
+    }
+    double p = 11.0 * exp(-10.0);
+    double mean = p * n, sd = sqrt(n * p * (1.0 - p));
+    ck_assert_msg(fabs((double)beyond - mean) <= 5.0 * sd,
+                  "%ld beyond 10/eps, expected %.1f +- %.1f", beyond, mean, sd);
+    ck_assert_double_eq_tol(ts_planar_laplace_radius_tail(eps, 10.0 / eps), p, 1e-18);
+    ck_assert_double_eq_tol(ts_planar_laplace_radius_tail(eps, 1e-3 / eps) +
+                                ts_planar_laplace_radius_cdf(eps, 1e-3 / eps),
+                            1.0, 1e-15);
+    ts_rng_free(rng);
+}
+END_TEST
+
+/* Noise that reaches a sizeable fraction of the way to the antipode is
+ * refused: the shipped profile fits, one whose mean displacement is past
+ * ~207 km does not, and the boundary is where the tail beyond pi R / 4
+ * crosses 2^-64. */
+START_TEST(test_sphere_bound)
+{
+    double min_eps = ts_planar_laplace_min_sphere_eps();
+    ck_assert_double_eq_tol(ts_planar_laplace_radius_tail(min_eps, TS_GEO_MAX_NOISE_RADIUS_M),
+                            0x1p-64, 1e-3 * 0x1p-64);
+    ck_assert(ts_planar_laplace_fits_sphere(min_eps * 1.001));
+    ck_assert(!ts_planar_laplace_fits_sphere(min_eps * 0.999));
+    ck_assert_double_gt(2.0 / min_eps, 200e3);
+    ck_assert_double_lt(2.0 / min_eps, 215e3);
+
+    /* eps_point = ln 10 / radius_m / 30: radius_m = 5 km is accepted
+     * (mean 130 km), 10 km is refused (mean 261 km). */
+    param ok = {"radius_m", P_DOUBLE, 5000.0, 0, NULL};
+    param too_wide = {"radius_m", P_DOUBLE, 10000.0, 0, NULL};
+    void *profile = NULL;
+    char err[256];
+    ck_assert_int_eq(make_profile(&ok, 1, &profile, err, sizeof err), 0);
+    ts_geoind_ops.profile_free(profile);
+    profile = NULL;
+    ck_assert_int_eq(make_profile(&too_wide, 1, &profile, err, sizeof err), -1);
+    ck_assert_ptr_null(profile);
+    ck_assert_msg(strncmp(err, "radius_m: ", 10) == 0 && strstr(err, "Earth") != NULL,
+                  "message '%s'", err);
+}
+END_TEST
+
 /* ------------------------------------------------ through the mechanism */
 
 /* Releases from Beijing on the shipped defaults: the published point lies
@@ -461,6 +597,9 @@ static Suite *geoind_suite(void)
     tcase_set_timeout(stats, 300); /* ~1 s normally; sanitizers are slower */
     tcase_add_test(stats, test_radius_and_angle_direct);
     tcase_add_test(stats, test_icdf_accuracy);
+    tcase_add_test(stats, test_radius_support_resolution);
+    tcase_add_test(stats, test_radius_tail_mass);
+    tcase_add_test(stats, test_sphere_bound);
     tcase_add_test(stats, test_release_distribution);
     tcase_add_test(stats, test_release_reproducible);
     tcase_add_test(stats, test_release_edges_valid);

@@ -749,6 +749,15 @@ START_TEST(test_profile_validation)
         param_double(&t, bad_doubles[i].key, bad_doubles[i].value);
         expect_profile_error(&t, bad_doubles[i].key);
     }
+    /* Noise reaching too far around the Earth (docs/geoind.md). */
+    memset(&t, 0, sizeof t);
+    param_string(&t, "budget_manager", "fixed-utility");
+    param_double(&t, "accuracy_m", 1e7);
+    expect_profile_error(&t, "accuracy_m");
+    memset(&t, 0, sizeof t);
+    param_string(&t, "budget_manager", "fixed-rate");
+    param_double(&t, "radius_m", 1e6);
+    expect_profile_error(&t, "rate");
     memset(&t, 0, sizeof t);
     param_string(&t, "budget_manager", "fixed-everything");
     expect_profile_error(&t, "budget_manager");
