@@ -206,11 +206,11 @@ static void run(const char *name, int use_pim, const ts_grid *grid,
             c.y + (ts_rng_uniform_open(rng) - 0.5) * grid->cell_m};
 
         double t0 = now_us();
-        int rc = ts_belief_predict(b, model, t == 0 ? 0 : 1, params, ws);
+        int rc = ts_belief_predict(b, model, t == 0 ? 0 : 1, params, ws, NULL);
         double t1 = now_us();
         if (rc == TS_BELIEF_RESET)
             s.resets++;
-        size_t n = ts_belief_delta_set(b, delta, set, ws);
+        size_t n = ts_belief_delta_set(b, delta, 1.0, set, ws);
         pim_vec2 released = truth;
         if (!ts_delta_set_contains(set, n, truth_cell)) {
             uint32_t sur;
@@ -242,7 +242,7 @@ static void run(const char *name, int use_pim, const ts_grid *grid,
                                              : ts_lm_log_emission,
                                      use_pim ? (const void *)&pe
                                              : (const void *)&le,
-                                     params, ws);
+                                     params, ws, NULL);
         }
         double t5 = now_us();
         if (rc < 0) {

@@ -38,7 +38,7 @@
 # all windows), IN_SAMPLE=1 (diagnostic: learn on the test users too),
 # REGION=LAT_MIN,LON_MIN,LAT_MAX,LON_MAX (default the Beijing box above;
 # the paper used the area within the 3rd ring road, about
-# 39.855,116.305,39.970,116.462).
+# 39.855,116.305,39.970,116.462), CAPACITY=N (belief_capacity).
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -143,6 +143,15 @@ profiles=(
     -o profiles.lmd.epsilon=1.0 -o profiles.lmd.delta=0.01
     -o profiles.lmd.points_per_window=1000000
 )
+# CAPACITY=N sets belief_capacity for both profiles (default 16384, above
+# the Beijing model's 12 995 cells: the belief is exact). Beliefs that do
+# not fit are pruned, and what pruning drops is no longer certified, so a
+# smaller capacity shows up as refused releases ("dropped"), or as a
+# refused profile when it cannot hold 1 - delta of the initial
+# distribution (2 047 cells at delta = 0.01).
+capacity=${CAPACITY:-16384}
+profiles+=(-o "profiles.pim.belief_capacity=$capacity"
+           -o "profiles.lmd.belief_capacity=$capacity")
 results=$tmp/results.csv
 steps=$tmp/steps.csv
 : >"$results"

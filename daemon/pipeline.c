@@ -651,6 +651,12 @@ void ts_pipeline_process(ts_pipeline *pipeline, const ts_input *input,
                "point outside the region covered by the mobility model of "
                "profile '%s'",
                profile->name);
+    } else if (status == TS_RELEASE_UNCERTIFIED) {
+        reject(pipeline, out, TS_REASON_INTERNAL_ERROR,
+               "profile '%s' cannot certify a delta-location set: pruning "
+               "the belief lost more than delta of the prior (raise "
+               "belief_capacity)",
+               profile->name);
     } else {
         reject(pipeline, out, TS_REASON_INTERNAL_ERROR, "mechanism %s failed",
                profile->ops->name);

@@ -287,7 +287,8 @@ double ts_belief_assign(ts_belief *b, const uint32_t *cells,
 /* ------------------------------------------------------------------ prior */
 
 int ts_belief_reset(ts_belief *b, const ts_markov *m,
-                    const ts_belief_params *params, ts_belief_workspace *ws)
+                    const ts_belief_params *params, ts_belief_workspace *ws,
+                    double *certified)
 {
     if (m->cell_count > ws->product.cell_count ||
         b->capacity > ws->capacity) {
@@ -300,9 +301,14 @@ int ts_belief_reset(ts_belief *b, const ts_markov *m,
             ws->candidates[n++] =
                 (ts_belief_entry){.cell = c, .reserved = 0,
                                   .prob = m->initial[c]};
-    if (prune_into(b, ws->candidates, n, params->prune_threshold,
-                   ws->ranked) < 0.0)
+    double kept = prune_into(b, ws->candidates, n, params->prune_threshold,
+                             ws->ranked);
+    if (kept < 0.0)
         return TS_BELIEF_ERROR;
+    /* The initial distribution sums to 1; what pruning dropped is no
+     * longer certified to be anywhere. */
+    if (certified != NULL)
+        *certified = kept;
     return TS_BELIEF_RESET;
 }
 
@@ -341,14 +347,14 @@ static size_t collect_product(const ts_markov_workspace *pw,
 
 int ts_belief_predict(ts_belief *b, const ts_markov *m, uint64_t ticks,
                       const ts_belief_params *params,
-                      ts_belief_workspace *ws)
+                      ts_belief_workspace *ws, double *certified)
 {
     if (b->capacity > ws->capacity || b->count > b->capacity) {
         b->count = 0;
         return TS_BELIEF_ERROR;
     }
     if (b->count == 0 || ticks > params->max_ticks)
-        return ts_belief_reset(b, m, params, ws);
+        return ts_belief_reset(b, m, params, ws, certified);
     ts_markov_workspace *pw = &ws->product;
     for (uint64_t step = 0; step < ticks; step++) {
         uint32_t n = b->count;
@@ -362,25 +368,38 @@ int ts_belief_predict(ts_belief *b, const ts_markov *m, uint64_t ticks,
         }
         size_t n_out = collect_product(pw, ws->candidates);
         ts_markov_workspace_clear(pw);
-        if (prune_into(b, ws->candidates, n_out, params->prune_threshold,
-                       ws->ranked) < 0.0)
+        /* M's rows sum to 1, so the product keeps the belief's mass and
+         * the certified lower bound shrinks exactly by what pruning
+         * dropped (relative to the product's own total, which absorbs
+         * the rounding of the rows). */
+        double kept = prune_into(b, ws->candidates, n_out,
+                                 params->prune_threshold, ws->ranked);
+        if (kept < 0.0)
             return TS_BELIEF_ERROR;
+        if (certified != NULL)
+            *certified *= kept;
     }
     return TS_BELIEF_UPDATED;
 }
 
 /* ----------------------------------------------------------- delta set */
 
-size_t ts_belief_delta_set(const ts_belief *b, double delta, uint32_t *cells,
-                           ts_belief_workspace *ws)
+size_t ts_belief_delta_set(const ts_belief *b, double delta, double certified,
+                           uint32_t *cells, ts_belief_workspace *ws)
 {
     size_t n = b->count;
-    if (n == 0 || n > ws->capacity || !(delta >= 0.0 && delta < 1.0))
+    if (n == 0 || n > ws->capacity || !(delta >= 0.0 && delta < 1.0) ||
+        !(certified > 0.0 && certified <= 1.0))
         return 0;
     double total = 0.0;
     for (size_t i = 0; i < n; i++)
         total += b->entry[i].prob;
-    double target = (1.0 - delta) * total - TS_BELIEF_DELTA_SLACK * total;
+    /* The set's mass under the exact prior is at least certified times its
+     * share of the stored belief; that must reach 1 - delta. */
+    double share = (1.0 - delta) / certified;
+    if (share > 1.0 + TS_BELIEF_DELTA_SLACK)
+        return 0;
+    double target = share * total - TS_BELIEF_DELTA_SLACK * total;
 
     /* The set is the shortest prefix of the rank order whose running sum,
      * added in that order, reaches the target. Sorting only a prefix that
@@ -422,10 +441,11 @@ size_t ts_belief_delta_set(const ts_belief *b, double delta, uint32_t *cells,
 
 int ts_delta_set_contains(const uint32_t *cells, size_t n, uint32_t cell)
 {
+    /* No early exit: the time taken must not tell the cell's rank. */
+    unsigned found = 0;
     for (size_t i = 0; i < n; i++)
-        if (cells[i] == cell)
-            return 1;
-    return 0;
+        found |= (unsigned)(cells[i] == cell);
+    return (int)found;
 }
 
 int ts_delta_set_surrogate(const ts_grid *grid, const uint32_t *cells,
@@ -439,10 +459,19 @@ int ts_delta_set_surrogate(const ts_grid *grid, const uint32_t *cells,
         pim_vec2 c = ts_grid_cell_centre(grid, cells[i]);
         double dx = c.x - truth.x, dy = c.y - truth.y;
         double d2 = dx * dx + dy * dy;
-        if (d2 < best_d2 || (d2 == best_d2 && cells[i] < best)) {
-            best = cells[i];
-            best_d2 = d2;
-        }
+        /* Masks, not branches (a ternary here compiles to jumps), so the
+         * instructions per cell are the same wherever the truth lies. */
+        unsigned better = (unsigned)(d2 < best_d2) |
+                          ((unsigned)(d2 == best_d2) &
+                           (unsigned)(cells[i] < best));
+        uint32_t mask = 0u - (uint32_t)better;
+        uint64_t wide_mask = 0u - (uint64_t)better;
+        best = (best & ~mask) | (cells[i] & mask);
+        uint64_t d2_bits, best_bits;
+        memcpy(&d2_bits, &d2, sizeof d2_bits);
+        memcpy(&best_bits, &best_d2, sizeof best_bits);
+        best_bits = (best_bits & ~wide_mask) | (d2_bits & wide_mask);
+        memcpy(&best_d2, &best_bits, sizeof best_d2);
     }
     *surrogate = best;
     return 0;
@@ -454,7 +483,7 @@ int ts_belief_posterior(ts_belief *b, const ts_grid *grid, pim_vec2 z,
                         ts_log_emission_fn log_emission,
                         const void *emission_ctx,
                         const ts_belief_params *params,
-                        ts_belief_workspace *ws)
+                        ts_belief_workspace *ws, double *certified)
 {
     size_t n = b->count;
     if (n == 0 || n > ws->capacity || n > ws->product.cell_count ||
@@ -463,7 +492,7 @@ int ts_belief_posterior(ts_belief *b, const ts_grid *grid, pim_vec2 z,
     /* Work in logs: likelihoods of far cells underflow, and only ratios
      * matter, so everything is scaled by the largest term. */
     double *logw = ws->in_weights;
-    double top = -INFINITY;
+    double top = -INFINITY, top_ll = -INFINITY;
     for (size_t i = 0; i < n; i++) {
         const ts_belief_entry *e = &b->entry[i];
         if (e->cell >= grid->cell_count)
@@ -475,16 +504,54 @@ int ts_belief_posterior(ts_belief *b, const ts_grid *grid, pim_vec2 z,
         logw[i] = log(e->prob) + ll;
         if (logw[i] > top)
             top = logw[i];
+        if (ll > top_ll)
+            top_ll = ll;
     }
-    if (top == -INFINITY)
+    double c = certified != NULL ? *certified : 1.0;
+    if (!(c >= 0.0 && c <= 1.0))
+        return TS_BELIEF_ERROR;
+    if (top == -INFINITY) {
+        /* No stored cell explains z. With the whole prior certified the
+         * model calls z impossible and the prior stands; otherwise the
+         * exact posterior lies in the uncertified mass, and nothing of the
+         * stored belief is certified any more. */
+        if (c < 1.0 && certified != NULL)
+            *certified = 0.0;
         return TS_BELIEF_UNINFORMATIVE;
-    for (size_t i = 0; i < n; i++)
+    }
+    double sum = 0.0;
+    for (size_t i = 0; i < n; i++) {
         ws->candidates[i] = (ts_belief_entry){
             .cell = b->entry[i].cell, .reserved = 0,
             .prob = exp(logw[i] - top)};
-    if (prune_into(b, ws->candidates, n, params->prune_threshold,
-                   ws->ranked) < 0.0)
+        sum += ws->candidates[i].prob;
+    }
+    /* Exact posterior p+(i) = p(i) L(i) / sum_j p(j) L(j), with the stored
+     * belief a lower bound c r <= p. The numerator is at least c r(i) L(i);
+     * the denominator is at most c S + (1 - c) L_max, S = sum r L, L_max
+     * the largest likelihood of any cell, bounded by the emission at s = z
+     * (both noises' densities peak at zero displacement). So the
+     * normalised r L / S is certified with factor c S / (c S + (1-c) L_max),
+     * computed in logs: 1 / (1 + e^a), a = log((1-c) L_max) - log(c S). */
+    double factor = 1.0;
+    if (c < 1.0) {
+        double log_peak = log_emission(emission_ctx, z, z);
+        if (isnan(log_peak) || log_peak == INFINITY)
+            return TS_BELIEF_ERROR;
+        if (c == 0.0) {
+            factor = 0.0;
+        } else {
+            double log_s = top + log(sum);
+            double a = log1p(-c) + fmax(log_peak, top_ll) - log(c) - log_s;
+            factor = 1.0 / (1.0 + exp(a));
+        }
+    }
+    double kept = prune_into(b, ws->candidates, n, params->prune_threshold,
+                             ws->ranked);
+    if (kept < 0.0)
         return TS_BELIEF_ERROR;
+    if (certified != NULL)
+        *certified = factor * kept;
     return TS_BELIEF_UPDATED;
 }
 

@@ -33,6 +33,19 @@
  * approaches anyway as k grows; the cap bounds the work of one update to
  * max_ticks sparse products.
  *
+ * Certified mass. Pruning drops mass that the exact (untruncated) HMM
+ * would keep, so the stored, renormalised vector r is not the adversary's
+ * prior p. Each function that prunes takes the caller's `certified` c (may
+ * be NULL for "treat the belief as exact") and keeps the invariant
+ * c * r <= p cell by cell: a reset sets c to the mass the pruned initial
+ * distribution kept, a product with M multiplies it by the fraction each
+ * pruning kept, a posterior by that fraction times the worst case of where
+ * the uncertified mass 1 - c could pull the normaliser (see
+ * ts_belief_posterior). The delta-set is then chosen so that c times its
+ * share of r is >= 1 - delta, which bounds its mass under p from below;
+ * when c < 1 - delta no set of stored cells can be certified and
+ * ts_belief_delta_set returns 0 (the release is refused).
+ *
  * Delta-location set: the fewest cells whose prior mass is >= 1 - delta,
  * taken in the order probability descending, cell index ascending (so ties
  * are broken deterministically). A relative slack of 1e-12 absorbs
@@ -120,7 +133,8 @@ double ts_belief_assign(ts_belief *belief, const uint32_t *cells,
 /* The model's initial distribution, pruned. TS_BELIEF_RESET or
  * TS_BELIEF_ERROR (belief emptied). O(cell_count). */
 int ts_belief_reset(ts_belief *belief, const ts_markov *model,
-                    const ts_belief_params *params, ts_belief_workspace *ws);
+                    const ts_belief_params *params, ts_belief_workspace *ws,
+                    double *certified);
 
 /* Prior for a release `ticks` model ticks after the previous one (see
  * ts_markov_ticks_between): belief <- belief M^ticks, pruned after every
@@ -131,21 +145,26 @@ int ts_belief_reset(ts_belief *belief, const ts_markov *model,
  * prediction resets). O(ticks * support * row length). */
 int ts_belief_predict(ts_belief *belief, const ts_markov *model,
                       uint64_t ticks, const ts_belief_params *params,
-                      ts_belief_workspace *ws);
+                      ts_belief_workspace *ws, double *certified);
 
 /* Delta-location set of the prior in `belief`: writes its cells to
  * cells[] (room for belief->count) in selection order and returns how
- * many (>= 1). 0 when the belief is empty or delta is not in [0, 1).
+ * many (>= 1), chosen so that certified * (its share of the belief) >= 1 - delta.
+ * 0 when the belief is empty, delta is not in [0, 1), certified is not in
+ * (0, 1], or certified < 1 - delta (no set can be certified).
  * O(count + |set| log count). */
 size_t ts_belief_delta_set(const ts_belief *belief, double delta,
-                           uint32_t *cells, ts_belief_workspace *ws);
+                           double certified, uint32_t *cells,
+                           ts_belief_workspace *ws);
 
-/* Drift test: 1 when `cell` is in the set, else 0. O(n). */
+/* Drift test: 1 when `cell` is in the set, else 0. Always n comparisons
+ * (no early exit), so its time does not tell the cell's rank. */
 int ts_delta_set_contains(const uint32_t *cells, size_t n, uint32_t cell);
 
 /* Surrogate (Definition 3.2): the cell of the set whose centre is nearest
  * to `truth` (metres of the grid's plane), ties to the lower cell index.
- * -1 when n == 0 or truth is not finite. O(n). */
+ * -1 when n == 0 or truth is not finite. O(n), the same work wherever truth
+ * lies; the release runs it whether or not the point drifted. */
 int ts_delta_set_surrogate(const ts_grid *grid, const uint32_t *cells,
                            size_t n, pim_vec2 truth, uint32_t *surrogate);
 
@@ -162,7 +181,7 @@ int ts_belief_posterior(ts_belief *belief, const ts_grid *grid, pim_vec2 z,
                         ts_log_emission_fn log_emission,
                         const void *emission_ctx,
                         const ts_belief_params *params,
-                        ts_belief_workspace *ws);
+                        ts_belief_workspace *ws, double *certified);
 
 /* Emission adaptors. PIM (Section 5.3): pim_log_density of a context built
  * on the SAME delta-set that released z, with the same epsilon; make it

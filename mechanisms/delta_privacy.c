@@ -25,7 +25,10 @@ typedef enum noise_kind {
 typedef struct delta_user_header {
     int64_t last_release_ms;     /* public timestamp of the last release */
     uint32_t flags;
-    uint32_t reserved;           /* 0; keeps the belief 8-byte aligned */
+    /* 1 - certified mass of the belief (inference/belief.h), rounded up so
+     * the certificate never grows by storing it. Blocks written before it
+     * existed hold 0 here: they were treated as exact, and still are. */
+    float uncertified;
 } delta_user_header;
 
 enum {
@@ -116,6 +119,29 @@ static int read_switch(const ts_params *params, const char *key, int *value,
     return -1;
 }
 
+static int by_mass_descending(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x < y) - (x > y);
+}
+
+/* How many of the largest initial probabilities reach `mass` (for the
+ * capacity message; once per profile load). */
+static size_t cells_for_mass(const ts_markov *markov, double mass)
+{
+    double *sorted = malloc(markov->cell_count * sizeof *sorted);
+    if (sorted == NULL)
+        return markov->cell_count;
+    memcpy(sorted, markov->initial, markov->cell_count * sizeof *sorted);
+    qsort(sorted, markov->cell_count, sizeof *sorted, by_mass_descending);
+    size_t n = 0;
+    double sum = 0.0;
+    while (n < markov->cell_count && sum < mass)
+        sum += sorted[n++];
+    free(sorted);
+    return n;
+}
+
 static int profile_new_kind(noise_kind kind, const ts_params *params,
                             void **out, char *err, size_t errlen)
 {
@@ -202,6 +228,27 @@ static int profile_new_kind(noise_kind kind, const ts_params *params,
         goto fail;
     }
     pim_context_init(p->pim);
+
+    /* Every window starts from the initial distribution: if the capacity
+     * cannot hold 1 - delta of it, every first release would be refused
+     * (pruning's loss is uncertified mass). Say so at load, with the
+     * capacity that would do. */
+    double certified = 1.0;
+    if (ts_belief_init(p->work_belief, p->capacity) < 0 ||
+        ts_belief_reset(p->work_belief, &p->model->popular, &p->belief_params,
+                        p->ws, &certified) == TS_BELIEF_ERROR) {
+        snprintf(err, errlen, "model: its initial distribution is unusable");
+        goto fail;
+    }
+    if (certified < 1.0 - p->delta) {
+        snprintf(err, errlen,
+                 "belief_capacity: %u cells hold %.4f of the model's initial "
+                 "distribution, less than 1 - delta = %.4f; at least %zu "
+                 "cells are needed",
+                 p->capacity, certified, 1.0 - p->delta,
+                 cells_for_mass(&p->model->popular, 1.0 - p->delta));
+        goto fail;
+    }
     *out = p;
     return 0;
 
@@ -240,11 +287,17 @@ static size_t delta_user_state_size(const void *opaque)
  * public pseudonym, the public timestamps and the published points. */
 typedef struct public_step {
     const ts_markov *markov;     /* popular or the user's personal model */
+    double certified;            /* lower bound on the stored belief's mass
+                                    under the exact prior */
     size_t n;                    /* |Delta X|: p->cells[0..n), p->centres */
     ts_log_emission_fn emission;
     ts_pim_emission pim_emission;
     ts_lm_emission lm_emission;
 } public_step;
+
+/* public_step_begin's refusal when pruning left less than 1 - delta of
+ * the prior certified (a public fact: the belief is public). */
+#define PUBLIC_STEP_UNCERTIFIED (-2)
 
 /* The model of a pseudonym: a function of the public pseudonym only. */
 static const ts_markov *model_for(const delta_profile *p, const char *user,
@@ -270,11 +323,13 @@ static int public_step_begin(const delta_profile *p,
     /* Work on a copy: the stored state changes only when a point is
      * published, so a failure leaves it as the public record says. */
     uint64_t ticks = 0;
+    step->certified = 1.0;
     /* A block from another capacity (restored from an older config)
      * restarts from the initial distribution, like a new user. */
     if ((header->flags & USER_HAS_BELIEF) &&
         stored->capacity == p->capacity && stored->count <= p->capacity) {
         memcpy(belief, stored, p->belief_bytes);
+        step->certified = 1.0 - (double)header->uncertified;
         int64_t k = ts_markov_ticks_between(step->markov->tick_s,
                                             header->last_release_ms, ts_ms);
         if (k < 0)
@@ -284,10 +339,15 @@ static int public_step_begin(const delta_profile *p,
         return -1;
     }
     if (ts_belief_predict(belief, step->markov, ticks, &p->belief_params,
-                          p->ws) == TS_BELIEF_ERROR)
+                          p->ws, &step->certified) == TS_BELIEF_ERROR)
         return -1;
 
-    step->n = ts_belief_delta_set(belief, p->delta, p->cells, p->ws);
+    /* What pruning dropped counts against delta: the set must hold
+     * 1 - delta of the exact prior, not of the truncated one. */
+    if (step->certified < 1.0 - p->delta)
+        return PUBLIC_STEP_UNCERTIFIED;
+    step->n = ts_belief_delta_set(belief, p->delta, step->certified,
+                                  p->cells, p->ws);
     if (step->n == 0)
         return -1;
     ts_grid_cell_centres(&p->model->grid, p->cells, step->n, p->centres);
@@ -325,10 +385,14 @@ static int public_step_finish(const delta_profile *p,
     /* The posterior sees exactly what an observer sees: the snapped
      * published point, projected back to the plane. */
     pim_vec2 published = ts_grid_project(&p->model->grid, lat, lon);
+    double certified = step->certified;
     if (ts_belief_posterior(belief, &p->model->grid, published,
                             step->emission, emission_ctx, &p->belief_params,
-                            p->ws) == TS_BELIEF_ERROR)
+                            p->ws, &certified) == TS_BELIEF_ERROR)
         return -1;
+    float uncertified = (float)(1.0 - certified);
+    if ((double)uncertified < 1.0 - certified)
+        uncertified = nextafterf(uncertified, 2.0f);
 
     /* Only the live entries: the scratch block's tail holds leftovers of
      * other users, which must not reach this user's (persisted) state. */
@@ -338,20 +402,31 @@ static int public_step_finish(const delta_profile *p,
     memset((unsigned char *)stored + live, 0, p->belief_bytes - live);
     header->last_release_ms = ts_ms;
     header->flags |= USER_HAS_BELIEF;
+    header->uncertified = uncertified;
     return 0;
 }
 
 /* Drift (Definition 3.2): the true point has no cell in the
  * delta-location set, either because its cell is not in it or because it
  * lies outside the model's box. The one test both the release and the
- * observer's replay make. */
-static int drifts(const delta_profile *p, const public_step *step,
-                  const ts_point *truth)
+ * observer's replay make. The work is the same wherever the truth lies:
+ * the membership scan has no early exit, a point outside the box is
+ * tested against cell 0 and the result discarded, and the surrogate (the
+ * set's cell nearest the true point in the grid's plane) is searched on
+ * every call, drift or not. `surrogate` receives it; -1 when the set is
+ * empty or the point not finite. */
+static int locate(const delta_profile *p, const public_step *step,
+                  const ts_point *truth, int *drift, uint32_t *surrogate)
 {
-    uint32_t cell;
-    return ts_grid_cell_of_latlon(&p->model->grid, truth->lat, truth->lon,
-                                  &cell) < 0 ||
-           !ts_delta_set_contains(p->cells, step->n, cell);
+    uint32_t cell = 0;
+    int outside = ts_grid_cell_of_latlon(&p->model->grid, truth->lat,
+                                         truth->lon, &cell) < 0;
+    int member = ts_delta_set_contains(p->cells, step->n, cell);
+    *drift = outside | !member;
+    pim_vec2 projected = ts_grid_project(&p->model->grid, truth->lat,
+                                         truth->lon);
+    return ts_delta_set_surrogate(&p->model->grid, p->cells, step->n,
+                                  projected, surrogate);
 }
 
 static ts_release_status delta_release(const void *opaque, void *user_state,
@@ -377,22 +452,29 @@ static ts_release_status delta_release(const void *opaque, void *user_state,
         return TS_RELEASE_OUTSIDE_REGION;
 
     public_step step;
-    if (public_step_begin(p, header, stored, truth->user, truth->user_len,
-                          truth->ts_ms, &step) < 0)
+    int begun = public_step_begin(p, header, stored, truth->user,
+                                  truth->user_len, truth->ts_ms, &step);
+    if (begun == PUBLIC_STEP_UNCERTIFIED)
+        return TS_RELEASE_UNCERTIFIED;
+    if (begun < 0)
         return TS_RELEASE_ERROR;
 
     /* Drift: the true cell is not in the set (or there is no true cell);
      * release the surrogate, the set's cell nearest the true point in the
      * grid's plane. The only secret-dependent part of a release, with the
-     * noise below. */
-    pim_vec2 released = ts_grid_project(grid, truth->lat, truth->lon);
-    if (drifts(p, &step, truth)) {
-        uint32_t surrogate;
-        if (ts_delta_set_surrogate(grid, p->cells, step.n, released,
-                                   &surrogate) < 0)
-            return TS_RELEASE_ERROR;
-        released = ts_grid_cell_centre(grid, surrogate);
-    }
+     * noise below, so both candidates are computed every time and one is
+     * selected; the release's work does not depend on the drift bit or on
+     * the true cell's rank in the set. */
+    int drift;
+    uint32_t surrogate;
+    if (locate(p, &step, truth, &drift, &surrogate) < 0)
+        return TS_RELEASE_ERROR;
+    pim_vec2 projected = ts_grid_project(grid, truth->lat, truth->lon);
+    pim_vec2 substitute = ts_grid_cell_centre(grid, surrogate);
+    pim_vec2 released = {
+        .x = drift ? substitute.x : projected.x,
+        .y = drift ? substitute.y : projected.y,
+    };
 
     pim_vec2 z;
     if (p->kind == NOISE_PIM) {
@@ -469,7 +551,10 @@ int ts_delta_replay(const void *profile, void *user_state,
                           published->user_len, published->ts_ms, &step) < 0)
         return -1;
 
-    int drift = truth != NULL && drifts(p, &step, truth);
+    int drift = 0;
+    uint32_t surrogate;
+    if (truth != NULL && locate(p, &step, truth, &drift, &surrogate) < 0)
+        return -1;
 
     if (public_step_finish(p, header, stored, &step, lat, lon,
                            published->ts_ms) < 0)

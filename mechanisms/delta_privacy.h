@@ -19,7 +19,7 @@
  * ts_params.get_model; the profile keeps a reference, ts_model_ref, so
  * the mapped model is shared, never copied), epsilon (unitless, default
  * 1), delta (default 0.01), belief_capacity (default 1024 cells: 16 KiB of
- * state per user), prune_threshold (default 1e-6), max_ticks (default
+ * state per user), prune_threshold (default 0), max_ticks (default
  * 1000), points_per_window (default 1), personal_models (boolean or
  * integer 0/1, default true: the prior of a user whose public
  * pseudonym, ts_point.user, has a personal model in the file uses it; the
@@ -80,7 +80,7 @@ size_t ts_delta_state_live_bytes(const void *profile, const void *user_state);
 #define TS_DELTA_DEFAULT_EPSILON 1.0
 #define TS_DELTA_DEFAULT_DELTA 0.01
 #define TS_DELTA_DEFAULT_CAPACITY 1024
-#define TS_DELTA_DEFAULT_PRUNE 1e-6
+#define TS_DELTA_DEFAULT_PRUNE 0.0
 #define TS_DELTA_DEFAULT_MAX_TICKS 1000
 #define TS_DELTA_DEFAULT_POINTS 1
 #define TS_DELTA_DEFAULT_PERSONAL_MODELS 1

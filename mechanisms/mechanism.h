@@ -75,6 +75,11 @@ typedef enum ts_release_status {
      * (delta-location-set mechanisms, outside_region = "reject"): refused
      * before any state changes, rejected as outside_region. */
     TS_RELEASE_OUTSIDE_REGION = 2,
+    /* Delta-location-set mechanisms: the belief's certified mass (what
+     * pruning left of the exact prior, inference/belief.h) is below
+     * 1 - delta, so no delta-location set can be guaranteed. A function of
+     * public data only; nothing released, no state changed. */
+    TS_RELEASE_UNCERTIFIED = 3,
     TS_RELEASE_ERROR = -1       /* internal failure; caller drops the point */
 } ts_release_status;
 

@@ -111,7 +111,7 @@ START_TEST(test_hand_prior)
     ts_belief *b = new_belief(9);
     ts_belief_params params = {.prune_threshold = 0.0, .max_ticks = 10};
     hand_posterior(b, ws);
-    ck_assert_int_eq(ts_belief_predict(b, &m, 1, &params, ws),
+    ck_assert_int_eq(ts_belief_predict(b, &m, 1, &params, ws, NULL),
                      TS_BELIEF_UPDATED);
     /* p- = p+ M, by source row:
      *   from 4 (1/2): 1: 1/16, 3: 1/16, 4: 1/4, 5: 1/16, 7: 1/16
@@ -132,7 +132,7 @@ START_TEST(test_hand_prior)
 
     /* k = 0: no tick boundary crossed, the prior is the posterior. */
     hand_posterior(b, ws);
-    ck_assert_int_eq(ts_belief_predict(b, &m, 0, &params, ws),
+    ck_assert_int_eq(ts_belief_predict(b, &m, 0, &params, ws, NULL),
                      TS_BELIEF_UPDATED);
     ck_assert_uint_eq(b->count, 3);
     ck_assert_double_eq(ts_belief_prob(b, 4), 0.5);
@@ -140,12 +140,12 @@ START_TEST(test_hand_prior)
      * prior above. No row but 6's own leads to 6, so it stays 0; cell 8
      * receives 5 -> 8 (1/8 * 1/4 = 1/32), 7 -> 8 (1/16 * 1/2 = 1/32) and
      * 8 -> 8 (1/16 * 1 = 1/16): 1/8 in all. */
-    ck_assert_int_eq(ts_belief_predict(b, &m, 2, &params, ws),
+    ck_assert_int_eq(ts_belief_predict(b, &m, 2, &params, ws, NULL),
                      TS_BELIEF_UPDATED);
     ck_assert_double_eq(ts_belief_prob(b, 6), 0.0);
     ck_assert_double_eq_tol(ts_belief_prob(b, 8), 0.125, 1e-15);
     /* More than max_ticks: the initial distribution. */
-    ck_assert_int_eq(ts_belief_predict(b, &m, 11, &params, ws),
+    ck_assert_int_eq(ts_belief_predict(b, &m, 11, &params, ws, NULL),
                      TS_BELIEF_RESET);
     ck_assert_uint_eq(b->count, 9);
     ck_assert_double_eq(ts_belief_prob(b, 4), 0.5);
@@ -161,7 +161,7 @@ static void hand_prior(ts_belief *b, ts_belief_workspace *ws)
     ts_markov m = hand_model();
     ts_belief_params params = {.prune_threshold = 0.0, .max_ticks = 10};
     hand_posterior(b, ws);
-    ck_assert_int_eq(ts_belief_predict(b, &m, 1, &params, ws),
+    ck_assert_int_eq(ts_belief_predict(b, &m, 1, &params, ws, NULL),
                      TS_BELIEF_UPDATED);
 }
 
@@ -183,27 +183,27 @@ START_TEST(test_hand_delta_set)
      * 0: 1. Ties 3, 7, 8 go by cell index. Cumulative: 12, 18, 22, 25,
      * 27 (+3), 29 (+7), 31 (+8), 32 (+0).
      * delta = 0.2: need 25.6/32 -> 27/32 after cell 3. */
-    size_t n = ts_belief_delta_set(b, 0.2, set, ws);
+    size_t n = ts_belief_delta_set(b, 0.2, 1.0, set, ws);
     assert_set(set, n, (const uint32_t[]){4, 1, 5, 2, 3}, 5);
     /* delta = 0.1: need 28.8/32 -> 29/32 after cell 7. */
-    n = ts_belief_delta_set(b, 0.1, set, ws);
+    n = ts_belief_delta_set(b, 0.1, 1.0, set, ws);
     assert_set(set, n, (const uint32_t[]){4, 1, 5, 2, 3, 7}, 6);
     /* delta = 5/32: need exactly 27/32, reached with cell 3: 5 cells, not
      * one more. */
-    n = ts_belief_delta_set(b, 0.15625, set, ws);
+    n = ts_belief_delta_set(b, 0.15625, 1.0, set, ws);
     assert_set(set, n, (const uint32_t[]){4, 1, 5, 2, 3}, 5);
     /* delta = 0.7: need 9.6/32 -> cell 4 alone (12/32). */
-    n = ts_belief_delta_set(b, 0.7, set, ws);
+    n = ts_belief_delta_set(b, 0.7, 1.0, set, ws);
     assert_set(set, n, (const uint32_t[]){4}, 1);
     /* delta = 0: the whole support, in rank order. */
-    n = ts_belief_delta_set(b, 0.0, set, ws);
+    n = ts_belief_delta_set(b, 0.0, 1.0, set, ws);
     assert_set(set, n, (const uint32_t[]){4, 1, 5, 2, 3, 7, 8, 0}, 8);
     /* Invalid delta, empty belief. */
-    ck_assert_uint_eq(ts_belief_delta_set(b, 1.0, set, ws), 0);
-    ck_assert_uint_eq(ts_belief_delta_set(b, -0.1, set, ws), 0);
-    ck_assert_uint_eq(ts_belief_delta_set(b, NAN, set, ws), 0);
+    ck_assert_uint_eq(ts_belief_delta_set(b, 1.0, 1.0, set, ws), 0);
+    ck_assert_uint_eq(ts_belief_delta_set(b, -0.1, 1.0, set, ws), 0);
+    ck_assert_uint_eq(ts_belief_delta_set(b, NAN, 1.0, set, ws), 0);
     ts_belief_init(b, 9);
-    ck_assert_uint_eq(ts_belief_delta_set(b, 0.1, set, ws), 0);
+    ck_assert_uint_eq(ts_belief_delta_set(b, 0.1, 1.0, set, ws), 0);
     free(b);
     ts_belief_workspace_free(ws);
 }
@@ -291,7 +291,7 @@ START_TEST(test_hand_posterior)
 
     hand_prior(b, ws);
     ck_assert_int_eq(ts_belief_posterior(b, &g, z, halving_emission, NULL,
-                                         &params, ws),
+                                         &params, ws, NULL),
                      TS_BELIEF_UPDATED);
     assert_hand_posterior(b);
 
@@ -300,7 +300,7 @@ START_TEST(test_hand_posterior)
     hand_prior(b, ws);
     ts_lm_emission lm = {.scale = 100.0 / M_LN2};
     ck_assert_int_eq(ts_belief_posterior(b, &g, z, ts_lm_log_emission, &lm,
-                                         &params, ws),
+                                         &params, ws, NULL),
                      TS_BELIEF_UPDATED);
     assert_hand_posterior(b);
 
@@ -309,7 +309,7 @@ START_TEST(test_hand_posterior)
     hand_prior(b, ws);
     ts_belief_params pruned = {.prune_threshold = 0.01, .max_ticks = 10};
     ck_assert_int_eq(ts_belief_posterior(b, &g, z, halving_emission, NULL,
-                                         &pruned, ws),
+                                         &pruned, ws, NULL),
                      TS_BELIEF_UPDATED);
     ck_assert_uint_eq(b->count, 7);
     ck_assert_double_eq(ts_belief_prob(b, 0), 0.0);
@@ -352,30 +352,30 @@ START_TEST(test_posterior_edge_cases)
     ts_belief_entry before[9];
     memcpy(before, b->entry, b->count * sizeof *before);
     ck_assert_int_eq(
-        ts_belief_posterior(b, &g, z, zero_emission, NULL, &params, ws),
+        ts_belief_posterior(b, &g, z, zero_emission, NULL, &params, ws, NULL),
         TS_BELIEF_UNINFORMATIVE);
     ck_assert_uint_eq(b->count, 8);
     ck_assert_int_eq(memcmp(before, b->entry, 8 * sizeof *before), 0);
     /* A NaN likelihood is an error and changes nothing. */
     double x = ts_grid_cell_centre(&g, 3).x;
     ck_assert_int_eq(ts_belief_posterior(b, &g, z, nan_on_cell_centre_x, &x,
-                                         &params, ws),
+                                         &params, ws, NULL),
                      TS_BELIEF_ERROR);
     ck_assert_int_eq(memcmp(before, b->entry, 8 * sizeof *before), 0);
     ck_assert_int_eq(ts_belief_posterior(b, &g, (pim_vec2){NAN, 0},
-                                         halving_emission, NULL, &params, ws),
+                                         halving_emission, NULL, &params, ws, NULL),
                      TS_BELIEF_ERROR);
     /* Tiny likelihoods: computed in logs, the result is that of the
      * differences alone (d in metres here: e^-100 per cell step, so cell
      * 5 takes essentially everything). */
     ck_assert_int_eq(
-        ts_belief_posterior(b, &g, z, far_emission, NULL, &params, ws),
+        ts_belief_posterior(b, &g, z, far_emission, NULL, &params, ws, NULL),
         TS_BELIEF_UPDATED);
     ck_assert_double_eq_tol(ts_belief_prob(b, 5), 1.0, 1e-40);
     /* Empty belief. */
     ts_belief_init(b, 9);
     ck_assert_int_eq(ts_belief_posterior(b, &g, z, halving_emission, NULL,
-                                         &params, ws),
+                                         &params, ws, NULL),
                      TS_BELIEF_ERROR);
     free(b);
     ts_belief_workspace_free(ws);
@@ -394,7 +394,7 @@ START_TEST(test_pim_emission_adaptor)
     memcpy(prior, b->entry, n_prior * sizeof *prior);
 
     uint32_t set[9];
-    size_t n = ts_belief_delta_set(b, 0.2, set, ws);
+    size_t n = ts_belief_delta_set(b, 0.2, 1.0, set, ws);
     pim_vec2 centres[9];
     ts_grid_cell_centres(&g, set, n, centres);
     pim_context pim;
@@ -406,7 +406,7 @@ START_TEST(test_pim_emission_adaptor)
                      0);
     ts_pim_emission e = ts_pim_emission_make(&pim, 1.0);
     ck_assert_int_eq(ts_belief_posterior(b, &g, z, ts_pim_log_emission, &e,
-                                         &params, ws),
+                                         &params, ws, NULL),
                      TS_BELIEF_UPDATED);
     /* Equation (1) directly with pim_density. */
     double total = 0.0, w[9];
@@ -439,9 +439,9 @@ START_TEST(test_delta_set_ties)
     const uint32_t cells[6] = {0, 1, 2, 3, 4, 5};
     const double p[6] = {0.3, 0.4, 0.05, 0.2, 0.03, 0.02};
     ts_belief_assign(b, cells, p, 6, 0.0, ws);
-    size_t n = ts_belief_delta_set(b, 0.1, set, ws);
+    size_t n = ts_belief_delta_set(b, 0.1, 1.0, set, ws);
     assert_set(set, n, (const uint32_t[]){1, 0, 3}, 3);
-    n = ts_belief_delta_set(b, 0.05, set, ws);
+    n = ts_belief_delta_set(b, 0.05, 1.0, set, ws);
     assert_set(set, n, (const uint32_t[]){1, 0, 3, 2}, 4);
     /* Equal probabilities: lower cell index first, whatever the insertion
      * order. Four cells of 1/4, delta 0.5 -> two cells. */
@@ -449,9 +449,9 @@ START_TEST(test_delta_set_ties)
     const double quarter[4] = {1, 1, 1, 1};
     for (int o = 0; o < 3; o++) {
         ts_belief_assign(b, orders[o], quarter, 4, 0.0, ws);
-        n = ts_belief_delta_set(b, 0.5, set, ws);
+        n = ts_belief_delta_set(b, 0.5, 1.0, set, ws);
         assert_set(set, n, (const uint32_t[]){2, 4}, 2);
-        n = ts_belief_delta_set(b, 0.0, set, ws);
+        n = ts_belief_delta_set(b, 0.0, 1.0, set, ws);
         assert_set(set, n, (const uint32_t[]){2, 4, 7, 9}, 4);
     }
     free(b);
@@ -679,7 +679,7 @@ START_TEST(test_pim_emission_matches_isotropic_definition)
 
         const double deltas[3] = {0.1, 0.5, 0.97};
         for (int d = 0; d < 3; d++) {
-            size_t m = ts_belief_delta_set(prior, deltas[d], set, ws);
+            size_t m = ts_belief_delta_set(prior, deltas[d], 1.0, set, ws);
             ck_assert_uint_ge(m, 1);
             max_set = (int)m > max_set ? (int)m : max_set;
             min_set = (int)m < min_set ? (int)m : min_set;
@@ -699,10 +699,10 @@ START_TEST(test_pim_emission_matches_isotropic_definition)
                     memcpy(slow, prior, ts_belief_bytes(cap));
                     int sf = ts_belief_posterior(fast, &g, zs[zi],
                                                  ts_pim_log_emission, &em,
-                                                 &params, ws);
+                                                 &params, ws, NULL);
                     int sg = ts_belief_posterior(slow, &g, zs[zi],
                                                  isotropic_pim_emission, &em,
-                                                 &params, ws);
+                                                 &params, ws, NULL);
                     status_bad += sf != TS_BELIEF_UPDATED ||
                                   sg != TS_BELIEF_UPDATED;
                     if (fast->count != slow->count) {
@@ -832,7 +832,7 @@ START_TEST(test_delta_set_matches_reference)
                     ts_belief_assign(b, cells, w, n, 0.0, ws), 1.0, 1e-12);
                 ck_assert_uint_eq(b->count, n);
                 for (size_t d = 0; d < sizeof deltas / sizeof deltas[0]; d++) {
-                    size_t ng = ts_belief_delta_set(b, deltas[d], got, ws);
+                    size_t ng = ts_belief_delta_set(b, deltas[d], 1.0, got, ws);
                     size_t nw = reference_delta_set(b, deltas[d], want, tmp);
                     if (ng != nw || memcmp(got, want, nw * sizeof *got) != 0) {
                         if (mismatches++ < 5)
@@ -958,6 +958,159 @@ START_TEST(test_sizes)
 }
 END_TEST
 
+/* ------------------------------------------- certified mass (issue 10) */
+
+/* Pruning must not understate delta. A 6 x 6 grid with a random local
+ * chain, a belief capped at 10 cells, and a dense, unpruned copy of the
+ * same HMM run side by side over a random trajectory: at every step
+ *   - the certified lower bound holds cell by cell, c r(i) <= p(i);
+ *   - the delta-set chosen with c has mass >= 1 - delta under the exact
+ *     prior p, or is refused (0) exactly when c < 1 - delta;
+ *   - and, to show the test can fail, the set chosen as if the truncated
+ *     belief were exact (c = 1, the rule before this fix) falls short of
+ *     1 - delta under p at some step. */
+enum { DENSE_SIDE = 6, DENSE_CELLS = DENSE_SIDE * DENSE_SIDE };
+
+START_TEST(test_certified_against_dense)
+{
+    ts_grid g;
+    char err[200];
+    ck_assert_int_eq(ts_grid_init(&g, -0.00265, 10.0, 0.00265, 10.0053, 100.0,
+                                  err, sizeof err), 0);
+    ck_assert_uint_eq(g.cols * g.rows, DENSE_CELLS);
+
+    ts_rng *rng = ts_rng_new_seeded(2026);
+    /* Each cell stays or moves to a 4-neighbour, with random weights. */
+    static uint64_t rows[DENSE_CELLS + 1];
+    static uint32_t cols[DENSE_CELLS * 5];
+    static double probs[DENSE_CELLS * 5], initial[DENSE_CELLS];
+    size_t nnz = 0;
+    double init_total = 0.0;
+    for (uint32_t c = 0; c < DENSE_CELLS; c++) {
+        rows[c] = nnz;
+        int r = (int)(c / g.cols), k = (int)(c % g.cols);
+        const int dr[5] = {-1, 0, 0, 0, 1}, dk[5] = {0, -1, 0, 1, 0};
+        double row_total = 0.0;
+        size_t first = nnz;
+        for (int m = 0; m < 5; m++) {
+            int rr = r + dr[m], kk = k + dk[m];
+            if (rr < 0 || kk < 0 || rr >= (int)g.rows || kk >= (int)g.cols)
+                continue;
+            cols[nnz] = (uint32_t)(rr * (int)g.cols + kk);
+            probs[nnz] = 0.2 + ts_rng_uniform_open(rng);
+            row_total += probs[nnz++];
+        }
+        for (size_t i = first; i < nnz; i++)
+            probs[i] /= row_total;
+        /* Mostly at the start cell: a concentrated belief that pruning
+         * keeps most of, with a thin tail it cannot. */
+        initial[c] = c == 14 ? 30.0 : ts_rng_uniform_open(rng) / 35.0;
+        init_total += initial[c];
+    }
+    rows[DENSE_CELLS] = nnz;
+    for (uint32_t c = 0; c < DENSE_CELLS; c++)
+        initial[c] /= init_total;
+    ts_markov m = {.cell_count = DENSE_CELLS, .tick_s = 60.0, .nnz = nnz,
+                   .row_start = rows, .col = cols, .prob = probs,
+                   .initial = initial};
+
+    const double delta = 0.1;
+    ts_belief_params params = {.prune_threshold = 0.0, .max_ticks = 1000};
+    ts_belief_workspace *ws = ts_belief_workspace_new(DENSE_CELLS, 20);
+    ts_belief *b = new_belief(20);
+    double exact[DENSE_CELLS], next[DENSE_CELLS];
+    memcpy(exact, initial, sizeof exact);
+    uint32_t set[20];
+    double certified = 1.0;
+    uint32_t truth = 14;
+    int releases = 0, refusals = 0, understated = 0;
+
+    for (int step = 0; step < 100; step++) {
+        /* Prior: the dense product, and the sparse one (a reset first). */
+        if (b->count > 0) {
+            memset(next, 0, sizeof next);
+            for (uint32_t c = 0; c < DENSE_CELLS; c++)
+                for (uint64_t i = rows[c]; i < rows[c + 1]; i++)
+                    next[cols[i]] += exact[c] * probs[i];
+            memcpy(exact, next, sizeof exact);
+        }
+        ck_assert_int_ne(ts_belief_predict(b, &m, b->count == 0 ? 0 : 1,
+                                           &params, ws, &certified),
+                         TS_BELIEF_ERROR);
+        for (uint32_t i = 0; i < b->count; i++)
+            ck_assert_msg(certified * b->entry[i].prob <=
+                              exact[b->entry[i].cell] * (1 + 1e-9) + 1e-15,
+                          "step %d: certified bound broken at cell %u", step,
+                          b->entry[i].cell);
+
+        size_t n = ts_belief_delta_set(b, delta, certified, set, ws);
+        if (certified < 1.0 - delta) {
+            ck_assert_uint_eq(n, 0);
+            refusals++;
+        } else {
+            ck_assert_uint_gt(n, 0);
+            double mass = 0.0;
+            for (size_t i = 0; i < n; i++)
+                mass += exact[set[i]];
+            ck_assert_msg(mass >= 1.0 - delta - 1e-9,
+                          "step %d: set of %zu cells holds %.6f of the exact "
+                          "prior (certified %.6f)", step, n, mass, certified);
+        }
+        size_t n_as_exact = ts_belief_delta_set(b, delta, 1.0, set, ws);
+        double mass_as_exact = 0.0;
+        for (size_t i = 0; i < n_as_exact; i++)
+            mass_as_exact += exact[set[i]];
+        understated += mass_as_exact < 1.0 - delta - 1e-9;
+        if (n == 0) {
+            /* Refused: nothing is published. Start a new window, as the
+             * daemon does when a budget window closes (state zeroed). */
+            b->count = 0;
+            certified = 1.0;
+            memcpy(exact, initial, sizeof exact);
+            continue;
+        }
+
+        /* The user walks one step of the chain; a noisy report of it. */
+        double u = ts_rng_uniform_open(rng), acc = 0.0;
+        for (uint64_t i = rows[truth]; i < rows[truth + 1]; i++) {
+            acc += probs[i];
+            if (u <= acc || i + 1 == rows[truth + 1]) {
+                truth = cols[i];
+                break;
+            }
+        }
+        pim_vec2 z = ts_grid_cell_centre(&g, truth);
+        z.x += ts_rng_laplace(rng, 60.0);
+        z.y += ts_rng_laplace(rng, 60.0);
+        double total = 0.0;
+        for (uint32_t c = 0; c < DENSE_CELLS; c++) {
+            exact[c] *= exp(halving_emission(NULL, z, ts_grid_cell_centre(&g, c)));
+            total += exact[c];
+        }
+        for (uint32_t c = 0; c < DENSE_CELLS; c++)
+            exact[c] /= total;
+        ck_assert_int_ne(ts_belief_posterior(b, &g, z, halving_emission, NULL,
+                                             &params, ws, &certified),
+                         TS_BELIEF_ERROR);
+        for (uint32_t i = 0; i < b->count; i++)
+            ck_assert(certified * b->entry[i].prob <=
+                      exact[b->entry[i].cell] * (1 + 1e-9) + 1e-15);
+        releases++;
+    }
+    ck_assert_msg(releases >= 30, "only %d certified releases", releases);
+    ck_assert_msg(refusals > 0, "no refusal: pruning never lost delta");
+    ck_assert_msg(understated > 0,
+                  "the uncertified rule never understated delta: the test "
+                  "cannot tell the fix from the bug");
+    printf("certified delta-sets: %d releases, %d refused, uncertified rule "
+           "short of 1 - delta at %d steps, final certified mass %.4f\n",
+           releases, refusals, understated, certified);
+    free(b);
+    ts_belief_workspace_free(ws);
+    ts_rng_free(rng);
+}
+END_TEST
+
 static Suite *belief_suite(void)
 {
     Suite *s = suite_create("belief");
@@ -977,6 +1130,7 @@ static Suite *belief_suite(void)
     tcase_add_test(prune, test_sizes);
     tcase_add_test(prune, test_delta_set_matches_reference);
     tcase_add_test(prune, test_prune_capacity_matches_reference);
+    tcase_add_test(prune, test_certified_against_dense);
     tcase_set_timeout(prune, 60);
     suite_add_tcase(s, prune);
     return s;

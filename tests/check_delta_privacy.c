@@ -289,6 +289,21 @@ START_TEST(registered_and_validated)
     ck_assert_int_eq(pim->profile_new(&params, &profile, err, sizeof err), -1);
     ck_assert_ptr_nonnull(strstr(err, "outside_region"));
 
+    /* A capacity that cannot hold 1 - delta of the initial distribution
+     * (uniform over 9 cells: 4 cells hold 4/9) is refused at load, with
+     * the capacity that would do; 9 cells fit. */
+    t = default_table(m.model);
+    t.capacity = 4;
+    err[0] = '\0';
+    ck_assert_int_eq(pim->profile_new(&params, &profile, err, sizeof err), -1);
+    ck_assert_msg(strncmp(err, "belief_capacity: ", 17) == 0 &&
+                      strstr(err, "0.4444") != NULL &&
+                      strstr(err, "at least 9 cells") != NULL,
+                  "%s", err);
+    t.capacity = 9;
+    profile = new_profile(pim, &t);
+    pim->profile_free(profile);
+
     t = default_table(m.model);
     t.outside = "reject";
     t.epsilon = 0.5;
@@ -419,8 +434,8 @@ static void check_public_state(const ts_mechanism_ops *ops, int use_pim)
         uint64_t ticks = i == 0 ? 0
             : (uint64_t)ts_markov_ticks_between(60.0, last, times[i]);
         ck_assert_int_ne(ts_belief_predict(replay, &model->popular, ticks,
-                                           &bp, ws), TS_BELIEF_ERROR);
-        size_t n = ts_belief_delta_set(replay, 0.01, cells, ws);
+                                           &bp, ws, NULL), TS_BELIEF_ERROR);
+        size_t n = ts_belief_delta_set(replay, 0.01, 1.0, cells, ws);
         ck_assert_uint_eq(n, out.delta_set_size);
         ts_grid_cell_centres(&model->grid, cells, n, centres);
         pim_vec2 z = ts_grid_project(&model->grid, out.lat, out.lon);
@@ -429,7 +444,7 @@ static void check_public_state(const ts_mechanism_ops *ops, int use_pim)
             ts_pim_emission e = ts_pim_emission_make(&pim, 1.0);
             ck_assert_int_ne(ts_belief_posterior(replay, &model->grid, z,
                                                  ts_pim_log_emission, &e, &bp,
-                                                 ws), TS_BELIEF_ERROR);
+                                                 ws, NULL), TS_BELIEF_ERROR);
         } else {
             double dx, dy;
             ck_assert_int_eq(lm_delta_sensitivity(centres, n, CELL_M, &dx,
@@ -437,7 +452,7 @@ static void check_public_state(const ts_mechanism_ops *ops, int use_pim)
             ts_lm_emission e = { .scale = lm_delta_scale(dx, dy, 1.0) };
             ck_assert_int_ne(ts_belief_posterior(replay, &model->grid, z,
                                                  ts_lm_log_emission, &e, &bp,
-                                                 ws), TS_BELIEF_ERROR);
+                                                 ws, NULL), TS_BELIEF_ERROR);
         }
         const ts_belief *stored = (const ts_belief *)(state + 16);
         ck_assert_uint_eq(stored->count, replay->count);
@@ -527,6 +542,55 @@ START_TEST(drift_uses_surrogate)
 {
     check_drift(&ts_pim_ops);
     check_drift(&ts_lm_delta_ops);
+}
+END_TEST
+
+/* The work a release does must not depend on where the true point lies
+ * (issue 10, item 4). With a uniform prior on the ring and delta = 0.12 the
+ * set is cells 0..7 in rank order (ties by index), so cell 0 is rank 0,
+ * cell 7 the last rank, cell 8 a drift, and a point 1.1 km south of the
+ * box lies outside it. TS_WORK_PROBE names one of them and makes this case
+ * release only that point: tests/delta_work.sh runs it under callgrind and
+ * compares the instructions spent in the membership test and the
+ * surrogate search. Without it, all four are released. */
+START_TEST(release_work_probe)
+{
+    static const struct {
+        const char *name;
+        int cell;              /* -1: outside the box */
+    } probes[] = {
+        {"rank0", 0}, {"last", 7}, {"drift", 8}, {"outside", -1},
+    };
+    const char *only = getenv("TS_WORK_PROBE");
+    test_model m = make_model(uniform_initial);
+    table t = default_table(m.model);
+    t.delta = 0.12;
+    void *profile = new_profile(&ts_pim_ops, &t);
+    size_t size = ts_pim_ops.user_state_size(profile);
+    unsigned char *state = malloc(size);
+    int ran = 0;
+    for (size_t i = 0; i < sizeof probes / sizeof probes[0]; i++) {
+        if (only != NULL && strcmp(only, probes[i].name) != 0)
+            continue;
+        ts_point p = cell_point(m.model, 0, 600000);
+        if (probes[i].cell >= 0)
+            p = cell_point(m.model, (uint32_t)probes[i].cell, 600000);
+        else
+            p.lat -= 1100.0 / EARTH_R * DEG;
+        memset(state, 0, size);
+        ts_rng *rng = ts_rng_new_seeded(11);
+        ts_budget_view budget = { .total = 5.0, .spent = 0.0 };
+        ts_report out;
+        ck_assert_int_eq(ts_pim_ops.release(profile, state, &p, &budget, rng,
+                                            &out), TS_RELEASE_OK);
+        ck_assert_uint_eq(out.delta_set_size, 8);
+        ts_rng_free(rng);
+        ran++;
+    }
+    ck_assert_int_gt(ran, 0);
+    free(state);
+    ts_pim_ops.profile_free(profile);
+    free_model(&m);
 }
 END_TEST
 
@@ -973,6 +1037,10 @@ int main(void)
     tcase_add_test(tc, replay_rejects_invalid_input);
     tcase_add_test(tc, personal_models_by_pseudonym);
     suite_add_tcase(s, tc);
+    TCase *probe = tcase_create("work_probe");
+    tcase_set_timeout(probe, 60);
+    tcase_add_test(probe, release_work_probe);
+    suite_add_tcase(s, probe);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);

@@ -244,7 +244,7 @@ START_TEST(test_power_matches_dense)
             ck_assert_double_eq_tol(
                 ts_belief_assign(b, cells, weights, support, 0.0, ws), 1.0,
                 1e-15);
-            int rc = ts_belief_predict(b, &t.m, k, &exact, ws);
+            int rc = ts_belief_predict(b, &t.m, k, &exact, ws, NULL);
             ck_assert_int_eq(rc, TS_BELIEF_UPDATED);
             /* Entries ascending, every positive dense entry present. */
             double total = 0.0;
@@ -262,12 +262,12 @@ START_TEST(test_power_matches_dense)
         }
         /* Reset: too many ticks, or an empty belief, gives the initial
          * distribution whatever the posterior was. */
-        ck_assert_int_eq(ts_belief_predict(b, &t.m, 101, &exact, ws),
+        ck_assert_int_eq(ts_belief_predict(b, &t.m, 101, &exact, ws, NULL),
                          TS_BELIEF_RESET);
         for (uint32_t c = 0; c < n; c++)
             ck_assert_double_eq_tol(ts_belief_prob(b, c), t.initial[c], 1e-15);
         ts_belief_init(b, n);
-        ck_assert_int_eq(ts_belief_predict(b, &t.m, 1, &exact, ws),
+        ck_assert_int_eq(ts_belief_predict(b, &t.m, 1, &exact, ws, NULL),
                          TS_BELIEF_RESET);
         ck_assert_double_eq_tol(ts_belief_prob(b, 7), t.initial[7], 1e-15);
         test_model_free(&t);
@@ -299,7 +299,7 @@ START_TEST(test_step_bad_input)
     ts_belief *b = malloc(ts_belief_bytes(8));
     ts_belief_init(b, 8);
     ts_belief_params p = {0.0, 10};
-    ck_assert_int_eq(ts_belief_predict(b, &t.m, 1, &p, bws), TS_BELIEF_ERROR);
+    ck_assert_int_eq(ts_belief_predict(b, &t.m, 1, &p, bws, NULL), TS_BELIEF_ERROR);
     ck_assert_uint_eq(b->count, 0);
     free(b);
     ts_belief_workspace_free(bws);
