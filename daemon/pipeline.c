@@ -324,11 +324,13 @@ static void fill_sanitized(ts_outcome *out, const ts_user *user,
     out->window_start_ms = user->window_start_ms;
 }
 
-/* Fail closed on a mechanism that misbehaves: a report must be valid WGS84,
- * spend a finite non-negative amount within the budget, and never be the
- * true point itself when it claims to spend budget on noise. */
+/* Fail closed on a mechanism that misbehaves: a report must be valid WGS84
+ * and spend a finite non-negative amount within the budget. A report equal
+ * to the true point is NOT refused: it is a legitimate sample of every
+ * noise law with a density at zero displacement, and refusing it would
+ * make the rejection a function of the secret (it would tell a reader of
+ * the feed exactly where the user was not published from). */
 static const char *report_problem(const ts_report *report,
-                                  const ts_point *truth,
                                   const ts_budget_view *budget)
 {
     if (!ts_geo_valid(report->lat, report->lon))
@@ -337,12 +339,6 @@ static const char *report_problem(const ts_report *report,
         return "returned an invalid spend";
     if (!ts_budget_allows(budget, report->eps_point))
         return "overspent the window budget";
-    /* A reported prediction is a function of earlier public output; if it
-     * happens to equal the truth, refusing it would itself reveal that. */
-    int public_prediction = report->has_predicted && report->predicted;
-    if (!public_prediction && report->lat == truth->lat &&
-        report->lon == truth->lon)
-        return "returned the true point";
     return NULL;
 }
 
@@ -585,7 +581,7 @@ void ts_pipeline_process(ts_pipeline *pipeline, const ts_input *input,
                               &budget, pipeline->rng, &report);
 
     if (status == TS_RELEASE_OK) {
-        const char *problem = report_problem(&report, &truth, &budget);
+        const char *problem = report_problem(&report, &budget);
         if (problem != NULL) {
             memset(&report, 0, sizeof report);
             reject(pipeline, out, TS_REASON_INTERNAL_ERROR, "mechanism %s %s",

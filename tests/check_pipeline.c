@@ -21,7 +21,7 @@
 typedef enum fake_mode {
     FAKE_OFFSET = 0,      /* truth + offset, spends `spend` */
     FAKE_ERROR,           /* TS_RELEASE_ERROR (after scribbling on state) */
-    FAKE_IDENTITY,        /* publishes the true point: must be refused */
+    FAKE_IDENTITY,        /* publishes the true point: a legitimate sample */
     FAKE_BAD_COORDINATE,  /* publishes lat 95 */
     FAKE_OVERSPEND,       /* claims OK but spends more than is left */
     FAKE_OUTSIDE,         /* TS_RELEASE_OUTSIDE_REGION (after scribbling) */
@@ -654,8 +654,7 @@ END_TEST
 
 START_TEST(test_misbehaving_mechanism_refused)
 {
-    const fake_mode modes[] = { FAKE_IDENTITY, FAKE_BAD_COORDINATE,
-                                FAKE_OVERSPEND };
+    const fake_mode modes[] = { FAKE_BAD_COORDINATE, FAKE_OVERSPEND };
     ts_input in = point("u", 1000, NULL);
     ck_assert(run(&in).sanitized);
     for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++) {
@@ -671,7 +670,25 @@ START_TEST(test_misbehaving_mechanism_refused)
     ck_assert(out.sanitized);
     ck_assert_double_eq_tol(out.eps_spent_window, 2 * SPEND, 1e-12);
     ck_assert_uint_eq(
-        ts_pipeline_get_stats(pipeline)->rejected[TS_REASON_INTERNAL_ERROR], 3);
+        ts_pipeline_get_stats(pipeline)->rejected[TS_REASON_INTERNAL_ERROR], 2);
+}
+END_TEST
+
+/* Issue 10, item 3: a report equal to the input is a legitimate sample
+ * (noise can be zero); refusing it would make the rejection depend on the
+ * secret. It is published and spends like any other. */
+START_TEST(test_report_equal_to_truth_published)
+{
+    ts_input in = point("u", 1000, NULL);
+    fakes[0]->mode = FAKE_IDENTITY;
+    ts_outcome out;
+    ts_pipeline_process(pipeline, &in, &out);
+    ck_assert(out.sanitized);
+    ck_assert(out.report.lat == in.lat && out.report.lon == in.lon);
+    ck_assert_double_eq_tol(out.eps_spent_window, SPEND, 1e-12);
+    ck_assert_uint_eq(
+        ts_pipeline_get_stats(pipeline)->rejected[TS_REASON_INTERNAL_ERROR], 0);
+    fakes[0]->mode = FAKE_OFFSET;
 }
 END_TEST
 
@@ -1119,6 +1136,7 @@ static Suite *pipeline_suite(void)
     tcase_add_test(tc, test_user_passed_to_mechanism);
     tcase_add_test(tc, test_outside_region);
     tcase_add_test(tc, test_misbehaving_mechanism_refused);
+    tcase_add_test(tc, test_report_equal_to_truth_published);
     tcase_add_test(tc, test_output_never_equals_input);
     tcase_add_test(tc, test_table_full_and_expiry);
     tcase_add_test(tc, test_expire_requires_idle_and_closed_window);
