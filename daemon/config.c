@@ -539,7 +539,8 @@ static void load_input(ts_config *config, config_setting_t *root)
 {
     static const char *const known[] = {
         "endpoint", "type", "mode", "subscribe", "hwm", "max_message_bytes",
-        "max_batch_updates", "read_budget", "max_future_s", NULL
+        "max_batch_updates", "read_budget", "max_future_s", "max_backdate_s",
+        NULL
     };
     static const char *const types[] = { "pull", "sub", NULL };
     ts_settings *s = &config->settings;
@@ -603,6 +604,9 @@ static void load_input(ts_config *config, config_setting_t *root)
     v = s->max_future_ms / 1000;
     read_int(config, input, "max_future_s", 0, MAX_DURATION_S, &v);
     s->max_future_ms = (int64_t)v * 1000;
+    v = s->max_backdate_ms / 1000;
+    read_int(config, input, "max_backdate_s", 0, MAX_DURATION_S, &v);
+    s->max_backdate_ms = (int64_t)v * 1000;
 }
 
 static void load_output(ts_config *config, config_setting_t *root)
@@ -1240,6 +1244,7 @@ static void set_defaults(ts_settings *s)
     s->max_batch_updates = 10000;
     s->read_budget = 256;
     s->max_future_ms = 600 * INT64_C(1000);
+    s->max_backdate_ms = 86400 * INT64_C(1000);
     s->output_endpoint = "tcp://127.0.0.1:7002";
     s->output_mode = TS_SOCKET_BIND;
     s->output_hwm = 100000;

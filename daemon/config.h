@@ -37,6 +37,7 @@ typedef struct ts_settings {
     size_t max_batch_updates;            /* input.max_batch_updates, 10000 */
     size_t read_budget;                  /* input.read_budget, 256 msgs/callback */
     int64_t max_future_ms;               /* input.max_future_s * 1000; 0 = off, default 600 s */
+    int64_t max_backdate_ms;             /* input.max_backdate_s * 1000; 0 = off, default 86400 s */
     /* output */
     const char *output_endpoint;         /* default tcp://127.0.0.1:7002 */
     ts_socket_mode output_mode;          /* default bind */

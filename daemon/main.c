@@ -96,7 +96,7 @@ typedef struct daemon_state {
     rejection_log_limiter log_limiter;
     uint64_t encode_failures;
     uint64_t publish_failures;
-    uint64_t future_rejections;
+    uint64_t clock_rejections;
     ts_store *store;             /* NULL: state.dir unset, memory only */
     ts_store_backend store_backend;
     int store_failed;            /* a commit failed: unhealthy, input
@@ -476,26 +476,47 @@ static void observe_update_latency(daemon_state *daemon,
                                seconds_since(started));
 }
 
+/* The wall-clock bounds on event time, from one reading of the clock per
+ * message; 0 leaves a side unbounded. */
+typedef struct time_bounds {
+    int64_t earliest_ms;
+    int64_t latest_ms;
+} time_bounds;
+
+static void reject_by_clock(daemon_state *daemon, const ts_input *input,
+                            ts_reason reason, ts_outcome *outcome,
+                            const char *what, int64_t seconds)
+{
+    memset(outcome, 0, sizeof *outcome);
+    outcome->sanitized = 0;
+    outcome->user_id = input->user_id != NULL ? input->user_id : "";
+    outcome->ts_ms = input->ts_ms;
+    outcome->reason = reason;
+    snprintf(outcome->detail, sizeof outcome->detail,
+             "timestamp more than %" PRId64 " s %s", seconds, what);
+    ts_pipeline_count_rejection(daemon->pipeline, reason);
+    daemon->clock_rejections++;
+}
+
 static void process_update(daemon_state *daemon,
                            const Tracesan__V1__LocationUpdate *update,
-                           int64_t future_limit_ms, ts_outcome *outcome)
+                           const time_bounds *bounds, ts_outcome *outcome)
 {
     ts_input input;
     ts_codec_input_from_update(update, &input);
-    if (future_limit_ms > 0 && input.ts_ms > future_limit_ms) {
-        /* Event time drives budget windows and expiry, so a far-future
-         * timestamp would let one update age every other user's state. */
-        memset(outcome, 0, sizeof *outcome);
-        outcome->sanitized = 0;
-        outcome->user_id = input.user_id != NULL ? input.user_id : "";
-        outcome->ts_ms = input.ts_ms;
-        outcome->reason = TS_REASON_INVALID_TIMESTAMP;
-        snprintf(outcome->detail, sizeof outcome->detail,
-                 "timestamp more than %" PRId64 " s in the future",
-                 daemon->settings->max_future_ms / 1000);
-        ts_pipeline_count_rejection(daemon->pipeline,
-                                    TS_REASON_INVALID_TIMESTAMP);
-        daemon->future_rejections++;
+    /* Event time drives budget windows and expiry. A far-future timestamp
+     * would let one update age every other user's state; a far-past one
+     * would open a fresh budget window per update (item 6 of issue 10:
+     * updates dated a day apart from 1970 on each got a new window). */
+    if (bounds->latest_ms > 0 && input.ts_ms > bounds->latest_ms) {
+        reject_by_clock(daemon, &input, TS_REASON_INVALID_TIMESTAMP, outcome,
+                        "in the future",
+                        daemon->settings->max_future_ms / 1000);
+    } else if (bounds->earliest_ms > 0 && input.ts_ms > 0 &&
+               input.ts_ms < bounds->earliest_ms) {
+        reject_by_clock(daemon, &input, TS_REASON_TOO_OLD, outcome,
+                        "before the daemon's clock",
+                        daemon->settings->max_backdate_ms / 1000);
     } else {
         struct timespec started;
         clock_gettime(CLOCK_MONOTONIC, &started);
@@ -542,13 +563,21 @@ static void on_message(void *arg, const ts_inbound *message)
                  batch->n_updates, settings->max_batch_updates);
         queue_message_rejection(daemon, TS_REASON_BATCH_TOO_LARGE, detail);
     } else {
-        int64_t future_limit_ms = 0;
+        int64_t now_ms = wall_clock_ms();
+        time_bounds bounds = {0, 0};
         if (settings->max_future_ms > 0)
-            future_limit_ms = wall_clock_ms() + settings->max_future_ms;
+            bounds.latest_ms = now_ms + settings->max_future_ms;
+        if (settings->max_backdate_ms > 0) {
+            bounds.earliest_ms = now_ms - settings->max_backdate_ms;
+            /* No accepted update can land before earliest_ms any more, so
+             * windows that ended before it are dead by the wall clock even
+             * when no update moves the event-time watermark. */
+            ts_pipeline_set_expiry_floor(daemon->pipeline,
+                                         bounds.earliest_ms);
+        }
         ts_outcome outcome;
         for (size_t i = 0; i < batch->n_updates; i++)
-            process_update(daemon, batch->updates[i], future_limit_ms,
-                           &outcome);
+            process_update(daemon, batch->updates[i], &bounds, &outcome);
     }
     ts_codec_batch_free(batch);
     if (daemon->outbox.count >= OUTBOX_FLUSH_ENTRIES)
@@ -578,6 +607,10 @@ static void on_expire_tick(evutil_socket_t fd, short what, void *arg)
     (void)fd;
     (void)what;
     daemon_state *daemon = arg;
+    if (daemon->settings->max_backdate_ms > 0)
+        ts_pipeline_set_expiry_floor(daemon->pipeline,
+                                     wall_clock_ms() -
+                                         daemon->settings->max_backdate_ms);
     size_t forgotten = ts_pipeline_expire(daemon->pipeline,
                                           EXPIRE_SCAN_PER_TICK);
     if (forgotten > 0)
@@ -595,7 +628,7 @@ static void log_summary(const daemon_state *daemon)
         rejected += stats->rejected[r];
     /* ts_pipeline_process counts the updates it saw; the ones refused
      * before it (far-future timestamps) are updates too. */
-    uint64_t updates = stats->updates + daemon->future_rejections;
+    uint64_t updates = stats->updates + daemon->clock_rejections;
 
     char line[2048];
     int n = snprintf(line, sizeof line,
@@ -631,7 +664,7 @@ static char *render_metrics(void *arg, size_t *len)
     daemon_state *daemon = arg;
     ts_metrics_sources sources = {
         .pipeline = ts_pipeline_get_stats(daemon->pipeline),
-        .updates_before_pipeline = daemon->future_rejections,
+        .updates_before_pipeline = daemon->clock_rejections,
         .users = ts_pipeline_user_count(daemon->pipeline),
         .messages_in = daemon->messages_in,
         .messages_published = daemon->messages_published,
@@ -661,7 +694,7 @@ static void notify_status(const daemon_state *daemon)
     sd_notifyf(0,
                "STATUS=updates=%" PRIu64 " sanitized=%" PRIu64
                " rejected=%" PRIu64 " users=%zu",
-               stats->updates + daemon->future_rejections, stats->sanitized,
+               stats->updates + daemon->clock_rejections, stats->sanitized,
                rejected, ts_pipeline_user_count(daemon->pipeline));
 }
 
@@ -743,7 +776,8 @@ static void log_restart_only_changes(const ts_settings *old,
     RESTART_ONLY(old->max_message_bytes != new->max_message_bytes ||
                  old->max_batch_updates != new->max_batch_updates ||
                  old->read_budget != new->read_budget ||
-                 old->max_future_ms != new->max_future_ms, "input limits");
+                 old->max_future_ms != new->max_future_ms ||
+                 old->max_backdate_ms != new->max_backdate_ms, "input limits");
     RESTART_ONLY(!same_text(old->output_endpoint, new->output_endpoint) ||
                  old->output_mode != new->output_mode ||
                  old->output_hwm != new->output_hwm, "output.*");

@@ -32,6 +32,7 @@ struct ts_pipeline {
     size_t state_size;
     unsigned char *scratch_state;   /* release runs on a copy: see process */
     int64_t watermark_ms;
+    int64_t expiry_floor_ms;     /* wall-clock bound on future event times */
     ts_pipeline_stats stats;
     char **disabled;                /* names of profiles without a model */
     size_t n_disabled;
@@ -59,6 +60,8 @@ static const char *const reason_names[TS_REASON_COUNT] = {
     [TS_REASON_INVALID_ACCURACY] = "invalid_accuracy",
     [TS_REASON_INTERNAL_ERROR] = "internal_error",
     [TS_REASON_OUTSIDE_REGION] = "outside_region",
+    [TS_REASON_TOO_OLD] = "too_old",
+    [TS_REASON_DELTA_UNCERTIFIED] = "delta_uncertified",
 };
 
 const char *ts_reason_name(ts_reason reason)
@@ -292,7 +295,13 @@ static int is_disabled_profile(const ts_pipeline *pipeline, const char *name)
 static int user_expirable(const ts_user *user, void *ctx)
 {
     const ts_pipeline *pipeline = ctx;
-    int64_t watermark = pipeline->watermark_ms;
+    /* Expiry judges windows by the latest time an update could still be
+     * dated: the event-time watermark, or the caller's wall-clock floor
+     * when that is later (a table of dead users admits nobody new, so no
+     * accepted update would ever move the watermark). */
+    int64_t watermark = pipeline->watermark_ms > pipeline->expiry_floor_ms
+                            ? pipeline->watermark_ms
+                            : pipeline->expiry_floor_ms;
     if (user->dirty)
         return 0;  /* its ledger is not in the store yet */
     if (!user->has_window)
@@ -300,6 +309,12 @@ static int user_expirable(const ts_user *user, void *ctx)
     if (watermark - user->last_ts_ms < pipeline->limits.idle_ttl_ms)
         return 0;
     return watermark >= user->window_start_ms + user->window_ms;
+}
+
+void ts_pipeline_set_expiry_floor(ts_pipeline *pipeline, int64_t floor_ms)
+{
+    if (floor_ms > pipeline->expiry_floor_ms)
+        pipeline->expiry_floor_ms = floor_ms;
 }
 
 size_t ts_pipeline_expire(ts_pipeline *pipeline, size_t max_scan)
@@ -648,7 +663,7 @@ void ts_pipeline_process(ts_pipeline *pipeline, const ts_input *input,
                "profile '%s'",
                profile->name);
     } else if (status == TS_RELEASE_UNCERTIFIED) {
-        reject(pipeline, out, TS_REASON_INTERNAL_ERROR,
+        reject(pipeline, out, TS_REASON_DELTA_UNCERTIFIED,
                "profile '%s' cannot certify a delta-location set: pruning "
                "the belief lost more than delta of the prior (raise "
                "belief_capacity)",

@@ -42,6 +42,8 @@ typedef enum ts_reason {
     TS_REASON_INVALID_ACCURACY = 14,
     TS_REASON_INTERNAL_ERROR = 15,
     TS_REASON_OUTSIDE_REGION = 16,
+    TS_REASON_TOO_OLD = 17,
+    TS_REASON_DELTA_UNCERTIFIED = 18,
     TS_REASON_COUNT
 } ts_reason;
 
@@ -121,6 +123,12 @@ void ts_pipeline_process(ts_pipeline *pipeline, const ts_input *input,
 /* Count a rejection that happened before an update could be parsed
  * (malformed, oversized, ...), so all reasons live in one set of counters. */
 void ts_pipeline_count_rejection(ts_pipeline *pipeline, ts_reason reason);
+
+/* A time before which no update will be accepted any more (the daemon:
+ * its wall clock minus input.max_backdate_s). Expiry then treats windows
+ * that ended before it as closed even if no accepted update has moved the
+ * event-time watermark that far. Only ever moves forward. */
+void ts_pipeline_set_expiry_floor(ts_pipeline *pipeline, int64_t floor_ms);
 
 /* Forget up to max_scan idle users whose budget window has closed.
  * Returns how many were forgotten. */

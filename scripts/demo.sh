@@ -60,6 +60,10 @@ port_busy() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 # it in its temporary directory; production uses /var/lib/tracesand.
 mkdir -p "$tmp/state"
 store=(-o "state.dir=$tmp/state")
+# The bundled trace is from 2010: the shipped bound on backdated updates
+# (input.max_backdate_s, one day) would reject all of it as too_old, which
+# is what a live feed wants and a replay of history does not.
+store+=(-o 'input.max_backdate_s=0')
 overrides=()
 busy=""
 for port in 7001 7002; do

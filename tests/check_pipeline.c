@@ -757,6 +757,43 @@ START_TEST(test_table_full_and_expiry)
 }
 END_TEST
 
+/* Issue 10, item 10: a table full of users whose windows closed long ago
+ * (by the wall clock) admitted nobody new, because only accepted updates
+ * moved the watermark and every update was now a new user's. The daemon's
+ * wall-clock floor (no update may be dated before it) lets expiry see that
+ * those windows can never be written again. */
+START_TEST(test_dead_table_admits_new_users)
+{
+    ts_pipeline_free(pipeline);
+    ts_pipeline_limits limits = default_limits();
+    limits.max_users = 3;
+    limits.idle_ttl_ms = 1000;
+    pipeline = make_pipeline(&limits);
+
+    const char *const dead[] = {"a", "b", "c"};
+    for (size_t i = 0; i < 3; i++) {
+        ts_input in = point(dead[i], 1000, NULL);
+        ck_assert(run(&in).sanitized);
+    }
+    ts_input newcomer = point("d", 1000 + 10 * WINDOW_MS, NULL);
+    ck_assert_int_eq(rejected_reason(&newcomer), TS_REASON_USER_TABLE_FULL);
+    ck_assert_int_eq(rejected_reason(&newcomer), TS_REASON_USER_TABLE_FULL);
+
+    /* A floor inside the dead windows changes nothing: they may still be
+     * written. */
+    ts_pipeline_set_expiry_floor(pipeline, 1000 + WINDOW_MS / 2);
+    ck_assert_int_eq(rejected_reason(&newcomer), TS_REASON_USER_TABLE_FULL);
+    /* Past their end (and the idle TTL) they are dead: d gets in. */
+    ts_pipeline_set_expiry_floor(pipeline, 1000 + 2 * WINDOW_MS);
+    ck_assert(run(&newcomer).sanitized);
+    ck_assert_uint_eq(ts_pipeline_get_stats(pipeline)->users_expired, 3);
+    /* The floor never moves back. */
+    ts_pipeline_set_expiry_floor(pipeline, 0);
+    ts_input another = point("e", 1000 + 10 * WINDOW_MS, NULL);
+    ck_assert(run(&another).sanitized);
+}
+END_TEST
+
 START_TEST(test_expire_requires_idle_and_closed_window)
 {
     ts_input a = point("a", 1000, NULL);
@@ -861,7 +898,8 @@ START_TEST(test_reason_names)
         "missing_user_id", "invalid_user_id", "invalid_coordinate",
         "invalid_timestamp", "time_went_backwards", "unknown_profile",
         "profile_conflict", "budget_exhausted", "user_table_full",
-        "invalid_accuracy", "internal_error", "outside_region",
+        "invalid_accuracy", "internal_error", "outside_region", "too_old",
+        "delta_uncertified",
     };
     for (int r = 0; r < TS_REASON_COUNT; r++)
         ck_assert_str_eq(ts_reason_name((ts_reason)r), expected[r]);
@@ -1139,6 +1177,7 @@ static Suite *pipeline_suite(void)
     tcase_add_test(tc, test_report_equal_to_truth_published);
     tcase_add_test(tc, test_output_never_equals_input);
     tcase_add_test(tc, test_table_full_and_expiry);
+    tcase_add_test(tc, test_dead_table_admits_new_users);
     tcase_add_test(tc, test_expire_requires_idle_and_closed_window);
     tcase_add_test(tc, test_expire_scan_budget);
     tcase_add_test(tc, test_rejections_create_no_users);

@@ -96,7 +96,7 @@ crash_start() {  # crash_start N: start daemon number N on IN_PORT/OUT_PORT
     "${daemon_wrapper[@]}" "$TRACESAND" -c "$SHIPPED_CONF" \
         -o "input.endpoint=tcp://127.0.0.1:$IN_PORT" \
         -o "output.endpoint=tcp://127.0.0.1:$OUT_PORT" \
-        -o 'http.listen=127.0.0.1:0' \
+        -o 'http.listen=127.0.0.1:0' -o 'input.max_backdate_s=0' \
         -o "state.dir=$STATE2" -o "profiles.geoind.points_per_window=$PPW" \
         -o 'log.level="warn"' \
         2>"$DAEMON_LOG" </dev/null &

@@ -154,7 +154,9 @@ forget_pid() {
 # waits for its ready line. Sets DAEMON_PID, DAEMON_LOG, INPUT_EP, OUTPUT_EP,
 # HTTP_EP (empty when http.listen is off).
 # Extra arguments go to tracesand after the port overrides. The state
-# store is memory-only (state.dir "") unless they set state.dir.
+# store is memory-only (state.dir "") unless they set state.dir. The test
+# traces are historical (2009 to 2023), so the wall-clock bound on the past
+# (input.max_backdate_s) is off unless they set it.
 start_daemon() {
     local name=$1
     shift
@@ -163,6 +165,7 @@ start_daemon() {
         -o 'input.endpoint=tcp://127.0.0.1:*' \
         -o 'output.endpoint=tcp://127.0.0.1:*' \
         -o 'http.listen=127.0.0.1:0' -o 'state.dir=""' \
+        -o 'input.max_backdate_s=0' \
         "$@" 2>"$DAEMON_LOG" </dev/null &
     DAEMON_PID=$!
     background_pids+=("$DAEMON_PID")
