@@ -78,6 +78,123 @@ void ts_buf_free(ts_buf *buf)
     buf->cap = 0;
 }
 
+/* Protobuf wire types. */
+enum { WIRE_VARINT = 0, WIRE_64BIT = 1, WIRE_LEN = 2, WIRE_32BIT = 5 };
+/* LocationUpdate's string fields. */
+#define UPDATE_USER_ID_FIELD 1
+#define UPDATE_PROFILE_FIELD 6
+
+static int read_varint(const uint8_t **p, const uint8_t *end, uint64_t *out)
+{
+    uint64_t value = 0;
+    for (int shift = 0; shift < 7 * VARINT_MAX_BYTES; shift += 7) {
+        if (*p == end)
+            return -1;
+        uint8_t byte = *(*p)++;
+        value |= (uint64_t)(byte & 0x7f) << shift;
+        if (!(byte & 0x80)) {
+            *out = value;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+/* One field: its number, wire type and, for WIRE_LEN, its payload; the
+ * cursor moves past it. -1 on truncation or an unsupported wire type
+ * (groups are not part of this schema). */
+static int next_field(const uint8_t **p, const uint8_t *end, uint64_t *number,
+                      unsigned *type, const uint8_t **payload,
+                      size_t *payload_len)
+{
+    uint64_t key;
+    if (read_varint(p, end, &key) < 0)
+        return -1;
+    *number = key >> 3;
+    *type = (unsigned)(key & 7);
+    if (*number == 0)
+        return -1;
+    uint64_t skip = 0;
+    switch (*type) {
+    case WIRE_VARINT:
+        return read_varint(p, end, &skip);
+    case WIRE_64BIT:
+        skip = 8;
+        break;
+    case WIRE_32BIT:
+        skip = 4;
+        break;
+    case WIRE_LEN:
+        if (read_varint(p, end, &skip) < 0)
+            return -1;
+        *payload = *p;
+        *payload_len = (size_t)skip;
+        break;
+    default:
+        return -1;
+    }
+    if (skip > (uint64_t)(end - *p))
+        return -1;
+    *p += skip;
+    return 0;
+}
+
+static int scan_update(const uint8_t *p, const uint8_t *end,
+                       ts_wire_update *wire)
+{
+    wire->user_id_len = SIZE_MAX;
+    wire->profile_len = SIZE_MAX;
+    while (p < end) {
+        uint64_t number;
+        unsigned type;
+        const uint8_t *payload = NULL;
+        size_t payload_len = 0;
+        if (next_field(&p, end, &number, &type, &payload, &payload_len) < 0)
+            return -1;
+        if (type != WIRE_LEN)
+            continue;
+        if (number == UPDATE_USER_ID_FIELD)
+            wire->user_id_len = payload_len;
+        else if (number == UPDATE_PROFILE_FIELD)
+            wire->profile_len = payload_len;
+    }
+    return 0;
+}
+
+int ts_codec_scan_batch(const void *data, size_t len, size_t *n_updates,
+                        ts_wire_update *wire, size_t max_wire)
+{
+    if (data == NULL && len != 0)
+        return -1;
+    const uint8_t *p = data, *end = p + len;
+    size_t count = 0;
+    while (p < end) {
+        uint64_t number;
+        unsigned type;
+        const uint8_t *payload = NULL;
+        size_t payload_len = 0;
+        if (next_field(&p, end, &number, &type, &payload, &payload_len) < 0)
+            return -1;
+        if (number != 1)
+            continue; /* unknown fields are skipped, as unpack does */
+        if (type != WIRE_LEN)
+            return -1;
+        if (wire != NULL && count < max_wire &&
+            scan_update(payload, payload + payload_len, &wire[count]) < 0)
+            return -1;
+        count++;
+    }
+    *n_updates = count;
+    return 0;
+}
+
+void ts_codec_input_wire(const ts_wire_update *wire, ts_input *input)
+{
+    input->has_wire_lengths = 1;
+    input->user_id_wire_len = wire->user_id_len;
+    input->profile_wire_len = wire->profile_len;
+}
+
 Tracesan__V1__LocationBatch *ts_codec_decode_batch(const void *data,
                                                    size_t len)
 {
@@ -108,6 +225,7 @@ void ts_codec_input_from_update(const Tracesan__V1__LocationUpdate *update,
                           ? update->horizontal_accuracy_m
                           : NAN;
     out->profile = update->profile;
+    out->has_wire_lengths = 0;
 }
 
 static int pack_message(const ProtobufCMessage *message, ts_buf *payload)

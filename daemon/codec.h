@@ -24,6 +24,28 @@ int ts_buf_append(ts_buf *buf, const void *data, size_t len);
 void ts_buf_reset(ts_buf *buf);
 void ts_buf_free(ts_buf *buf);
 
+/* What the wire says of one update that protobuf-c's unpacked form hides:
+ * the byte lengths of its last user_id and profile fields (SIZE_MAX when
+ * absent). protobuf-c hands strings over NUL-terminated, so "alice\0evil"
+ * would read as "alice"; comparing with these lengths catches it. */
+typedef struct ts_wire_update {
+    size_t user_id_len;
+    size_t profile_len;
+} ts_wire_update;
+
+/* Walks a LocationBatch's wire bytes without unpacking them (no
+ * allocation, one pass): sets *n_updates to the number of `updates`
+ * fields, and, when that is at most max_wire, fills wire[0..n) for them in
+ * order. -1 when the bytes are not well-formed at the top level or inside
+ * an update. Cheap enough to run before the unpack, so a batch over the
+ * update limit is refused without decoding it. */
+int ts_codec_scan_batch(const void *data, size_t len, size_t *n_updates,
+                        ts_wire_update *wire, size_t max_wire);
+
+/* Copies the wire lengths into `input`, which then carries them to the
+ * pipeline's id checks. */
+void ts_codec_input_wire(const ts_wire_update *wire, ts_input *input);
+
 /* NULL when the bytes are not a LocationBatch. Free with
  * ts_codec_batch_free. */
 Tracesan__V1__LocationBatch *ts_codec_decode_batch(const void *data,

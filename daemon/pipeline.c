@@ -471,6 +471,11 @@ void ts_pipeline_process(ts_pipeline *pipeline, const ts_input *input,
                "user id longer than %zu bytes", max_id);
         return;
     }
+    if (input->has_wire_lengths && input->user_id_wire_len != id_len) {
+        reject(pipeline, out, TS_REASON_INVALID_USER_ID,
+               "user id contains a NUL byte");
+        return;
+    }
     if (!valid_user_id((const unsigned char *)id, id_len)) {
         reject(pipeline, out, TS_REASON_INVALID_USER_ID,
                "user id contains control characters or invalid UTF-8");
@@ -496,6 +501,12 @@ void ts_pipeline_process(ts_pipeline *pipeline, const ts_input *input,
         return;
     }
 
+    if (input->profile != NULL && input->has_wire_lengths &&
+        input->profile_wire_len != strlen(input->profile)) {
+        reject(pipeline, out, TS_REASON_UNKNOWN_PROFILE,
+               "profile name contains a NUL byte");
+        return;
+    }
     size_t profile_index;
     const ts_profile *profile =
         resolve_profile(pipeline, input->profile, &profile_index);

@@ -78,6 +78,12 @@ typedef struct ts_input {
     int has_accuracy;
     double accuracy_m;
     const char *profile;         /* NULL = default profile */
+    /* From the wire (ts_codec_input_wire): the byte lengths of user_id and
+     * profile, so an embedded NUL that the NUL-terminated strings hide is
+     * refused. 0 = not known (CSV input has no embedded NULs). */
+    int has_wire_lengths;
+    size_t user_id_wire_len;
+    size_t profile_wire_len;
 } ts_input;
 
 typedef struct ts_outcome {

@@ -207,6 +207,94 @@ START_TEST(garbage_is_not_a_batch)
 }
 END_TEST
 
+/* The wire scan agrees with the unpack on what a batch holds, refuses
+ * what the unpack refuses, and reads what the unpack hides: the byte
+ * lengths of user_id and profile (issue 10, item 9: "alice\0evil"). */
+START_TEST(scan_counts_and_measures_updates)
+{
+    static const uint8_t garbage[][8] = {
+        { 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff },
+        { 0x0a, 0x64, 0x01, 0x02 },
+        { 0x0a, 0x80 },
+        { 0x0a, 0x03, 0x19, 0x00, 0x00 },
+        { 0x08, 0x01 },   /* field 1 as a varint: not an update */
+    };
+    static const size_t lengths[] = { 8, 4, 2, 5, 2 };
+    size_t n = 99;
+    ts_wire_update wire[4];
+    for (size_t i = 0; i < sizeof lengths / sizeof lengths[0]; i++) {
+        ck_assert_int_eq(ts_codec_scan_batch(garbage[i], lengths[i], &n,
+                                             wire, 4), -1);
+        ck_assert_ptr_null(ts_codec_decode_batch(garbage[i], lengths[i]));
+    }
+    ck_assert_int_eq(ts_codec_scan_batch("", 0, &n, wire, 4), 0);
+    ck_assert_uint_eq(n, 0);
+
+    /* user_id "alice\0evil" (10 bytes), profile "geoind\0junk" (11). */
+    static const uint8_t nul_ids[] = {
+        0x0a, 0x19,
+        0x0a, 0x0a, 'a', 'l', 'i', 'c', 'e', 0, 'e', 'v', 'i', 'l',
+        0x32, 0x0b, 'g', 'e', 'o', 'i', 'n', 'd', 0, 'j', 'u', 'n', 'k',
+        0x0a, 0x00,       /* a second, empty update */
+    };
+    ck_assert_int_eq(ts_codec_scan_batch(nul_ids, sizeof nul_ids, &n, wire, 4), 0);
+    ck_assert_uint_eq(n, 2);
+    ck_assert_uint_eq(wire[0].user_id_len, 10);
+    ck_assert_uint_eq(wire[0].profile_len, 11);
+    ck_assert_uint_eq(wire[1].user_id_len, SIZE_MAX);
+    ck_assert_uint_eq(wire[1].profile_len, SIZE_MAX);
+    Tracesan__V1__LocationBatch *batch =
+        ts_codec_decode_batch(nul_ids, sizeof nul_ids);
+    ck_assert_ptr_nonnull(batch);
+    ck_assert_str_eq(batch->updates[0]->user_id, "alice");  /* what it hides */
+    ts_input input;
+    ts_codec_input_from_update(batch->updates[0], &input);
+    ts_codec_input_wire(&wire[0], &input);
+    ck_assert(input.has_wire_lengths);
+    ck_assert_uint_ne(input.user_id_wire_len, strlen(input.user_id));
+    ts_codec_batch_free(batch);
+
+    /* Round trip of a packed batch. */
+    ts_input in[3] = {
+        { .user_id = "u1", .ts_ms = 1, .lat = 1, .lon = 2 },
+        { .user_id = "user-two", .ts_ms = 2, .lat = 1, .lon = 2,
+          .profile = "geoind" },
+        { .user_id = "", .ts_ms = 3, .lat = 1, .lon = 2 },
+    };
+    ts_buf packed = {0};
+    ck_assert_int_eq(ts_codec_encode_batch(in, 3, &packed), 0);
+    ck_assert_int_eq(ts_codec_scan_batch(packed.data, packed.len, &n, wire, 4), 0);
+    ck_assert_uint_eq(n, 3);
+    ck_assert_uint_eq(wire[0].user_id_len, 2);
+    ck_assert_uint_eq(wire[0].profile_len, SIZE_MAX);
+    ck_assert_uint_eq(wire[1].user_id_len, 8);
+    ck_assert_uint_eq(wire[1].profile_len, 6);
+    /* Counting goes on past the room for lengths. */
+    ck_assert_int_eq(ts_codec_scan_batch(packed.data, packed.len, &n, wire, 1), 0);
+    ck_assert_uint_eq(n, 3);
+    ts_buf_free(&packed);
+}
+END_TEST
+
+/* Issue 10, item 8: 1 MiB of empty updates ("0a 00" x 524 288) is counted
+ * in one pass with no allocation, so the daemon refuses it as
+ * batch_too_large before protobuf-c unpacks half a million messages. */
+START_TEST(scan_counts_a_flood_of_empty_updates)
+{
+    size_t len = 1u << 20;
+    uint8_t *flood = malloc(len);
+    ck_assert_ptr_nonnull(flood);
+    for (size_t i = 0; i < len; i += 2) {
+        flood[i] = 0x0a;
+        flood[i + 1] = 0x00;
+    }
+    size_t n = 0;
+    ck_assert_int_eq(ts_codec_scan_batch(flood, len, &n, NULL, 0), 0);
+    ck_assert_uint_eq(n, len / 2);
+    free(flood);
+}
+END_TEST
+
 static ts_profile make_profile(void)
 {
     ts_profile profile = {
@@ -399,6 +487,8 @@ static Suite *codec_suite(void)
     tcase_add_test(tc, large_batch_round_trip);
     tcase_add_test(tc, missing_fields_map_to_refusable_values);
     tcase_add_test(tc, garbage_is_not_a_batch);
+    tcase_add_test(tc, scan_counts_and_measures_updates);
+    tcase_add_test(tc, scan_counts_a_flood_of_empty_updates);
     tcase_add_test(tc, sanitized_outcome_encodes_every_field);
     tcase_add_test(tc, predicted_and_repeated_flags);
     tcase_add_test(tc, encoding_appends);

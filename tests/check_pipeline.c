@@ -762,6 +762,36 @@ END_TEST
  * moved the watermark and every update was now a new user's. The daemon's
  * wall-clock floor (no update may be dated before it) lets expiry see that
  * those windows can never be written again. */
+/* Issue 10, item 9: an id whose wire bytes hold a NUL ("alice\0evil"
+ * arrives as the C string "alice"); the wire length gives it away, and it
+ * is refused instead of being debited and published as "alice". The same
+ * for a profile name ("geoind\0junk" would have resolved to "geoind"). */
+START_TEST(test_nul_inside_ids_refused)
+{
+    ts_input in = point("alice", 1000, NULL);
+    in.has_wire_lengths = 1;
+    in.user_id_wire_len = 10;
+    in.profile_wire_len = SIZE_MAX;
+    ts_outcome out = run(&in);
+    ck_assert_int_eq(out.reason, TS_REASON_INVALID_USER_ID);
+    ck_assert_str_eq(out.user_id, "");
+    ck_assert_ptr_nonnull(strstr(out.detail, "NUL"));
+
+    in = point("alice", 1000, "r");
+    in.has_wire_lengths = 1;
+    in.user_id_wire_len = 5;
+    in.profile_wire_len = 6;
+    out = run(&in);
+    ck_assert_int_eq(out.reason, TS_REASON_UNKNOWN_PROFILE);
+    ck_assert_ptr_nonnull(strstr(out.detail, "NUL"));
+    ck_assert_uint_eq(ts_pipeline_user_count(pipeline), 0);
+
+    /* Matching lengths pass. */
+    in.profile_wire_len = 1;
+    ck_assert(run(&in).sanitized);
+}
+END_TEST
+
 START_TEST(test_dead_table_admits_new_users)
 {
     ts_pipeline_free(pipeline);
@@ -1178,6 +1208,7 @@ static Suite *pipeline_suite(void)
     tcase_add_test(tc, test_output_never_equals_input);
     tcase_add_test(tc, test_table_full_and_expiry);
     tcase_add_test(tc, test_dead_table_admits_new_users);
+    tcase_add_test(tc, test_nul_inside_ids_refused);
     tcase_add_test(tc, test_expire_requires_idle_and_closed_window);
     tcase_add_test(tc, test_expire_scan_budget);
     tcase_add_test(tc, test_rejections_create_no_users);

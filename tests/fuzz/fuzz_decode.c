@@ -84,7 +84,15 @@ static void check_payload(const ts_outcome *outcome, const ts_buf *topic,
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
+    /* The daemon's order: scan the wire, then unpack. Both must agree on
+     * what is a batch and how many updates it holds. */
+    static ts_wire_update wire[FUZZ_MAX_BATCH_UPDATES];
+    size_t n_scanned = 0;
+    int scanned = ts_codec_scan_batch(data, size, &n_scanned, wire,
+                                      FUZZ_MAX_BATCH_UPDATES);
     Tracesan__V1__LocationBatch *batch = ts_codec_decode_batch(data, size);
+    if (batch != NULL && (scanned < 0 || n_scanned != batch->n_updates))
+        die("the wire scan disagrees with protobuf-c's unpack");
     if (batch == NULL)
         return 0;
     if (batch->n_updates == 0 || batch->n_updates > FUZZ_MAX_BATCH_UPDATES) {
@@ -106,6 +114,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     for (size_t i = 0; i < batch->n_updates; i++) {
         ts_input input;
         ts_codec_input_from_update(batch->updates[i], &input);
+        ts_codec_input_wire(&wire[i], &input);
         uint64_t before = ts_pipeline_get_stats(pipeline)->updates;
 
         ts_outcome outcome;
