@@ -73,6 +73,10 @@ int ts_ops_http_parse_listen(const char *listen, char *host, size_t host_size,
     return 0;
 }
 
+/* Every reply goes through here, HEAD included. libevent sends a HEAD
+ * reply's body and leaves out its Content-Length, which desynchronises a
+ * keep-alive client (issue 10, item 15); so a HEAD reply gets the length
+ * the GET would have, and no body. */
 static void reply_text(struct evhttp_request *request, int code,
                        const char *reason, const char *body, size_t len,
                        const char *content_type)
@@ -82,12 +86,24 @@ static void reply_text(struct evhttp_request *request, int code,
         evhttp_send_error(request, HTTP_INTERNAL, NULL);
         return;
     }
-    evbuffer_add(out, body, len);
     struct evkeyvalq *headers = evhttp_request_get_output_headers(request);
     evhttp_add_header(headers, "Content-Type", content_type);
     evhttp_add_header(headers, "Cache-Control", "no-store");
+    if (evhttp_request_get_command(request) == EVHTTP_REQ_HEAD) {
+        char length[32];
+        snprintf(length, sizeof length, "%zu", len);
+        evhttp_add_header(headers, "Content-Length", length);
+    } else {
+        evbuffer_add(out, body, len);
+    }
     evhttp_send_reply(request, code, reason, out);
     evbuffer_free(out);
+}
+
+static void reply_plain(struct evhttp_request *request, int code,
+                        const char *reason, const char *body)
+{
+    reply_text(request, code, reason, body, strlen(body), "text/plain");
 }
 
 static int only_get(struct evhttp_request *request)
@@ -97,7 +113,7 @@ static int only_get(struct evhttp_request *request)
         return 1;
     evhttp_add_header(evhttp_request_get_output_headers(request), "Allow",
                       "GET, HEAD");
-    evhttp_send_error(request, 405, "Method Not Allowed");
+    reply_plain(request, 405, "Method Not Allowed", "method not allowed\n");
     return 0;
 }
 
@@ -109,7 +125,8 @@ static void on_metrics(struct evhttp_request *request, void *arg)
     size_t len = 0;
     char *body = http->render(http->arg, &len);
     if (body == NULL) {
-        evhttp_send_error(request, HTTP_INTERNAL, NULL);
+        reply_plain(request, HTTP_INTERNAL, "Internal Server Error",
+                    "internal error\n");
         return;
     }
     reply_text(request, HTTP_OK, "OK", body, len,
@@ -139,7 +156,7 @@ static void on_healthz(struct evhttp_request *request, void *arg)
 static void on_other(struct evhttp_request *request, void *arg)
 {
     (void)arg;
-    evhttp_send_error(request, HTTP_NOTFOUND, NULL);
+    reply_plain(request, HTTP_NOTFOUND, "Not Found", "not found\n");
 }
 
 static int bound_address(evutil_socket_t fd, char *out, size_t size)

@@ -75,6 +75,24 @@ check "ready line names the HTTP endpoint (http.listen port 0)" test -n "$HTTP_E
 check_eq "/healthz status" 200 "$(http_status /healthz)"
 check_eq "/healthz body" ok "$(http_get /healthz)"
 check_eq "unknown path is 404" 404 "$(http_status /nope)"
+# Issue 10, item 15: a HEAD reply carries the GET's Content-Length and no
+# body, so a keep-alive client can send HEAD, HEAD and GET on one
+# connection and read three responses, the last with the body.
+keepalive_transcript() {
+    local host=${HTTP_EP%:*} port=${HTTP_EP##*:}
+    exec 3<>"/dev/tcp/$host/$port" || return 1
+    printf 'HEAD /healthz HTTP/1.1\r\nHost: t\r\n\r\nHEAD /nope HTTP/1.1\r\nHost: t\r\n\r\nGET /healthz HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n' >&3
+    timeout 5 cat <&3 | tr -d '\r'
+    exec 3<&-
+}
+keepalive_transcript >"$TMPD/keepalive.txt"
+check_eq "keep-alive: three responses" 3 "$(grep -c '^HTTP/1.1 ' "$TMPD/keepalive.txt")"
+check_eq "keep-alive: HEAD /healthz has the GET's Content-Length" 3 \
+    "$(awk '/^HTTP\/1.1 /{n++} n==1 && /^Content-Length:/{print $2}' "$TMPD/keepalive.txt")"
+check_eq "keep-alive: HEAD /nope is a 404 with a length" 10 \
+    "$(awk '/^HTTP\/1.1 /{n++} n==2 && /^Content-Length:/{print $2}' "$TMPD/keepalive.txt")"
+check_eq "keep-alive: the only body is the GET's" "ok" \
+    "$(awk '/^HTTP\/1.1 /{n++; head=1; next} head && /^$/{head=0; next} !head{print n": "$0}' "$TMPD/keepalive.txt" | sed 's/^3: //')"
 # A taken http.listen address is a startup error, not a silent omission.
 rc=0
 "$TRACESAND" -c "$CONF" -o 'input.endpoint=tcp://127.0.0.1:*' \
