@@ -829,25 +829,55 @@ static const char *on_exhausted_name(ts_on_exhausted policy)
 
 /* Called before the swap; the names and order already match or the swap
  * will refuse them. */
-static void log_profile_changes(const ts_pipeline *pipeline,
-                                const ts_profile *profiles, size_t n)
+/* What the reload log compares: a profile's ledger settings, copied
+ * before the pipeline's profiles are replaced (and freed). */
+typedef struct profile_summary {
+    char name[128];
+    double window_budget;
+    int64_t window_ms;
+    ts_on_exhausted on_exhausted;
+} profile_summary;
+
+static profile_summary *summarize_profiles(const ts_pipeline *pipeline,
+                                           size_t *n)
 {
-    for (size_t i = 0; i < n && i < ts_pipeline_profile_count(pipeline);
-         i++) {
-        const ts_profile *old = ts_pipeline_profile_at(pipeline, i);
-        const ts_profile *new = &profiles[i];
-        if (old->window_budget != new->window_budget)
+    *n = ts_pipeline_profile_count(pipeline);
+    profile_summary *summary = calloc(*n != 0 ? *n : 1, sizeof *summary);
+    if (summary == NULL)
+        return NULL;
+    for (size_t i = 0; i < *n; i++) {
+        const ts_profile *p = ts_pipeline_profile_at(pipeline, i);
+        snprintf(summary[i].name, sizeof summary[i].name, "%s", p->name);
+        summary[i].window_budget = p->window_budget;
+        summary[i].window_ms = p->window_ms;
+        summary[i].on_exhausted = p->on_exhausted;
+    }
+    return summary;
+}
+
+/* Called only once the new profiles are in place, and matched by name:
+ * a refused reload logs nothing as changed (issue 10, item 16). */
+static void log_profile_changes(const profile_summary *before, size_t n_before,
+                                const ts_pipeline *pipeline)
+{
+    for (size_t i = 0; i < ts_pipeline_profile_count(pipeline); i++) {
+        const ts_profile *new = ts_pipeline_profile_at(pipeline, i);
+        const profile_summary *old = NULL;
+        for (size_t j = 0; j < n_before && old == NULL; j++)
+            if (strcmp(before[j].name, new->name) == 0)
+                old = &before[j];
+        if (old != NULL && old->window_budget != new->window_budget)
             ts_log(TS_LOG_INFO, "reload: profile '%s' window budget %.9g -> "
-                   "%.9g", old->name, old->window_budget,
+                   "%.9g", new->name, old->window_budget,
                    new->window_budget);
-        if (old->window_ms != new->window_ms)
+        if (old != NULL && old->window_ms != new->window_ms)
             ts_log(TS_LOG_INFO, "reload: profile '%s' budget_window_s %lld -> "
-                   "%lld (from each user's next window)", old->name,
+                   "%lld (from each user's next window)", new->name,
                    (long long)(old->window_ms / 1000),
                    (long long)(new->window_ms / 1000));
-        if (old->on_exhausted != new->on_exhausted)
+        if (old != NULL && old->on_exhausted != new->on_exhausted)
             ts_log(TS_LOG_INFO, "reload: profile '%s' on_exhausted %s -> %s",
-                   old->name, on_exhausted_name(old->on_exhausted),
+                   new->name, on_exhausted_name(old->on_exhausted),
                    on_exhausted_name(new->on_exhausted));
         /* Mechanism parameters are opaque here, so every profile is
          * reported as reloaded with its resulting ledger settings. */
@@ -888,15 +918,21 @@ static void reload_configuration(daemon_state *daemon)
         ts_config_free(fresh);
         goto done;
     }
-    log_profile_changes(daemon->pipeline, profiles, n_profiles);
+    /* NULL only when out of memory: the reload then goes on unlogged. */
+    size_t n_before = 0;
+    profile_summary *before = summarize_profiles(daemon->pipeline, &n_before);
     if (ts_pipeline_replace_profiles(daemon->pipeline, profiles, n_profiles,
                                      default_index, err, sizeof err) != 0) {
         ts_log(TS_LOG_ERROR, "reload refused, keeping the running "
                "configuration: %s", err);
         ts_metrics_count_reload(daemon->metrics, 0);
+        free(before);
         ts_config_free(fresh);
         goto done;
     }
+    if (before != NULL)
+        log_profile_changes(before, n_before, daemon->pipeline);
+    free(before);
     const ts_settings *settings = ts_config_settings(fresh);
     log_restart_only_changes(daemon->settings, settings);
     /* Client keys apply to the next handshakes; connected peers stay. */

@@ -206,10 +206,18 @@ check "notify: reload logged" wait_log "reload complete"
 # A new profile cannot be added live: refused, old profiles kept.
 sed 's/^profiles = {$/profiles = {\n    extra = { mechanism = "geoind"; };/' "$CONF" >"$CONF.new" && mv "$CONF.new" "$CONF"
 grep -q 'extra = { mechanism' "$CONF" || fatal "could not add a profile to $CONF"
+# ... and while at it halve geoind's points_per_window: the refused reload
+# must not log that change (nor any other) as if it had been applied
+# (issue 10, item 16: profiles were compared by position, before the
+# compatibility check).
+sed -i 's/^\([[:space:]]*points_per_window = \)30;/\115;/' "$CONF"
+log_lines_before=$(wc -l <"$DAEMON_LOG")
 kill -HUP "$DAEMON_PID"
 check "SIGHUP adding a profile: refused as needing a restart" \
     wait_log "reload refused.*adding or removing profiles needs a restart"
 check "SIGHUP adding a profile: daemon still running" is_running "$DAEMON_PID"
+check "refused reload: no profile change is logged as applied" \
+    bash -c "! tail -n +$((log_lines_before + 1)) '$DAEMON_LOG' | grep -q 'reload: profile'"
 stop_daemon notify
 if wait_for_pid "$LISTEN_PID" 10; then
     check_eq "notify: listener saw STOPPING=1" 0 "$waited_status"
