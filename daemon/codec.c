@@ -112,8 +112,11 @@ static int next_field(const uint8_t **p, const uint8_t *end, uint64_t *number,
         return -1;
     *number = key >> 3;
     *type = (unsigned)(key & 7);
-    if (*number == 0)
-        return -1;
+    /* Field number 0 is not valid protobuf, but protobuf-c 1.4 accepts it
+     * when the key takes more than one byte and skips it as unknown. The
+     * scan must accept at least what unpack accepts, or a batch it unpacks
+     * would be refused here with the wrong count; so number 0 is skipped
+     * like any unknown field. */
     uint64_t skip = 0;
     switch (*type) {
     case WIRE_VARINT:

@@ -210,6 +210,31 @@ END_TEST
 /* The wire scan agrees with the unpack on what a batch holds, refuses
  * what the unpack refuses, and reads what the unpack hides: the byte
  * lengths of user_id and profile (issue 10, item 9: "alice\0evil"). */
+/* Found by fuzz_decode: protobuf-c 1.4 unpacks a field numbered 0 when its
+ * key takes two bytes (0x80 0x00), skipping it as unknown. A scan that
+ * refused it would refuse a batch unpack accepts. */
+START_TEST(scan_accepts_what_unpack_accepts)
+{
+    static const uint8_t fixed[] = {
+        0xad, 0x01, 0x0a, 0x00, 0x00, 0x00, /* field 21, fixed32 */
+        0x80, 0x00, 0xd5, 0x53,             /* field 0, varint */
+        0x0a, 0x05,                         /* one update: */
+        0x80, 0x00, 0x01,                   /*   field 0 again */
+        0x0a, 0x00,                         /*   user_id "" */
+    };
+    size_t n = 99;
+    ts_wire_update wire[2];
+    Tracesan__V1__LocationBatch *batch =
+        ts_codec_decode_batch(fixed, sizeof fixed);
+    ck_assert_ptr_nonnull(batch);
+    ck_assert_int_eq(ts_codec_scan_batch(fixed, sizeof fixed, &n, wire, 2), 0);
+    ck_assert_uint_eq(n, batch->n_updates);
+    ck_assert_uint_eq(n, 1);
+    ck_assert_uint_eq(wire[0].user_id_len, 0);
+    ts_codec_batch_free(batch);
+}
+END_TEST
+
 START_TEST(scan_counts_and_measures_updates)
 {
     static const uint8_t garbage[][8] = {
@@ -489,6 +514,7 @@ static Suite *codec_suite(void)
     tcase_add_test(tc, garbage_is_not_a_batch);
     tcase_add_test(tc, scan_counts_and_measures_updates);
     tcase_add_test(tc, scan_counts_a_flood_of_empty_updates);
+    tcase_add_test(tc, scan_accepts_what_unpack_accepts);
     tcase_add_test(tc, sanitized_outcome_encodes_every_field);
     tcase_add_test(tc, predicted_and_repeated_flags);
     tcase_add_test(tc, encoding_appends);
