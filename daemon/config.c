@@ -540,7 +540,7 @@ static void load_input(ts_config *config, config_setting_t *root)
     static const char *const known[] = {
         "endpoint", "type", "mode", "subscribe", "hwm", "max_message_bytes",
         "max_batch_updates", "read_budget", "max_future_s", "max_backdate_s",
-        NULL
+        "max_queued_mb", NULL
     };
     static const char *const types[] = { "pull", "sub", NULL };
     ts_settings *s = &config->settings;
@@ -607,6 +607,32 @@ static void load_input(ts_config *config, config_setting_t *root)
     v = s->max_backdate_ms / 1000;
     read_int(config, input, "max_backdate_s", 0, MAX_DURATION_S, &v);
     s->max_backdate_ms = (int64_t)v * 1000;
+    v = (long long)s->max_queued_mb;
+    read_int(config, input, "max_queued_mb", 0, 1LL << 20, &v);
+    s->max_queued_mb = (size_t)v;
+}
+
+size_t ts_input_frame_cap(const ts_settings *s)
+{
+    /* Twice the accepted size: a message up to there still arrives and is
+     * answered with an `oversized` rejection that says its size; past it
+     * libzmq drops the peer's connection without reading on. */
+    return s->max_message_bytes * 2;
+}
+
+int ts_input_queue_messages(const ts_settings *s)
+{
+    if (s->max_queued_mb == 0)
+        return s->input_hwm;
+    /* ZeroMQ's HWM counts messages; the bound wanted is in bytes. Sized
+     * for the largest frame the socket lets in, the byte bound holds
+     * whatever the producers send. */
+    size_t n = (s->max_queued_mb << 20) / ts_input_frame_cap(s);
+    if (n < 1)
+        n = 1;
+    if (s->input_hwm > 0 && (size_t)s->input_hwm < n)
+        n = (size_t)s->input_hwm;
+    return n > INT_MAX ? INT_MAX : (int)n;
 }
 
 static void load_output(ts_config *config, config_setting_t *root)
@@ -706,11 +732,14 @@ static void load_state(ts_config *config, config_setting_t *root)
 
 static void load_http(ts_config *config, config_setting_t *root)
 {
-    static const char *const known[] = { "listen", NULL };
+    static const char *const known[] = { "listen", "max_connections", NULL };
     ts_settings *s = &config->settings;
     config_setting_t *http = optional_group(config, root, "http");
     if (http == NULL || check_known_keys(config, http, known) < 0)
         return;
+    long long v = (long long)s->http_max_connections;
+    read_int(config, http, "max_connections", 1, 65536, &v);
+    s->http_max_connections = (size_t)v;
     config_setting_t *listen = config_setting_get_member(http, "listen");
     if (listen == NULL)
         return;
@@ -1245,6 +1274,7 @@ static void set_defaults(ts_settings *s)
     s->read_budget = 256;
     s->max_future_ms = 600 * INT64_C(1000);
     s->max_backdate_ms = 86400 * INT64_C(1000);
+    s->max_queued_mb = 64;
     s->output_endpoint = "tcp://127.0.0.1:7002";
     s->output_mode = TS_SOCKET_BIND;
     s->output_hwm = 100000;
@@ -1256,6 +1286,7 @@ static void set_defaults(ts_settings *s)
     s->log_syslog = 0;
     s->default_profile = "geoind";
     s->http_listen = "127.0.0.1:9107";
+    s->http_max_connections = 64;
     s->state_dir = NULL;
     s->state_sync = 0;
     s->state_map_size_mb = 1024;

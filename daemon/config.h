@@ -38,6 +38,8 @@ typedef struct ts_settings {
     size_t read_budget;                  /* input.read_budget, 256 msgs/callback */
     int64_t max_future_ms;               /* input.max_future_s * 1000; 0 = off, default 600 s */
     int64_t max_backdate_ms;             /* input.max_backdate_s * 1000; 0 = off, default 86400 s */
+    size_t max_queued_mb;                /* input.max_queued_mb, default 64;
+                                            0 = bounded by input.hwm only */
     /* output */
     const char *output_endpoint;         /* default tcp://127.0.0.1:7002 */
     ts_socket_mode output_mode;          /* default bind */
@@ -74,6 +76,7 @@ typedef struct ts_settings {
     /* operations (daemon/ops_http.h) */
     const char *http_listen;             /* http.listen "host:port", default
                                             "127.0.0.1:9107"; "" = off */
+    size_t http_max_connections;         /* http.max_connections, default 64 */
 } ts_settings;
 
 typedef struct ts_config ts_config;
@@ -87,6 +90,12 @@ void ts_config_free(ts_config *config);
 
 /* Strings inside point into the config and live as long as it. */
 const ts_settings *ts_config_settings(const ts_config *config);
+/* The input socket's per-frame cap (ZMQ_MAXMSGSIZE): 2 x
+ * input.max_message_bytes. */
+size_t ts_input_frame_cap(const ts_settings *settings);
+/* The input socket's ZMQ_RCVHWM, in messages per producer connection:
+ * input.max_queued_mb over the frame cap, at most input.hwm. */
+int ts_input_queue_messages(const ts_settings *settings);
 
 /* Build the profiles array for ts_pipeline_new (ownership passes to the
  * caller). Returns -1 with err filled on failure. */

@@ -1,10 +1,12 @@
 #include "daemon/log.h"
 
 #include <errno.h>
+#include <event2/event.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <syslog.h>
+#include <time.h>
 #include <unistd.h>
 
 /* One line is formatted into this buffer and written with one write(2), so
@@ -119,4 +121,50 @@ void ts_log(ts_log_level level, const char *fmt, ...)
         write_all(STDERR_FILENO, line, (size_t)len);
     }
     errno = saved_errno;
+}
+
+/* libevent logs through a process-wide callback too. Its warnings can
+ * repeat thousands of times a second (a failing accept() once produced
+ * 1.8 million lines in 5 s), so they share one limit: at most
+ * LIBEVENT_LINES_PER_SECOND lines a second, the rest counted and reported
+ * with the next line that passes. */
+#define LIBEVENT_LINES_PER_SECOND 10
+
+static struct {
+    time_t second;
+    unsigned lines;
+    unsigned long suppressed;
+} libevent_limiter;
+
+static void libevent_log(int severity, const char *message)
+{
+    ts_log_level level = severity >= EVENT_LOG_ERR    ? TS_LOG_ERROR
+                         : severity >= EVENT_LOG_WARN ? TS_LOG_WARN
+                         : severity >= EVENT_LOG_MSG  ? TS_LOG_INFO
+                                                      : TS_LOG_DEBUG;
+    if (level > sink.level)
+        return;
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    if (now.tv_sec != libevent_limiter.second) {
+        libevent_limiter.second = now.tv_sec;
+        libevent_limiter.lines = 0;
+    }
+    if (libevent_limiter.lines >= LIBEVENT_LINES_PER_SECOND) {
+        libevent_limiter.suppressed++;
+        return;
+    }
+    libevent_limiter.lines++;
+    if (libevent_limiter.suppressed > 0) {
+        ts_log(level, "libevent: %s (%lu similar lines suppressed)", message,
+               libevent_limiter.suppressed);
+        libevent_limiter.suppressed = 0;
+        return;
+    }
+    ts_log(level, "libevent: %s", message);
+}
+
+void ts_log_capture_libevent(void)
+{
+    event_set_log_callback(libevent_log);
 }

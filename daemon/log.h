@@ -18,5 +18,7 @@ ts_log_level ts_log_get_level(void);
 int ts_log_level_parse(const char *name);
 void ts_log(ts_log_level level, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
+/* Routes libevent's own messages here, rate limited. */
+void ts_log_capture_libevent(void);
 
 #endif

@@ -78,6 +78,9 @@ typedef struct outbox {
     outbox_entry *entries;
     size_t count;
     size_t capacity;
+    /* Entries before `sent` are published: a full PUSH output stopped the
+     * rest, which wait (committed, in order) for it to take more. */
+    size_t sent;
 } outbox;
 
 typedef struct rejection_log_limiter {
@@ -109,6 +112,8 @@ typedef struct daemon_state {
     uint64_t commit_failures;    /* failed attempts, first and retries */
     uint64_t store_pauses;       /* times input paused for the store */
     uint64_t dropped_uncommitted; /* held outcomes dropped at shutdown */
+    uint64_t dropped_unsent;     /* committed outcomes a full output still
+                                    held at shutdown */
     /* operations: metrics, HTTP, reload, systemd */
     ts_metrics *metrics;
     ts_ops_http *http;
@@ -275,6 +280,7 @@ static void outbox_clear(outbox *box)
     ts_buf_reset(&box->topics);
     ts_buf_reset(&box->payloads);
     box->count = 0;
+    box->sent = 0;
 }
 
 static void outbox_free(outbox *box)
@@ -353,20 +359,37 @@ static int commit_batch(daemon_state *daemon, char *err, size_t errlen)
     return 0;
 }
 
-static void publish_outbox(daemon_state *daemon)
+/* Publishes the committed outbox from where it stopped. Returns 1 when the
+ * output blocked (a lossless output is full): the rest stays, in order,
+ * for on_output_ready, and the transport has paused input. */
+static int publish_outbox(daemon_state *daemon)
 {
     outbox *box = &daemon->outbox;
-    for (size_t i = 0; i < box->count; i++) {
-        const outbox_entry *entry = &box->entries[i];
-        if (daemon->transport_ops->publish(
-                daemon->transport, box->topics.data + entry->topic_offset,
-                entry->topic_len, box->payloads.data + entry->payload_offset,
-                entry->payload_len) != 0)
-            daemon->publish_failures++;
-        else
+    for (; box->sent < box->count; box->sent++) {
+        const outbox_entry *entry = &box->entries[box->sent];
+        ts_publish_result result = daemon->transport_ops->publish(
+            daemon->transport, box->topics.data + entry->topic_offset,
+            entry->topic_len, box->payloads.data + entry->payload_offset,
+            entry->payload_len);
+        if (result == TS_PUBLISH_BLOCKED)
+            return 1;
+        if (result == TS_PUBLISH_SENT)
             daemon->messages_published++;
+        else
+            daemon->publish_failures++;
     }
     outbox_clear(box);
+    return 0;
+}
+
+/* The transport's on_output_ready: the output takes messages again. */
+static int on_output_ready(void *arg)
+{
+    daemon_state *daemon = arg;
+    /* A group held by a failed commit leaves only through the retry. */
+    if (daemon->store_failed || daemon->outbox.sent == 0)
+        return 0;
+    return publish_outbox(daemon);
 }
 
 static void arm_commit_retry(daemon_state *daemon)
@@ -696,10 +719,15 @@ static char *render_metrics(void *arg, size_t *len)
     };
     ts_transport_counters transport;
     daemon->transport_ops->get_counters(daemon->transport, &transport);
-    sources.dropped_output_hwm = transport.publish_dropped_hwm;
+    sources.dropped_output_hwm = daemon->dropped_unsent;
     sources.dropped_output_error = transport.publish_dropped_error;
+    sources.subscriber_misses = transport.subscriber_misses;
     sources.input_pauses_output = transport.input_pauses_output;
     sources.has_zap = transport.has_zap;
+    if (daemon->http != NULL) {
+        sources.has_http = 1;
+        sources.http = ts_ops_http_get_counters(daemon->http);
+    }
     sources.zap_accepted = transport.zap_accepted;
     sources.zap_denied = transport.zap_denied;
     return ts_metrics_render(daemon->metrics, &sources, len);
@@ -797,7 +825,8 @@ static void log_restart_only_changes(const ts_settings *old,
                  old->max_batch_updates != new->max_batch_updates ||
                  old->read_budget != new->read_budget ||
                  old->max_future_ms != new->max_future_ms ||
-                 old->max_backdate_ms != new->max_backdate_ms, "input limits");
+                 old->max_backdate_ms != new->max_backdate_ms ||
+                 old->max_queued_mb != new->max_queued_mb, "input limits");
     RESTART_ONLY(!same_text(old->output_endpoint, new->output_endpoint) ||
                  old->output_mode != new->output_mode ||
                  old->output_hwm != new->output_hwm, "output.*");
@@ -808,8 +837,9 @@ static void log_restart_only_changes(const ts_settings *old,
                  old->expire_interval_ms != new->expire_interval_ms,
                  "users.*");
     RESTART_ONLY(old->log_syslog != new->log_syslog, "log.syslog");
-    RESTART_ONLY(!same_text(old->http_listen, new->http_listen),
-                 "http.listen");
+    RESTART_ONLY(!same_text(old->http_listen, new->http_listen) ||
+                 old->http_max_connections != new->http_max_connections,
+                 "http.*");
     RESTART_ONLY(!same_text(old->state_dir, new->state_dir) ||
                  old->state_sync != new->state_sync, "state.*");
     RESTART_ONLY(old->curve_enabled != new->curve_enabled ||
@@ -1002,7 +1032,9 @@ static int start_operations(daemon_state *daemon, const char *config_path,
 
     const char *listen = daemon->settings->http_listen;
     if (listen != NULL && listen[0] != '\0') {
-        daemon->http = ts_ops_http_start(daemon->base, listen, render_metrics,
+        daemon->http = ts_ops_http_start(daemon->base, listen,
+                                         daemon->settings->http_max_connections,
+                                         render_metrics,
                                          daemon, err, sizeof err);
         if (daemon->http == NULL) {
             ts_log(TS_LOG_ERROR, "%s", err);
@@ -1158,6 +1190,7 @@ static int run(const options *opts)
     daemon.settings = ts_config_settings(config);
     ts_log_init(PROGRAM_NAME, (ts_log_level)daemon.settings->log_level,
                 daemon.settings->log_syslog);
+    ts_log_capture_libevent();
     if (path == NULL)
         ts_log(TS_LOG_INFO, "no configuration file, using built-in defaults");
 
@@ -1240,7 +1273,7 @@ static int run(const options *opts)
         goto out;
 
     daemon.transport_ops->start(daemon.transport, on_message, on_batch_end,
-                                &daemon);
+                                on_output_ready, &daemon);
     log_always(daemon.settings, "ready input=%s output=%s%s%s",
                daemon.transport_ops->input_endpoint(daemon.transport),
                daemon.transport_ops->output_endpoint(daemon.transport),
@@ -1263,6 +1296,13 @@ static int run(const options *opts)
         ts_log(TS_LOG_ERROR, "shutting down with an uncommitted batch: %zu "
                "outcomes not published", daemon.outbox.count);
         daemon.dropped_uncommitted += daemon.outbox.count;
+        outbox_clear(&daemon.outbox);
+    }
+    if (daemon.outbox.count > 0) {
+        size_t unsent = daemon.outbox.count - daemon.outbox.sent;
+        ts_log(TS_LOG_WARN, "shutting down with the output full: %zu "
+               "committed outcomes not published", unsent);
+        daemon.dropped_unsent += unsent;
         outbox_clear(&daemon.outbox);
     }
     log_summary(&daemon);

@@ -339,6 +339,10 @@ char *ts_metrics_render(const ts_metrics *metrics,
         sources->encode_failures);
     put(&t, "tracesand_dropped_total{cause=\"uncommitted\"} %" PRIu64 "\n",
         sources->dropped_uncommitted);
+    counter(&t, "tracesand_subscriber_misses_total",
+            "PUB output: messages published while at least one subscriber "
+            "was at its high-water mark; that subscriber did not get them.",
+            sources->subscriber_misses);
     header(&t, "tracesand_input_pauses_total", "counter",
            "Times input reading stopped, by cause (queued input then waits "
            "in the input socket and the producers).");
@@ -346,6 +350,22 @@ char *ts_metrics_render(const ts_metrics *metrics,
         "\n", sources->input_pauses_output);
     put(&t, "tracesand_input_pauses_total{cause=\"store\"} %" PRIu64 "\n",
         sources->input_pauses_store);
+    if (sources->has_http) {
+        header(&t, "tracesand_http_connections_total", "counter",
+               "Connections to this endpoint, by outcome: served, or closed "
+               "at once because http.max_connections were open.");
+        put(&t, "tracesand_http_connections_total{result=\"accepted\"} %"
+            PRIu64 "\n", sources->http.connections_accepted);
+        put(&t, "tracesand_http_connections_total{result=\"refused\"} %"
+            PRIu64 "\n", sources->http.connections_refused);
+        counter(&t, "tracesand_http_accept_errors_total",
+                "accept() failures (out of descriptors: accepting pauses "
+                "with backoff).", sources->http.accept_errors);
+        header(&t, "tracesand_http_open_connections", "gauge",
+               "Connections to this endpoint open now.");
+        put(&t, "tracesand_http_open_connections %" PRIu64 "\n",
+            sources->http.open_connections);
+    }
     counter(&t, "tracesand_store_commit_failures_total",
             "Failed state store commit attempts (first failures and retries).",
             sources->store_commit_failures);

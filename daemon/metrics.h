@@ -16,6 +16,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "daemon/ops_http.h"
 #include "daemon/pipeline.h"
 
 /* Histograms have fixed buckets so an observation is a few compares and
@@ -55,10 +56,14 @@ typedef struct ts_metrics_sources {
      * publish_failures above is their output-side sum. */
     uint64_t dropped_output_hwm;        /* output socket at its HWM */
     uint64_t dropped_output_error;      /* other output socket errors */
+    uint64_t subscriber_misses;         /* PUB: sent while a subscriber was
+                                           at its HWM (it missed them) */
     uint64_t dropped_uncommitted;       /* held outcomes never committed
                                            (store failure at shutdown) */
     uint64_t input_pauses_output;       /* input paused: output full */
     uint64_t input_pauses_store;        /* input paused: commit failed */
+    int has_http;                       /* the endpoint's own counters: */
+    ts_ops_http_counters http;
     uint64_t store_commit_failures;     /* failed commit attempts */
     int has_zap;                        /* CURVE on: render ZAP counters */
     uint64_t zap_accepted;

@@ -9,20 +9,56 @@
 #include <sys/socket.h>
 
 #include <event2/buffer.h>
+#include <event2/bufferevent.h>
 #include <event2/event.h>
-#include <event2/http.h>
-#include <event2/keyvalq_struct.h>
+#include <event2/listener.h>
+#include <netdb.h>
+#include <strings.h>
+#include <unistd.h>
 
+#include "daemon/log.h"
 #include "daemon/metrics.h"
 
 #define HOST_MAX 256
+/* Scrapers send small GETs; a head larger than this is not one of them. */
+#define MAX_HEAD_BYTES 8192
+/* A connection idle (or stalled mid-request or mid-reply) this long is
+ * closed, so slow clients cannot hold their slots for ever. */
+#define IDLE_TIMEOUT_S 10
+/* Replies queued for a client that does not read: past this, its further
+ * pipelined requests wait until it has read. */
+#define MAX_QUEUED_REPLY_BYTES (256 * 1024)
+/* After accept() fails for want of descriptors or memory, the listener
+ * rests this long (doubling up to the maximum) instead of spinning on a
+ * backlog it cannot take. */
+#define ACCEPT_BACKOFF_FIRST_MS 100
+#define ACCEPT_BACKOFF_MAX_MS 2000
 
+/* A small HTTP/1.1 server of our own rather than libevent's evhttp: the
+ * evhttp of Debian's libevent 2.1 cannot cap its connections nor tell us
+ * when one closes, and an accept() failing with EMFILE made it spin. This
+ * one serves two GET endpoints, bounded in every dimension: connections,
+ * head size, queued reply bytes and idle time. */
 struct ts_ops_http {
-    struct evhttp *http;
+    struct event_base *base;
+    struct evconnlistener *listener;
+    struct event *accept_resume;
+    long accept_backoff_ms;
+    size_t max_connections;
+    size_t open_connections;
+    struct http_connection *connections; /* all open, for the final free */
+    ts_ops_http_counters counters;
     ts_ops_render_fn render;
     void *arg;
     char address[HOST_MAX + 16];
 };
+
+typedef struct http_connection {
+    ts_ops_http *http;
+    struct bufferevent *bev;
+    struct http_connection *prev, *next;
+    int closing; /* the last reply is queued; close once it is written */
+} http_connection;
 
 int ts_ops_http_parse_listen(const char *listen, char *host, size_t host_size,
                              unsigned *port, char *err, size_t errlen)
@@ -73,75 +109,66 @@ int ts_ops_http_parse_listen(const char *listen, char *host, size_t host_size,
     return 0;
 }
 
-/* Every reply goes through here, HEAD included. libevent sends a HEAD
- * reply's body and leaves out its Content-Length, which desynchronises a
- * keep-alive client (issue 10, item 15); so a HEAD reply gets the length
- * the GET would have, and no body. */
-static void reply_text(struct evhttp_request *request, int code,
-                       const char *reason, const char *body, size_t len,
-                       const char *content_type)
+
+static void connection_free(http_connection *conn)
 {
-    struct evbuffer *out = evbuffer_new();
-    if (out == NULL) {
-        evhttp_send_error(request, HTTP_INTERNAL, NULL);
-        return;
-    }
-    struct evkeyvalq *headers = evhttp_request_get_output_headers(request);
-    evhttp_add_header(headers, "Content-Type", content_type);
-    evhttp_add_header(headers, "Cache-Control", "no-store");
-    if (evhttp_request_get_command(request) == EVHTTP_REQ_HEAD) {
-        char length[32];
-        snprintf(length, sizeof length, "%zu", len);
-        evhttp_add_header(headers, "Content-Length", length);
-    } else {
+    if (conn->prev != NULL)
+        conn->prev->next = conn->next;
+    else
+        conn->http->connections = conn->next;
+    if (conn->next != NULL)
+        conn->next->prev = conn->prev;
+    conn->http->open_connections--;
+    bufferevent_free(conn->bev);
+    free(conn);
+}
+
+static void send_reply(http_connection *conn, int head_only, int code,
+                       const char *reason, const char *content_type,
+                       const char *body, size_t len, int allow_header)
+{
+    struct evbuffer *out = bufferevent_get_output(conn->bev);
+    evbuffer_add_printf(out,
+                        "HTTP/1.1 %d %s\r\n"
+                        "Content-Type: %s\r\n"
+                        "Cache-Control: no-store\r\n"
+                        "Content-Length: %zu\r\n"
+                        "%s%s\r\n",
+                        code, reason, content_type, len,
+                        allow_header ? "Allow: GET, HEAD\r\n" : "",
+                        conn->closing ? "Connection: close\r\n" : "");
+    /* A HEAD reply carries the GET's length and no body, so a keep-alive
+     * client stays in step (issue 10, item 15). */
+    if (!head_only && len > 0)
         evbuffer_add(out, body, len);
-    }
-    evhttp_send_reply(request, code, reason, out);
-    evbuffer_free(out);
 }
 
-static void reply_plain(struct evhttp_request *request, int code,
-                        const char *reason, const char *body)
+static void send_plain(http_connection *conn, int head_only, int code,
+                       const char *reason, const char *body)
 {
-    reply_text(request, code, reason, body, strlen(body), "text/plain");
+    send_reply(conn, head_only, code, reason, "text/plain", body,
+               strlen(body), 0);
 }
 
-static int only_get(struct evhttp_request *request)
+static void serve_metrics(http_connection *conn, int head_only)
 {
-    enum evhttp_cmd_type cmd = evhttp_request_get_command(request);
-    if (cmd == EVHTTP_REQ_GET || cmd == EVHTTP_REQ_HEAD)
-        return 1;
-    evhttp_add_header(evhttp_request_get_output_headers(request), "Allow",
-                      "GET, HEAD");
-    reply_plain(request, 405, "Method Not Allowed", "method not allowed\n");
-    return 0;
-}
-
-static void on_metrics(struct evhttp_request *request, void *arg)
-{
-    ts_ops_http *http = arg;
-    if (!only_get(request))
-        return;
     size_t len = 0;
-    char *body = http->render(http->arg, &len);
+    char *body = conn->http->render(conn->http->arg, &len);
     if (body == NULL) {
-        reply_plain(request, HTTP_INTERNAL, "Internal Server Error",
-                    "internal error\n");
+        send_plain(conn, head_only, 500, "Internal Server Error",
+                   "internal error\n");
         return;
     }
-    reply_text(request, HTTP_OK, "OK", body, len,
-               "text/plain; version=0.0.4; charset=utf-8");
+    send_reply(conn, head_only, 200, "OK",
+               "text/plain; version=0.0.4; charset=utf-8", body, len, 0);
     free(body);
 }
 
-static void on_healthz(struct evhttp_request *request, void *arg)
+static void serve_healthz(http_connection *conn, int head_only)
 {
-    (void)arg;
-    if (!only_get(request))
-        return;
     char reason[300];
     if (ts_metrics_healthy(reason, sizeof reason)) {
-        reply_text(request, HTTP_OK, "OK", "ok\n", 3, "text/plain");
+        send_plain(conn, head_only, 200, "OK", "ok\n");
         return;
     }
     size_t n = strlen(reason);
@@ -149,14 +176,236 @@ static void on_healthz(struct evhttp_request *request, void *arg)
         reason[n++] = '\n';
         reason[n] = '\0';
     }
-    reply_text(request, HTTP_SERVUNAVAIL, "Service Unavailable", reason, n,
-               "text/plain");
+    send_reply(conn, head_only, 503, "Service Unavailable", "text/plain",
+               reason, n, 0);
 }
 
-static void on_other(struct evhttp_request *request, void *arg)
+/* Case-insensitive: does the comma-separated header value list `token`? */
+static int header_has_token(const char *value, const char *token)
 {
-    (void)arg;
-    reply_plain(request, HTTP_NOTFOUND, "Not Found", "not found\n");
+    size_t len = strlen(token);
+    for (const char *p = value; *p != '\0';) {
+        while (*p == ' ' || *p == '\t' || *p == ',')
+            p++;
+        const char *end = p;
+        while (*end != '\0' && *end != ',')
+            end++;
+        const char *last = end;
+        while (last > p && (last[-1] == ' ' || last[-1] == '\t'))
+            last--;
+        if ((size_t)(last - p) == len && strncasecmp(p, token, len) == 0)
+            return 1;
+        p = end;
+    }
+    return 0;
+}
+
+/* One complete head is buffered: parse it, answer it. A request we cannot
+ * answer in step (a body, a broken line) gets its error and the connection
+ * closes, since the next request's start could not be found. */
+static void serve_request(http_connection *conn)
+{
+    struct evbuffer *in = bufferevent_get_input(conn->bev);
+    size_t line_len = 0;
+    char *request_line = evbuffer_readln(in, &line_len, EVBUFFER_EOL_CRLF);
+    if (request_line == NULL)
+        return;
+    char method[16], target[2048], version[16];
+    int ok = sscanf(request_line, "%15s %2047s %15s", method, target,
+                    version) == 3 &&
+             (strcmp(version, "HTTP/1.1") == 0 ||
+              strcmp(version, "HTTP/1.0") == 0);
+    free(request_line);
+    int keep_alive = ok && strcmp(version, "HTTP/1.1") == 0;
+    int has_body = 0;
+    char *line;
+    while ((line = evbuffer_readln(in, &line_len, EVBUFFER_EOL_CRLF)) != NULL) {
+        if (line_len == 0) {
+            free(line);
+            break;
+        }
+        char *colon = strchr(line, ':');
+        if (colon == NULL) {
+            ok = 0;
+        } else {
+            *colon = '\0';
+            const char *value = colon + 1;
+            if (strcasecmp(line, "Connection") == 0) {
+                if (header_has_token(value, "close"))
+                    keep_alive = 0;
+                else if (header_has_token(value, "keep-alive"))
+                    keep_alive = 1;
+            } else if (strcasecmp(line, "Transfer-Encoding") == 0 ||
+                       (strcasecmp(line, "Content-Length") == 0 &&
+                        strtoull(value, NULL, 10) != 0)) {
+                has_body = 1;
+            }
+        }
+        free(line);
+    }
+    conn->closing = !ok || has_body || !keep_alive;
+    if (!ok) {
+        send_plain(conn, 0, 400, "Bad Request", "bad request\n");
+        return;
+    }
+    if (has_body) {
+        send_plain(conn, 0, 413, "Payload Too Large",
+                   "requests carry no body here\n");
+        return;
+    }
+    int head_only = strcmp(method, "HEAD") == 0;
+    if (!head_only && strcmp(method, "GET") != 0) {
+        send_reply(conn, 0, 405, "Method Not Allowed", "text/plain",
+                   "method not allowed\n", 19, 1);
+        return;
+    }
+    char *query = strchr(target, '?');
+    if (query != NULL)
+        *query = '\0';
+    if (strcmp(target, "/metrics") == 0)
+        serve_metrics(conn, head_only);
+    else if (strcmp(target, "/healthz") == 0)
+        serve_healthz(conn, head_only);
+    else
+        send_plain(conn, head_only, 404, "Not Found", "not found\n");
+}
+
+static void on_connection_read(struct bufferevent *bev, void *arg)
+{
+    http_connection *conn = arg;
+    struct evbuffer *in = bufferevent_get_input(bev);
+    while (!conn->closing) {
+        if (evbuffer_get_length(bufferevent_get_output(bev)) >
+            MAX_QUEUED_REPLY_BYTES) {
+            /* Resumed by on_connection_write once the client has read. */
+            bufferevent_disable(bev, EV_READ);
+            return;
+        }
+        struct evbuffer_ptr end = evbuffer_search(in, "\r\n\r\n", 4, NULL);
+        if (end.pos < 0) {
+            if (evbuffer_get_length(in) > MAX_HEAD_BYTES) {
+                conn->closing = 1;
+                send_plain(conn, 0, 431, "Request Header Fields Too Large",
+                           "request head too large\n");
+            }
+            break;
+        }
+        if ((size_t)end.pos + 4 > MAX_HEAD_BYTES) {
+            conn->closing = 1;
+            send_plain(conn, 0, 431, "Request Header Fields Too Large",
+                       "request head too large\n");
+            break;
+        }
+        serve_request(conn);
+    }
+    if (conn->closing) {
+        bufferevent_disable(bev, EV_READ);
+        if (evbuffer_get_length(bufferevent_get_output(bev)) == 0)
+            connection_free(conn);
+    }
+}
+
+static void on_connection_write(struct bufferevent *bev, void *arg)
+{
+    http_connection *conn = arg;
+    /* Called once the output has drained. */
+    if (conn->closing) {
+        connection_free(conn);
+        return;
+    }
+    if (!(bufferevent_get_enabled(bev) & EV_READ)) {
+        bufferevent_enable(bev, EV_READ);
+        on_connection_read(bev, conn);
+    }
+}
+
+static void on_connection_event(struct bufferevent *bev, short what,
+                                void *arg)
+{
+    http_connection *conn = arg;
+    if ((what & BEV_EVENT_EOF) && !(what & BEV_EVENT_ERROR) &&
+        evbuffer_get_length(bufferevent_get_output(bev)) > 0) {
+        /* The client is done sending, not reading: finish the replies. */
+        conn->closing = 1;
+        bufferevent_disable(bev, EV_READ);
+        return;
+    }
+    if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR | BEV_EVENT_TIMEOUT))
+        connection_free(conn);
+}
+
+static void on_accept(struct evconnlistener *listener, evutil_socket_t fd,
+                      struct sockaddr *address, int address_len, void *arg)
+{
+    (void)listener;
+    (void)address;
+    (void)address_len;
+    ts_ops_http *http = arg;
+    http->accept_backoff_ms = 0;
+    if (http->open_connections >= http->max_connections) {
+        /* Closed at once: the slots are for scrapers and health checks,
+         * and an idle crowd must not starve the ZeroMQ sockets of fds. */
+        http->counters.connections_refused++;
+        evutil_closesocket(fd);
+        return;
+    }
+    http_connection *conn = calloc(1, sizeof *conn);
+    struct bufferevent *bev =
+        conn != NULL ? bufferevent_socket_new(http->base, fd,
+                                              BEV_OPT_CLOSE_ON_FREE)
+                     : NULL;
+    if (bev == NULL) {
+        free(conn);
+        evutil_closesocket(fd);
+        http->counters.accept_errors++;
+        return;
+    }
+    conn->http = http;
+    conn->bev = bev;
+    conn->next = http->connections;
+    if (conn->next != NULL)
+        conn->next->prev = conn;
+    http->connections = conn;
+    http->open_connections++;
+    http->counters.connections_accepted++;
+    struct timeval idle = { .tv_sec = IDLE_TIMEOUT_S, .tv_usec = 0 };
+    bufferevent_set_timeouts(bev, &idle, &idle);
+    bufferevent_setcb(bev, on_connection_read, on_connection_write,
+                      on_connection_event, conn);
+    bufferevent_enable(bev, EV_READ | EV_WRITE);
+}
+
+static void on_accept_resume(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    ts_ops_http *http = arg;
+    evconnlistener_enable(http->listener);
+}
+
+static void on_accept_error(struct evconnlistener *listener, void *arg)
+{
+    ts_ops_http *http = arg;
+    int error = EVUTIL_SOCKET_ERROR();
+    http->counters.accept_errors++;
+    if (error != EMFILE && error != ENFILE && error != ENOBUFS &&
+        error != ENOMEM)
+        return; /* one failed connection; the next accept is unaffected */
+    /* Out of descriptors or memory: the pending connection stays in the
+     * backlog and the listener would fire again at once. Rest instead. */
+    http->accept_backoff_ms = http->accept_backoff_ms == 0
+                                  ? ACCEPT_BACKOFF_FIRST_MS
+                                  : http->accept_backoff_ms * 2;
+    if (http->accept_backoff_ms > ACCEPT_BACKOFF_MAX_MS)
+        http->accept_backoff_ms = ACCEPT_BACKOFF_MAX_MS;
+    evconnlistener_disable(listener);
+    struct timeval delay = {
+        .tv_sec = http->accept_backoff_ms / 1000,
+        .tv_usec = (http->accept_backoff_ms % 1000) * 1000,
+    };
+    event_add(http->accept_resume, &delay);
+    ts_log(TS_LOG_WARN, "http: accept failed: %s; not accepting for %ld ms",
+           evutil_socket_error_to_string(error), http->accept_backoff_ms);
 }
 
 static int bound_address(evutil_socket_t fd, char *out, size_t size)
@@ -183,7 +432,37 @@ static int bound_address(evutil_socket_t fd, char *out, size_t size)
     return -1;
 }
 
+static struct evconnlistener *listen_on(ts_ops_http *http, const char *host,
+                                        unsigned port, int *error)
+{
+    char service[8];
+    snprintf(service, sizeof service, "%u", port);
+    struct addrinfo hints = { .ai_family = AF_UNSPEC,
+                              .ai_socktype = SOCK_STREAM,
+                              .ai_flags = AI_PASSIVE };
+    struct addrinfo *found = NULL;
+    int rc = getaddrinfo(host, service, &hints, &found);
+    if (rc != 0) {
+        *error = rc == EAI_SYSTEM ? errno : EADDRNOTAVAIL;
+        return NULL;
+    }
+    struct evconnlistener *listener = NULL;
+    *error = EADDRNOTAVAIL;
+    for (struct addrinfo *ai = found; ai != NULL && listener == NULL;
+         ai = ai->ai_next) {
+        listener = evconnlistener_new_bind(
+            http->base, on_accept, http,
+            LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE | LEV_OPT_CLOSE_ON_EXEC,
+            -1, ai->ai_addr, (int)ai->ai_addrlen);
+        if (listener == NULL)
+            *error = errno;
+    }
+    freeaddrinfo(found);
+    return listener;
+}
+
 ts_ops_http *ts_ops_http_start(struct event_base *base, const char *listen,
+                               size_t max_connections,
                                ts_ops_render_fn render, void *arg, char *err,
                                size_t errlen)
 {
@@ -197,32 +476,24 @@ ts_ops_http *ts_ops_http_start(struct event_base *base, const char *listen,
         snprintf(err, errlen, "http: out of memory");
         return NULL;
     }
+    http->base = base;
     http->render = render;
     http->arg = arg;
-    http->http = evhttp_new(base);
-    if (http->http == NULL) {
-        snprintf(err, errlen, "http: cannot create the server");
+    http->max_connections = max_connections;
+    http->accept_resume = evtimer_new(base, on_accept_resume, http);
+    if (http->accept_resume == NULL) {
+        snprintf(err, errlen, "http: out of memory");
         goto fail;
     }
-    /* Scrapers send small GETs; anything large is not one of them. */
-    evhttp_set_max_headers_size(http->http, 8192);
-    evhttp_set_max_body_size(http->http, 0);
-    evhttp_set_timeout(http->http, 10);
-    evhttp_set_allowed_methods(http->http, EVHTTP_REQ_GET | EVHTTP_REQ_HEAD);
-    if (evhttp_set_cb(http->http, "/metrics", on_metrics, http) != 0 ||
-        evhttp_set_cb(http->http, "/healthz", on_healthz, http) != 0) {
-        snprintf(err, errlen, "http: cannot register handlers");
-        goto fail;
-    }
-    evhttp_set_gencb(http->http, on_other, http);
-    struct evhttp_bound_socket *socket =
-        evhttp_bind_socket_with_handle(http->http, host, (ev_uint16_t)port);
-    if (socket == NULL) {
+    int error = 0;
+    http->listener = listen_on(http, host, port, &error);
+    if (http->listener == NULL) {
         snprintf(err, errlen, "http.listen '%s': cannot bind: %s", listen,
-                 errno != 0 ? strerror(errno) : "unknown error");
+                 strerror(error));
         goto fail;
     }
-    if (bound_address(evhttp_bound_socket_get_fd(socket), http->address,
+    evconnlistener_set_error_cb(http->listener, on_accept_error);
+    if (bound_address(evconnlistener_get_fd(http->listener), http->address,
                       sizeof http->address) != 0)
         snprintf(http->address, sizeof http->address, "%s", listen);
     return http;
@@ -237,11 +508,22 @@ const char *ts_ops_http_address(const ts_ops_http *http)
     return http->address;
 }
 
+ts_ops_http_counters ts_ops_http_get_counters(const ts_ops_http *http)
+{
+    ts_ops_http_counters counters = http->counters;
+    counters.open_connections = http->open_connections;
+    return counters;
+}
+
 void ts_ops_http_free(ts_ops_http *http)
 {
     if (http == NULL)
         return;
-    if (http->http != NULL)
-        evhttp_free(http->http);
+    while (http->connections != NULL)
+        connection_free(http->connections);
+    if (http->listener != NULL)
+        evconnlistener_free(http->listener);
+    if (http->accept_resume != NULL)
+        event_free(http->accept_resume);
     free(http);
 }

@@ -1,4 +1,4 @@
-/* The operator's HTTP endpoint (libevent evhttp, on the daemon's loop):
+/* The operator's HTTP endpoint (libevent bufferevents, on the daemon's loop):
  * GET /metrics (Prometheus text) and GET /healthz ("ok" or 503 + reason).
  *
  * It runs on the event loop thread, so a scrape reads the counters without
@@ -8,6 +8,7 @@
 #define TRACESAN_DAEMON_OPS_HTTP_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 struct event_base;
 
@@ -21,10 +22,20 @@ typedef char *(*ts_ops_render_fn)(void *arg, size_t *len);
 int ts_ops_http_parse_listen(const char *listen, char *host, size_t host_size,
                              unsigned *port, char *err, size_t errlen);
 
-/* Bind `listen` and serve. NULL with err filled on failure. */
+typedef struct ts_ops_http_counters {
+    uint64_t connections_accepted;
+    uint64_t connections_refused; /* closed at once: max_connections open */
+    uint64_t accept_errors;       /* accept() failed (EMFILE backs off) */
+    uint64_t open_connections;    /* gauge */
+} ts_ops_http_counters;
+
+/* Bind `listen` and serve at most `max_connections` clients at a time.
+ * NULL with err filled on failure. */
 ts_ops_http *ts_ops_http_start(struct event_base *base, const char *listen,
+                               size_t max_connections,
                                ts_ops_render_fn render, void *arg, char *err,
                                size_t errlen);
+ts_ops_http_counters ts_ops_http_get_counters(const ts_ops_http *http);
 /* "host:port" actually bound (ephemeral port resolved). */
 const char *ts_ops_http_address(const ts_ops_http *http);
 void ts_ops_http_free(ts_ops_http *http);

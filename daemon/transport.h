@@ -26,11 +26,27 @@ typedef struct ts_inbound {
 typedef void (*ts_on_message_fn)(void *arg, const ts_inbound *message);
 /* Called after each drained group of messages: commit, then publish. */
 typedef void (*ts_on_batch_end_fn)(void *arg);
+/* Called when an output that answered TS_PUBLISH_BLOCKED can take messages
+ * again: offer the held ones. Returns nonzero while some are still held
+ * (a publish blocked again), 0 once none are: input then resumes. */
+typedef int (*ts_on_output_ready_fn)(void *arg);
+
+typedef enum ts_publish_result {
+    TS_PUBLISH_SENT = 0,
+    /* Lossless output (PUSH) full: nothing was queued and input is paused
+     * until on_output_ready; the caller keeps the message and offers it
+     * again then, in order. */
+    TS_PUBLISH_BLOCKED = 1,
+    TS_PUBLISH_FAILED = -1, /* dropped, counted as publish_dropped_error */
+} ts_publish_result;
 
 /* Everything the transport dropped or refused, by cause, for /metrics. */
 typedef struct ts_transport_counters {
-    uint64_t publish_dropped_hwm;    /* output at its high-water mark */
-    uint64_t publish_dropped_error;  /* any other send failure */
+    uint64_t publish_dropped_error;  /* send failures other than a full
+                                        output */
+    uint64_t subscriber_misses;      /* PUB output: messages sent while a
+                                        subscriber was at its HWM, which
+                                        therefore missed them */
     uint64_t input_pauses_output;    /* input paused: output could not take
                                         more (PUSH output) */
     int has_zap;                     /* CURVE on: the two below are live */
@@ -43,10 +59,13 @@ typedef struct ts_transport_ops {
     int (*open)(ts_transport **out, const ts_settings *settings,
                 struct event_base *base, char *err, size_t errlen);
     void (*start)(ts_transport *transport, ts_on_message_fn on_message,
-                  ts_on_batch_end_fn on_batch_end, void *arg);
-    /* 0 on success, -1 when the message could not be queued. */
-    int (*publish)(ts_transport *transport, const void *topic,
-                   size_t topic_len, const void *payload, size_t len);
+                  ts_on_batch_end_fn on_batch_end,
+                  ts_on_output_ready_fn on_output_ready, void *arg);
+    /* A PUB output never blocks: a subscriber at its HWM misses the
+     * message (counted in subscriber_misses), the others get it. */
+    ts_publish_result (*publish)(ts_transport *transport, const void *topic,
+                                 size_t topic_len, const void *payload,
+                                 size_t len);
     /* The endpoints actually bound/connected (resolves tcp://...:* ports). */
     const char *(*input_endpoint)(const ts_transport *transport);
     const char *(*output_endpoint)(const ts_transport *transport);

@@ -25,9 +25,6 @@
 /* Bounded so that a stopped subscriber cannot keep the daemon from exiting,
  * long enough to hand the last batch to a connected one. */
 #define OUTPUT_LINGER_MS 2000
-/* Past this many parts a message is malformed anyway; the rest is drained
- * without being counted so the frame counter cannot overflow. */
-#define MAX_COUNTED_FRAMES 64
 
 struct ts_transport {
     void *context;
@@ -39,6 +36,8 @@ struct ts_transport {
      * paused because no consumer can take more. */
     struct event *output_ready;
     int paused;
+    int lossless_output;   /* PUSH: a full output pauses input */
+    int subscriber_output; /* XPUB: reads subscriptions, counts misses */
     /* Set by pause_input (e.g. the store cannot commit): no reading at all,
      * whatever the output can take. */
     int held;
@@ -46,6 +45,7 @@ struct ts_transport {
     ts_zap *zap;
     ts_on_message_fn on_message;
     ts_on_batch_end_fn on_batch_end;
+    ts_on_output_ready_fn on_output_ready;
     void *arg;
     size_t read_budget;
     zmq_msg_t frame;
@@ -118,13 +118,9 @@ static int open_input(ts_transport *t, const ts_settings *settings,
                  zmq_strerror(zmq_errno()));
         return -1;
     }
-    /* The hard cap is well above max_message_bytes on purpose: messages
-     * between the two still arrive and are answered with an `oversized`
-     * rejection; only absurd ones make libzmq drop the peer. */
-    int64_t hard_cap = -1;
-    if (settings->max_message_bytes <= (size_t)(INT64_MAX / 8))
-        hard_cap = (int64_t)settings->max_message_bytes * 4 + (1 << 20);
-    if (set_int_option(t->input, ZMQ_RCVHWM, settings->input_hwm) != 0 ||
+    int64_t hard_cap = (int64_t)ts_input_frame_cap(settings);
+    if (set_int_option(t->input, ZMQ_RCVHWM,
+                       ts_input_queue_messages(settings)) != 0 ||
         zmq_setsockopt(t->input, ZMQ_MAXMSGSIZE, &hard_cap,
                        sizeof hard_cap) != 0 ||
         set_int_option(t->input, ZMQ_LINGER, 0) != 0) {
@@ -162,15 +158,23 @@ static int open_input(ts_transport *t, const ts_settings *settings,
 static int open_output(ts_transport *t, const ts_settings *settings,
                        char *err, size_t errlen)
 {
-    t->output = zmq_socket(t->context, settings->output_kind == TS_OUTPUT_PUSH
-                                           ? ZMQ_PUSH : ZMQ_PUB);
+    t->lossless_output = settings->output_kind == TS_OUTPUT_PUSH;
+    t->subscriber_output = !t->lossless_output;
+    /* XPUB, not PUB: a PUB drops a message for a subscriber at its HWM
+     * without a trace. XPUB with NODROP refuses the send instead (EAGAIN),
+     * which is how a miss gets counted before the message goes out
+     * lossily to everyone else (see publish_to_subscribers). */
+    t->output = zmq_socket(t->context, t->lossless_output ? ZMQ_PUSH
+                                                          : ZMQ_XPUB);
     if (t->output == NULL) {
         snprintf(err, errlen, "output: cannot create socket: %s",
                  zmq_strerror(zmq_errno()));
         return -1;
     }
     if (set_int_option(t->output, ZMQ_SNDHWM, settings->output_hwm) != 0 ||
-        set_int_option(t->output, ZMQ_LINGER, OUTPUT_LINGER_MS) != 0) {
+        set_int_option(t->output, ZMQ_LINGER, OUTPUT_LINGER_MS) != 0 ||
+        (t->subscriber_output &&
+         set_int_option(t->output, ZMQ_XPUB_NODROP, 1) != 0)) {
         snprintf(err, errlen, "output: cannot set socket options: %s",
                  zmq_strerror(zmq_errno()));
         return -1;
@@ -309,8 +313,10 @@ static size_t receive_remaining_parts(ts_transport *t, size_t frames)
                 continue;
             return 0; /* torn message: reported as malformed */
         }
-        if (frames < MAX_COUNTED_FRAMES)
-            frames++;
+        /* Every part is counted, however many: the rejection says how
+         * many there were (a size_t cannot overflow on parts that each
+         * took memory). */
+        frames++;
     }
     return frames;
 }
@@ -329,10 +335,8 @@ static int output_writable(ts_transport *t)
  * socket and, past its HWM, in the producers, instead of being lost here.
  * Reading ZMQ_EVENTS resets the output's ZMQ_FD, so any later change
  * (a consumer connects or drains) raises it again. */
-static int pause_for_output(ts_transport *t)
+static void wait_for_output(ts_transport *t)
 {
-    if (t->output_ready == NULL || output_writable(t))
-        return 0;
     if (!t->paused) {
         t->paused = 1;
         t->counters.input_pauses_output++;
@@ -342,6 +346,17 @@ static int pause_for_output(ts_transport *t)
         event_add(t->output_ready, NULL);
         ts_log(TS_LOG_DEBUG, "output cannot accept more; input paused");
     }
+    /* The failed send may itself have consumed the edge that says a
+     * consumer has room again. */
+    if (output_writable(t))
+        event_active(t->output_ready, EV_READ, 0);
+}
+
+static int pause_for_output(ts_transport *t)
+{
+    if (t->output_ready == NULL || output_writable(t))
+        return 0;
+    wait_for_output(t);
     return 1;
 }
 
@@ -352,6 +367,10 @@ static void on_output_ready(evutil_socket_t fd, short what, void *arg)
     ts_transport *t = arg;
     if (!t->paused || !output_writable(t))
         return;
+    /* Outcomes the daemon could not hand over go first; while some remain
+     * the output is full again and input stays paused. */
+    if (t->on_output_ready != NULL && t->on_output_ready(t->arg) != 0)
+        return;
     t->paused = 0;
     event_del(t->output_ready);
     if (t->held)
@@ -359,6 +378,21 @@ static void on_output_ready(evutil_socket_t fd, short what, void *arg)
     ts_log(TS_LOG_DEBUG, "output accepts again; input resumed");
     event_add(t->readable, NULL);
     event_active(t->readable, EV_READ, 0);
+}
+
+/* An XPUB queues (un)subscriptions for the application to read; they are
+ * of no use here, but unread they would pile up with every subscriber
+ * that comes and goes. */
+static void drain_subscriptions(ts_transport *t)
+{
+    if (!t->subscriber_output)
+        return;
+    char discard[64];
+    for (int i = 0; i < 1024; i++) {
+        if (zmq_recv(t->output, discard, sizeof discard, ZMQ_DONTWAIT) < 0 &&
+            zmq_errno() != EINTR)
+            break;
+    }
 }
 
 static void on_readable(evutil_socket_t fd, short what, void *arg)
@@ -369,7 +403,7 @@ static void on_readable(evutil_socket_t fd, short what, void *arg)
     if (t->held || pause_for_output(t))
         return;
     size_t received = 0;
-    while (received < t->read_budget && !t->held) {
+    while (received < t->read_budget && !t->held && !t->paused) {
         if (zmq_msg_recv(&t->frame, t->input, ZMQ_DONTWAIT) < 0) {
             if (zmq_errno() == EINTR)
                 continue;
@@ -386,10 +420,11 @@ static void on_readable(evutil_socket_t fd, short what, void *arg)
     }
     if (received > 0)
         t->on_batch_end(t->arg);
+    drain_subscriptions(t);
     /* Reading ZMQ_EVENTS here also covers the sends done by on_batch_end:
      * whatever they consumed from the notification fd, a pending message is
      * seen now and served on the next loop turn, after other events. */
-    if (!t->held && input_has_message(t))
+    if (!t->held && !t->paused && input_has_message(t))
         event_active(t->readable, EV_READ, 0);
 }
 
@@ -412,6 +447,9 @@ static void zmq_transport_resume_input(ts_transport *t)
     if (!t->held)
         return;
     t->held = 0;
+    if (t->paused)
+        return; /* on_output_ready re-arms the input once the output
+                   has taken what waits for it */
     event_add(t->readable, NULL);
     /* Edges that fired while paused are gone; on_readable reads ZMQ_EVENTS
      * (and the output's state) again instead of waiting for a new one. */
@@ -419,10 +457,13 @@ static void zmq_transport_resume_input(ts_transport *t)
 }
 
 static void zmq_transport_start(ts_transport *t, ts_on_message_fn on_message,
-                                ts_on_batch_end_fn on_batch_end, void *arg)
+                                ts_on_batch_end_fn on_batch_end,
+                                ts_on_output_ready_fn on_output_ready,
+                                void *arg)
 {
     t->on_message = on_message;
     t->on_batch_end = on_batch_end;
+    t->on_output_ready = on_output_ready;
     t->arg = arg;
     event_add(t->readable, NULL);
     /* Messages may have queued before the event existed; their edge has
@@ -430,33 +471,67 @@ static void zmq_transport_start(ts_transport *t, ts_on_message_fn on_message,
     event_active(t->readable, EV_READ, 0);
 }
 
-static int zmq_transport_publish(ts_transport *t, const void *topic,
-                                 size_t topic_len, const void *payload,
-                                 size_t len)
+static int send_frame(ts_transport *t, const void *data, size_t len,
+                      int flags)
 {
     for (;;) {
-        if (zmq_send(t->output, topic, topic_len,
-                     ZMQ_SNDMORE | ZMQ_DONTWAIT) >= 0)
-            break;
-        int error = zmq_errno();
-        if (error == EINTR)
-            continue;
-        if (error == EAGAIN)
-            t->counters.publish_dropped_hwm++;
-        else
-            t->counters.publish_dropped_error++;
-        return -1;
+        if (zmq_send(t->output, data, len, flags | ZMQ_DONTWAIT) >= 0)
+            return 0;
+        if (zmq_errno() != EINTR)
+            return -1;
     }
-    for (;;) {
+}
+
+/* XPUB with NODROP answers EAGAIN, before queueing anything, when any
+ * matching subscriber is at its HWM. That subscriber will miss this
+ * message: count it, then send without NODROP so that every subscriber
+ * with room still gets it and the slow one alone loses it (PUB semantics,
+ * now visible in /metrics). */
+static int publish_to_subscribers(ts_transport *t, const void *topic,
+                                  size_t topic_len, const void *payload,
+                                  size_t len)
+{
+    if (send_frame(t, topic, topic_len, ZMQ_SNDMORE) == 0)
+        return send_frame(t, payload, len, 0);
+    if (zmq_errno() != EAGAIN)
+        return -1;
+    t->counters.subscriber_misses++;
+    if (set_int_option(t->output, ZMQ_XPUB_NODROP, 0) != 0)
+        return -1;
+    int rc = send_frame(t, topic, topic_len, ZMQ_SNDMORE);
+    if (rc == 0)
+        rc = send_frame(t, payload, len, 0);
+    if (set_int_option(t->output, ZMQ_XPUB_NODROP, 1) != 0)
+        ts_log(TS_LOG_WARN, "output: cannot restore ZMQ_XPUB_NODROP: %s",
+               zmq_strerror(zmq_errno()));
+    return rc;
+}
+
+static ts_publish_result zmq_transport_publish(ts_transport *t,
+                                               const void *topic,
+                                               size_t topic_len,
+                                               const void *payload, size_t len)
+{
+    int rc;
+    if (t->subscriber_output) {
+        rc = publish_to_subscribers(t, topic, topic_len, payload, len);
+    } else {
+        rc = send_frame(t, topic, topic_len, ZMQ_SNDMORE);
+        if (rc != 0 && zmq_errno() == EAGAIN) {
+            /* Nothing was queued: the caller keeps the message and offers
+             * it again from on_output_ready. */
+            wait_for_output(t);
+            return TS_PUBLISH_BLOCKED;
+        }
         /* The first part is queued, so libzmq accepts the rest of the
          * message regardless of the high-water mark. */
-        if (zmq_send(t->output, payload, len, ZMQ_DONTWAIT) >= 0)
-            return 0;
-        if (zmq_errno() != EINTR) {
-            t->counters.publish_dropped_error++;
-            return -1;
-        }
+        if (rc == 0)
+            rc = send_frame(t, payload, len, 0);
     }
+    if (rc == 0)
+        return TS_PUBLISH_SENT;
+    t->counters.publish_dropped_error++;
+    return TS_PUBLISH_FAILED;
 }
 
 static int zmq_transport_reload_allow_lists(ts_transport *t,
