@@ -9,6 +9,7 @@
  */
 #include <getopt.h>
 #include <inttypes.h>
+#include <malloc.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -119,6 +120,8 @@ typedef struct daemon_state {
     ts_ops_http *http;
     uint64_t messages_in;
     uint64_t messages_published;
+    uint64_t messages_at_last_tick;  /* input quiet since: trim the heap */
+    uint64_t messages_at_last_trim;
     const char *config_path;     /* re-read on SIGHUP */
     const char *const *overrides;
     size_t n_overrides;
@@ -721,7 +724,7 @@ static char *render_metrics(void *arg, size_t *len)
     daemon->transport_ops->get_counters(daemon->transport, &transport);
     sources.dropped_output_hwm = daemon->dropped_unsent;
     sources.dropped_output_error = transport.publish_dropped_error;
-    sources.subscriber_misses = transport.subscriber_misses;
+    sources.subscriber_cutoffs = transport.subscriber_cutoffs;
     sources.input_pauses_output = transport.input_pauses_output;
     sources.has_zap = transport.has_zap;
     if (daemon->http != NULL) {
@@ -775,6 +778,15 @@ static void on_ops_tick(evutil_socket_t fd, short what, void *arg)
                                 seconds_since(&daemon->ops_tick_due));
     if (++daemon->ops_ticks % STATUS_EVERY_TICKS == 0)
         notify_status(daemon);
+    /* A burst leaves freed message buffers (up to input.max_queued_mb per
+     * producer) in the allocator; glibc keeps them unless asked. Once the
+     * input has gone quiet for a tick, hand them back to the system. */
+    if (daemon->messages_in == daemon->messages_at_last_tick &&
+        daemon->messages_in != daemon->messages_at_last_trim) {
+        malloc_trim(0);
+        daemon->messages_at_last_trim = daemon->messages_in;
+    }
+    daemon->messages_at_last_tick = daemon->messages_in;
     if (arm_ops_tick(daemon) != 0)
         ts_log(TS_LOG_ERROR, "cannot re-arm the metrics timer");
 }

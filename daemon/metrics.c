@@ -339,10 +339,10 @@ char *ts_metrics_render(const ts_metrics *metrics,
         sources->encode_failures);
     put(&t, "tracesand_dropped_total{cause=\"uncommitted\"} %" PRIu64 "\n",
         sources->dropped_uncommitted);
-    counter(&t, "tracesand_subscriber_misses_total",
-            "PUB output: messages published while at least one subscriber "
-            "was at its high-water mark; that subscriber did not get them.",
-            sources->subscriber_misses);
+    counter(&t, "tracesand_subscriber_cutoffs_total",
+            "PUB output: times a subscriber fell output.hwm messages behind "
+            "and was cut off until it caught up (each loses it at least one "
+            "message).", sources->subscriber_cutoffs);
     header(&t, "tracesand_input_pauses_total", "counter",
            "Times input reading stopped, by cause (queued input then waits "
            "in the input socket and the producers).");

@@ -56,8 +56,8 @@ typedef struct ts_metrics_sources {
      * publish_failures above is their output-side sum. */
     uint64_t dropped_output_hwm;        /* output socket at its HWM */
     uint64_t dropped_output_error;      /* other output socket errors */
-    uint64_t subscriber_misses;         /* PUB: sent while a subscriber was
-                                           at its HWM (it missed them) */
+    uint64_t subscriber_cutoffs;        /* PUB: a subscriber at its HWM was
+                                           cut off until it caught up */
     uint64_t dropped_uncommitted;       /* held outcomes never committed
                                            (store failure at shutdown) */
     uint64_t input_pauses_output;       /* input paused: output full */

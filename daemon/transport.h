@@ -44,9 +44,9 @@ typedef enum ts_publish_result {
 typedef struct ts_transport_counters {
     uint64_t publish_dropped_error;  /* send failures other than a full
                                         output */
-    uint64_t subscriber_misses;      /* PUB output: messages sent while a
-                                        subscriber was at its HWM, which
-                                        therefore missed them */
+    uint64_t subscriber_cutoffs;     /* PUB output: a subscriber reached
+                                        its HWM and was cut off until it
+                                        caught up, missing >= 1 message */
     uint64_t input_pauses_output;    /* input paused: output could not take
                                         more (PUSH output) */
     int has_zap;                     /* CURVE on: the two below are live */
@@ -61,8 +61,9 @@ typedef struct ts_transport_ops {
     void (*start)(ts_transport *transport, ts_on_message_fn on_message,
                   ts_on_batch_end_fn on_batch_end,
                   ts_on_output_ready_fn on_output_ready, void *arg);
-    /* A PUB output never blocks: a subscriber at its HWM misses the
-     * message (counted in subscriber_misses), the others get it. */
+    /* A PUB output never blocks: a subscriber at its HWM is cut off until
+     * it catches up (counted in subscriber_cutoffs); the others get every
+     * message. */
     ts_publish_result (*publish)(ts_transport *transport, const void *topic,
                                  size_t topic_len, const void *payload,
                                  size_t len);

@@ -37,7 +37,7 @@ struct ts_transport {
     struct event *output_ready;
     int paused;
     int lossless_output;   /* PUSH: a full output pauses input */
-    int subscriber_output; /* XPUB: reads subscriptions, counts misses */
+    int subscriber_output; /* XPUB: reads subscriptions, counts cut-offs */
     /* Set by pause_input (e.g. the store cannot commit): no reading at all,
      * whatever the output can take. */
     int held;
@@ -162,8 +162,8 @@ static int open_output(ts_transport *t, const ts_settings *settings,
     t->subscriber_output = !t->lossless_output;
     /* XPUB, not PUB: a PUB drops a message for a subscriber at its HWM
      * without a trace. XPUB with NODROP refuses the send instead (EAGAIN),
-     * which is how a miss gets counted before the message goes out
-     * lossily to everyone else (see publish_to_subscribers). */
+     * which is how a subscriber falling behind gets counted before the
+     * message goes out lossily to everyone else (publish_to_subscribers). */
     t->output = zmq_socket(t->context, t->lossless_output ? ZMQ_PUSH
                                                           : ZMQ_XPUB);
     if (t->output == NULL) {
@@ -483,10 +483,13 @@ static int send_frame(ts_transport *t, const void *data, size_t len,
 }
 
 /* XPUB with NODROP answers EAGAIN, before queueing anything, when any
- * matching subscriber is at its HWM. That subscriber will miss this
- * message: count it, then send without NODROP so that every subscriber
- * with room still gets it and the slow one alone loses it (PUB semantics,
- * now visible in /metrics). */
+ * matching subscriber is at its HWM. Count that, then send without NODROP
+ * so every subscriber with room still gets the message. libzmq then takes
+ * the full subscriber out of the distribution until it has read down to
+ * its low-water mark: it misses this message and every one published
+ * meanwhile, and libzmq tells nobody how many. What can be counted
+ * exactly is the cut-offs (each costs that subscriber at least one
+ * message); exact loss accounting needs a lossless output (PUSH). */
 static int publish_to_subscribers(ts_transport *t, const void *topic,
                                   size_t topic_len, const void *payload,
                                   size_t len)
@@ -495,7 +498,7 @@ static int publish_to_subscribers(ts_transport *t, const void *topic,
         return send_frame(t, payload, len, 0);
     if (zmq_errno() != EAGAIN)
         return -1;
-    t->counters.subscriber_misses++;
+    t->counters.subscriber_cutoffs++;
     if (set_int_option(t->output, ZMQ_XPUB_NODROP, 0) != 0)
         return -1;
     int rc = send_frame(t, topic, topic_len, ZMQ_SNDMORE);

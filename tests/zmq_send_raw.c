@@ -23,6 +23,7 @@ typedef enum payload_kind {
     KIND_FRAMES,
     KIND_EMPTY_BATCH,
     KIND_BATCH_OF,
+    KIND_EMPTY_UPDATES,
     KIND_BURST
 } payload_kind;
 
@@ -38,6 +39,7 @@ typedef struct options {
     long long ts_start_ms;
     long long wait_ms;       /* before sending; PUB needs it for subscriptions */
     int linger_ms;
+    long long repeat;        /* single-message kinds: send it this often */
 } options;
 
 static void usage(FILE *out)
@@ -51,8 +53,10 @@ static void usage(FILE *out)
         "  --frames K         one K-frame message (last frame a valid batch)\n"
         "  --empty-batch      one LocationBatch with no updates\n"
         "  --batch-of N       one LocationBatch with N valid updates\n"
+        "  --empty-updates N  one LocationBatch of N empty updates (0a 00 x N)\n"
         "  --burst N          N messages, each a batch of one valid update\n"
-        "                     [--users U] [--user-prefix P] [--ts-start MS]\n",
+        "                     [--users U] [--user-prefix P] [--ts-start MS]\n"
+        "--repeat R sends a single-message PAYLOAD R times (default 1)\n",
         out);
 }
 
@@ -151,6 +155,17 @@ static int send_message(void *socket, const options *opt, const ts_buf *payload)
 
 static int send_payloads(void *socket, const options *opt)
 {
+    if (opt->kind == KIND_EMPTY_UPDATES) {
+        static const uint8_t empty_update[2] = { 0x0a, 0x00 };
+        ts_buf payload = {0};
+        int rc = 0;
+        for (long long i = 0; i < opt->count && rc == 0; i++)
+            rc = ts_buf_append(&payload, empty_update, sizeof empty_update);
+        for (long long r = 0; r < opt->repeat && rc == 0; r++)
+            rc = send_message(socket, opt, &payload);
+        ts_buf_free(&payload);
+        return rc;
+    }
     ts_buf payload = {0};
     int rc = -1;
     switch (opt->kind) {
@@ -159,7 +174,9 @@ static int send_payloads(void *socket, const options *opt)
             fprintf(stderr, "zmq_send_raw: --hex: not an even-length hex string\n");
             break;
         }
-        rc = send_message(socket, opt, &payload);
+        rc = 0;
+        for (long long r = 0; r < opt->repeat && rc == 0; r++)
+            rc = send_message(socket, opt, &payload);
         break;
     case KIND_SIZE:
         if (ts_buf_reserve(&payload, (size_t)opt->count) != 0)
@@ -196,6 +213,7 @@ static int send_payloads(void *socket, const options *opt)
                 rc = send_message(socket, opt, &payload);
         }
         break;
+    case KIND_EMPTY_UPDATES: /* handled above */
     case KIND_NONE:
         break;
     }
@@ -208,7 +226,8 @@ static int parse_options(int argc, char **argv, options *opt)
     enum {
         OPT_CONNECT = 256, OPT_SOCKET, OPT_TOPIC, OPT_HEX, OPT_SIZE,
         OPT_FRAMES, OPT_EMPTY, OPT_BATCH_OF, OPT_BURST, OPT_USERS,
-        OPT_USER_PREFIX, OPT_TS_START, OPT_WAIT, OPT_LINGER, OPT_HELP
+        OPT_USER_PREFIX, OPT_TS_START, OPT_WAIT, OPT_LINGER, OPT_HELP,
+        OPT_EMPTY_UPDATES, OPT_REPEAT
     };
     static const struct option longopts[] = {
         {"connect", required_argument, NULL, OPT_CONNECT},
@@ -220,6 +239,8 @@ static int parse_options(int argc, char **argv, options *opt)
         {"empty-batch", no_argument, NULL, OPT_EMPTY},
         {"batch-of", required_argument, NULL, OPT_BATCH_OF},
         {"burst", required_argument, NULL, OPT_BURST},
+        {"empty-updates", required_argument, NULL, OPT_EMPTY_UPDATES},
+        {"repeat", required_argument, NULL, OPT_REPEAT},
         {"users", required_argument, NULL, OPT_USERS},
         {"user-prefix", required_argument, NULL, OPT_USER_PREFIX},
         {"ts-start", required_argument, NULL, OPT_TS_START},
@@ -253,6 +274,16 @@ static int parse_options(int argc, char **argv, options *opt)
             kinds++;
             break;
         case OPT_EMPTY: opt->kind = KIND_EMPTY_BATCH; kinds++; break;
+        case OPT_EMPTY_UPDATES:
+            if (parse_ll(optarg, 0, &opt->count) != 0)
+                return -1;
+            opt->kind = KIND_EMPTY_UPDATES;
+            kinds++;
+            break;
+        case OPT_REPEAT:
+            if (parse_ll(optarg, 1, &opt->repeat) != 0)
+                return -1;
+            break;
         case OPT_USERS:
             if (parse_ll(optarg, 1, &opt->users) != 0)
                 return -1;
@@ -288,6 +319,7 @@ int main(int argc, char **argv)
         .ts_start_ms = 1700000000000LL,
         .wait_ms = -1,
         .linger_ms = 30000,
+        .repeat = 1,
     };
     if (parse_options(argc, argv, &opt) != 0) {
         usage(stderr);
