@@ -25,6 +25,10 @@
 /* Bounded so that a stopped subscriber cannot keep the daemon from exiting,
  * long enough to hand the last batch to a connected one. */
 #define OUTPUT_LINGER_MS 2000
+/* Bytes of input handled per readiness callback (input.read_budget bounds
+ * the messages): a few large messages must not keep the loop from the
+ * HTTP endpoint and the timers. At least one message is always read. */
+#define READ_BYTES_BUDGET (1u << 20)
 
 struct ts_transport {
     void *context;
@@ -403,7 +407,9 @@ static void on_readable(evutil_socket_t fd, short what, void *arg)
     if (t->held || pause_for_output(t))
         return;
     size_t received = 0;
-    while (received < t->read_budget && !t->held && !t->paused) {
+    size_t bytes = 0;
+    while (received < t->read_budget && bytes < READ_BYTES_BUDGET &&
+           !t->held && !t->paused) {
         if (zmq_msg_recv(&t->frame, t->input, ZMQ_DONTWAIT) < 0) {
             if (zmq_errno() == EINTR)
                 continue;
@@ -416,6 +422,7 @@ static void on_readable(evutil_socket_t fd, short what, void *arg)
             .frames = frames,
         };
         received++;
+        bytes += message.len;
         t->on_message(t->arg, &message);
     }
     if (received > 0)

