@@ -103,22 +103,28 @@ static int read_varint(const uint8_t **p, const uint8_t *end, uint64_t *out)
 /* One field: its number, wire type and, for WIRE_LEN, its payload; the
  * cursor moves past it. -1 on truncation or an unsupported wire type
  * (groups are not part of this schema). */
-static int next_field(const uint8_t **p, const uint8_t *end, uint64_t *number,
-                      unsigned *type, const uint8_t **payload,
-                      size_t *payload_len)
+typedef struct wire_field {
+    uint64_t number;
+    unsigned type;
+    const uint8_t *payload; /* WIRE_LEN only */
+    size_t payload_len;
+} wire_field;
+
+static int next_field(const uint8_t **p, const uint8_t *end,
+                      wire_field *field)
 {
     uint64_t key;
     if (read_varint(p, end, &key) < 0)
         return -1;
-    *number = key >> 3;
-    *type = (unsigned)(key & 7);
+    field->number = key >> 3;
+    field->type = (unsigned)(key & 7);
     /* Field number 0 is not valid protobuf, but protobuf-c 1.4 accepts it
      * when the key takes more than one byte and skips it as unknown. The
      * scan must accept at least what unpack accepts, or a batch it unpacks
      * would be refused here with the wrong count; so number 0 is skipped
      * like any unknown field. */
     uint64_t skip = 0;
-    switch (*type) {
+    switch (field->type) {
     case WIRE_VARINT:
         return read_varint(p, end, &skip);
     case WIRE_64BIT:
@@ -130,8 +136,8 @@ static int next_field(const uint8_t **p, const uint8_t *end, uint64_t *number,
     case WIRE_LEN:
         if (read_varint(p, end, &skip) < 0)
             return -1;
-        *payload = *p;
-        *payload_len = (size_t)skip;
+        field->payload = *p;
+        field->payload_len = (size_t)skip;
         break;
     default:
         return -1;
@@ -147,19 +153,16 @@ static int scan_update(const uint8_t *p, const uint8_t *end,
 {
     wire->user_id_len = SIZE_MAX;
     wire->profile_len = SIZE_MAX;
+    wire_field field;
     while (p < end) {
-        uint64_t number;
-        unsigned type;
-        const uint8_t *payload = NULL;
-        size_t payload_len = 0;
-        if (next_field(&p, end, &number, &type, &payload, &payload_len) < 0)
+        if (next_field(&p, end, &field) < 0)
             return -1;
-        if (type != WIRE_LEN)
+        if (field.type != WIRE_LEN)
             continue;
-        if (number == UPDATE_USER_ID_FIELD)
-            wire->user_id_len = payload_len;
-        else if (number == UPDATE_PROFILE_FIELD)
-            wire->profile_len = payload_len;
+        if (field.number == UPDATE_USER_ID_FIELD)
+            wire->user_id_len = field.payload_len;
+        else if (field.number == UPDATE_PROFILE_FIELD)
+            wire->profile_len = field.payload_len;
     }
     return 0;
 }
@@ -171,19 +174,17 @@ int ts_codec_scan_batch(const void *data, size_t len, size_t *n_updates,
         return -1;
     const uint8_t *p = data, *end = p + len;
     size_t count = 0;
+    wire_field field;
     while (p < end) {
-        uint64_t number;
-        unsigned type;
-        const uint8_t *payload = NULL;
-        size_t payload_len = 0;
-        if (next_field(&p, end, &number, &type, &payload, &payload_len) < 0)
+        if (next_field(&p, end, &field) < 0)
             return -1;
-        if (number != 1)
+        if (field.number != 1)
             continue; /* unknown fields are skipped, as unpack does */
-        if (type != WIRE_LEN)
+        if (field.type != WIRE_LEN)
             return -1;
         if (wire != NULL && count < max_wire &&
-            scan_update(payload, payload + payload_len, &wire[count]) < 0)
+            scan_update(field.payload, field.payload + field.payload_len,
+                        &wire[count]) < 0)
             return -1;
         count++;
     }
