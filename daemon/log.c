@@ -130,11 +130,27 @@ void ts_log(ts_log_level level, const char *fmt, ...)
  * with the next line that passes. */
 #define LIBEVENT_LINES_PER_SECOND 10
 
-static struct {
-    time_t second;
-    unsigned lines;
-    unsigned long suppressed;
-} libevent_limiter;
+static ts_log_limiter libevent_limiter = { .per_second =
+                                               LIBEVENT_LINES_PER_SECOND };
+
+int ts_log_limit(ts_log_limiter *limiter, unsigned long long *suppressed)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &now);
+    *suppressed = 0;
+    if (now.tv_sec != limiter->second) {
+        limiter->second = now.tv_sec;
+        limiter->lines = 0;
+    }
+    if (limiter->lines >= limiter->per_second) {
+        limiter->suppressed++;
+        return 0;
+    }
+    limiter->lines++;
+    *suppressed = limiter->suppressed;
+    limiter->suppressed = 0;
+    return 1;
+}
 
 static void libevent_log(int severity, const char *message)
 {
@@ -142,26 +158,14 @@ static void libevent_log(int severity, const char *message)
                          : severity >= EVENT_LOG_WARN ? TS_LOG_WARN
                          : severity >= EVENT_LOG_MSG  ? TS_LOG_INFO
                                                       : TS_LOG_DEBUG;
-    if (level > sink.level)
+    unsigned long long suppressed;
+    if (level > sink.level || !ts_log_limit(&libevent_limiter, &suppressed))
         return;
-    struct timespec now;
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    if (now.tv_sec != libevent_limiter.second) {
-        libevent_limiter.second = now.tv_sec;
-        libevent_limiter.lines = 0;
-    }
-    if (libevent_limiter.lines >= LIBEVENT_LINES_PER_SECOND) {
-        libevent_limiter.suppressed++;
-        return;
-    }
-    libevent_limiter.lines++;
-    if (libevent_limiter.suppressed > 0) {
-        ts_log(level, "libevent: %s (%lu similar lines suppressed)", message,
-               libevent_limiter.suppressed);
-        libevent_limiter.suppressed = 0;
-        return;
-    }
-    ts_log(level, "libevent: %s", message);
+    if (suppressed > 0)
+        ts_log(level, "libevent: %s (%llu lines suppressed before it)",
+               message, suppressed);
+    else
+        ts_log(level, "libevent: %s", message);
 }
 
 void ts_log_capture_libevent(void)

@@ -18,6 +18,17 @@ ts_log_level ts_log_get_level(void);
 int ts_log_level_parse(const char *name);
 void ts_log(ts_log_level level, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
+/* At most `per_second` lines a second from one source; the rest are
+ * counted. ts_log_limit returns 1 when a line may be logged, and sets
+ * *suppressed to the lines dropped since the last one that passed (for
+ * the caller to report), or 0. */
+typedef struct ts_log_limiter {
+    unsigned per_second;
+    long second;
+    unsigned lines;
+    unsigned long long suppressed;
+} ts_log_limiter;
+int ts_log_limit(ts_log_limiter *limiter, unsigned long long *suppressed);
 /* Routes libevent's own messages here, rate limited. */
 void ts_log_capture_libevent(void);
 

@@ -84,12 +84,6 @@ typedef struct outbox {
     size_t sent;
 } outbox;
 
-typedef struct rejection_log_limiter {
-    time_t second;
-    unsigned lines;
-    uint64_t suppressed;
-} rejection_log_limiter;
-
 typedef struct daemon_state {
     const ts_settings *settings;
     ts_pipeline *pipeline;
@@ -97,7 +91,7 @@ typedef struct daemon_state {
     ts_transport *transport;
     struct event_base *base;
     outbox outbox;
-    rejection_log_limiter log_limiter;
+    ts_log_limiter log_limiter;  /* rejection lines */
     uint64_t encode_failures;
     uint64_t publish_failures;
     uint64_t clock_rejections;
@@ -233,23 +227,12 @@ static void log_rejection(daemon_state *daemon, const char *user_id,
 {
     if (ts_log_get_level() < TS_LOG_WARN)
         return;
-    rejection_log_limiter *limiter = &daemon->log_limiter;
-    struct timespec now;
-    clock_gettime(CLOCK_MONOTONIC_COARSE, &now);
-    if (now.tv_sec != limiter->second) {
-        if (limiter->suppressed > 0)
-            ts_log(TS_LOG_WARN,
-                   "%" PRIu64 " more rejections not logged (limit %d/s)",
-                   limiter->suppressed, REJECTION_LOG_PER_SECOND);
-        limiter->second = now.tv_sec;
-        limiter->lines = 0;
-        limiter->suppressed = 0;
-    }
-    if (limiter->lines >= REJECTION_LOG_PER_SECOND) {
-        limiter->suppressed++;
+    unsigned long long suppressed;
+    if (!ts_log_limit(&daemon->log_limiter, &suppressed))
         return;
-    }
-    limiter->lines++;
+    if (suppressed > 0)
+        ts_log(TS_LOG_WARN, "%llu more rejections not logged (limit %d/s)",
+               suppressed, REJECTION_LOG_PER_SECOND);
     char user[LOG_USER_MAX + 1];
     ts_log(TS_LOG_WARN, "rejected user=%s reason=%s: %s",
            loggable_user(user_id, user, sizeof user), ts_reason_name(reason),
@@ -666,7 +649,7 @@ static void on_expire_tick(evutil_socket_t fd, short what, void *arg)
 static void log_summary(const daemon_state *daemon)
 {
     if (daemon->log_limiter.suppressed > 0)
-        ts_log(TS_LOG_WARN, "%" PRIu64 " more rejections not logged (limit %d/s)",
+        ts_log(TS_LOG_WARN, "%llu more rejections not logged (limit %d/s)",
                daemon->log_limiter.suppressed, REJECTION_LOG_PER_SECOND);
     const ts_pipeline_stats *stats = ts_pipeline_get_stats(daemon->pipeline);
     uint64_t rejected = 0;
@@ -1182,6 +1165,7 @@ static int run(const options *opts)
     int status = 1;
     daemon_state daemon;
     memset(&daemon, 0, sizeof daemon);
+    daemon.log_limiter.per_second = REJECTION_LOG_PER_SECOND;
     daemon.transport_ops = &ts_transport_zmq_ops;
     ts_config *config = NULL;
     ts_rng *rng = NULL;
