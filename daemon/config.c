@@ -6,17 +6,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include <libconfig.h>
 
 #include "daemon/curve_keys.h"
 #include "daemon/log.h"
-#include "daemon/ops_http.h"
-#include "inference/model_file.h"
+#include "inference/model_cache.h"
 
-/* Ten years: generous upper bound for every duration setting, and small
- * enough that millisecond arithmetic on it cannot overflow. */
+/* Ten years, as for the settings' durations (daemon/settings.c). */
 #define MAX_DURATION_S INT64_C(315360000)
 #define MAX_PROFILE_KEYS 32
 #define MAX_PARAM_NAME 64
@@ -25,29 +22,17 @@ typedef struct profile_desc {
     config_setting_t *group;
     const char *name;
     const ts_mechanism_ops *ops;
-    int64_t window_ms;
-    ts_on_exhausted on_exhausted;
+    ts_profile_settings common;
     /* `model = ""`: shipped in the file but not usable until a model path
      * is set; left out of the pipeline (see ts_config_build_profiles). */
     int disabled;
 } profile_desc;
 
-/* Model files named by profiles (key `model`), opened once per path and
- * kept until ts_config_free. Held through a pointer so the scratch views
- * of ts_config_build_profiles share it. */
-typedef struct model_entry {
-    char *path;
-    ts_model *model;
-    struct model_entry *next;
-} model_entry;
-
-typedef struct model_cache {
-    model_entry *head;
-} model_cache;
-
 struct ts_config {
     config_t cfg;
-    model_cache *models;
+    /* Model files named by profiles (key `model`); shared by the scratch
+     * views of ts_config_build_profiles. */
+    ts_model_cache *models;
     const char *origin;          /* the file path, or "(defaults)" */
     char *path;
     char **overrides;            /* copies: settings' hooks point at them */
@@ -56,16 +41,10 @@ struct ts_config {
     profile_desc *profiles;
     size_t n_profiles;
     size_t default_index;
-    ts_curve_allow_list input_allow;   /* security.input_allow_keys_file */
-    ts_curve_allow_list output_allow;  /* security.output_allow_keys_file */
-    unsigned char *server_secret;      /* settings.curve_server_secret */
+    ts_curve_server_material curve;    /* when security.curve is on */
     char *err;                   /* first error wins */
     size_t errlen;
     int failed;
-};
-
-static const char *const common_profile_keys[] = {
-    "mechanism", "budget_window_s", "on_exhausted", NULL
 };
 
 /* ------------------------------------------------------------ errors */
@@ -394,498 +373,240 @@ done:
     free(path);
 }
 
-/* ------------------------------------------------- typed validation */
+/* ------------------------------------------------------ settings table */
 
-static int check_known_keys(ts_config *config, const config_setting_t *group,
-                            const char *const *known)
+/* "\"pull\" or \"sub\"", "\"error\", \"warn\", \"info\" or \"debug\"" */
+static void choices_text(const ts_setting_def *row, char *buf, size_t len)
 {
-    for (int i = 0; i < config_setting_length(group); i++) {
-        const config_setting_t *member = config_setting_get_elem(group, i);
-        const char *name = config_setting_name(member);
-        int found = 0;
-        for (size_t k = 0; known[k] != NULL && !found; k++)
-            found = strcmp(known[k], name) == 0;
-        if (!found) {
-            char where[256];
-            setting_path(member, where, sizeof where);
-            fail_at(config, member, "unknown setting '%s'", where);
-            return -1;
+    size_t n = 0;
+    while (row->choices[n] != NULL)
+        n++;
+    size_t used = 0;
+    buf[0] = '\0';
+    for (size_t i = 0; i < n && used < len; i++) {
+        const char *sep = i == 0 ? "" : i + 1 == n ? " or " : ", ";
+        int w = snprintf(buf + used, len - used, "%s\"%s\"", sep,
+                         row->choices[i]);
+        if (w < 0)
+            break;
+        used += (size_t)w;
+    }
+}
+
+static void load_string_list(ts_config *config, const ts_setting_def *row,
+                             config_setting_t *s, void *base,
+                             const char *key)
+{
+    const char *values[TS_MAX_SUBSCRIPTIONS];
+    if (config_setting_type(s) == CONFIG_TYPE_STRING) {
+        values[0] = config_setting_get_string(s);
+        ts_setting_store_list(row, base, values, 1);
+        return;
+    }
+    if (!config_setting_is_array(s) && !config_setting_is_list(s)) {
+        fail_at(config, s, "%s must be a list of strings, e.g. "
+                "[\"sensors\", \"fleet.\"]", key);
+        return;
+    }
+    int n = config_setting_length(s);
+    if (n < row->min || n > row->max) {
+        fail_at(config, s, "%s must list %lld to %lld topic prefixes "
+                "(\"\" subscribes to everything)", key, row->min,
+                row->max);
+        return;
+    }
+    for (int i = 0; i < n; i++) {
+        config_setting_t *elem = config_setting_get_elem(s, i);
+        if (config_setting_type(elem) != CONFIG_TYPE_STRING) {
+            fail_at(config, s, "%s must contain only strings", key);
+            return;
         }
+        values[i] = config_setting_get_string(elem);
     }
-    return 0;
+    ts_setting_store_list(row, base, values, (size_t)n);
 }
 
-/* NULL when absent; error when present but not a group. */
-static config_setting_t *optional_group(ts_config *config,
-                                        config_setting_t *parent,
-                                        const char *name)
+/* One row's setting `s` (NULL = absent: the default stays) into `out`;
+ * `key` is its path for messages. It must have the row's type, bounds and
+ * choices, and pass the row's check. */
+static void load_value(ts_config *config, const ts_setting_def *row,
+                       config_setting_t *s, void *out, const char *key)
 {
-    config_setting_t *group = config_setting_get_member(parent, name);
-    if (group != NULL && !config_setting_is_group(group)) {
-        fail_at(config, group, "'%s' must be a group { ... }, not %s", name,
-                type_name(config_setting_type(group)));
-        return NULL;
-    }
-    return group;
-}
-
-static void read_int(ts_config *config, config_setting_t *group,
-                     const char *key, long long min, long long max,
-                     long long *value)
-{
-    if (group == NULL)
-        return;
-    config_setting_t *s = config_setting_get_member(group, key);
     if (s == NULL)
         return;
-    char where[256];
-    setting_path(s, where, sizeof where);
-    if (!is_integer_type(config_setting_type(s))) {
-        fail_at(config, s, "%s must be an integer, not %s", where,
-                type_name(config_setting_type(s)));
+    int type = config_setting_type(s);
+    if (row->type == TS_SETTING_STRING_LIST) {
+        load_string_list(config, row, s, out, key);
         return;
     }
-    long long v = config_setting_get_int64(s);
-    if (v < min || v > max) {
-        fail_at(config, s, "%s must be between %lld and %lld", where, min,
-                max);
+    if (row->type == TS_SETTING_INT) {
+        if (!is_integer_type(type)) {
+            fail_at(config, s, "%s must be an integer, not %s", key,
+                    type_name(type));
+            return;
+        }
+        long long v = config_setting_get_int64(s);
+        if (v < row->min || v > row->max) {
+            fail_at(config, s, "%s must be between %lld and %lld",
+                    key, row->min, row->max);
+            return;
+        }
+        ts_setting_store_int(row, out, v);
         return;
     }
-    *value = v;
-}
-
-static void read_string(ts_config *config, config_setting_t *group,
-                        const char *key, const char **value)
-{
-    if (group == NULL)
+    if (row->type == TS_SETTING_BOOL) {
+        if (type != CONFIG_TYPE_BOOL) {
+            fail_at(config, s, "%s must be true or false, not %s", key,
+                    type_name(type));
+            return;
+        }
+        ts_setting_store_int(row, out, config_setting_get_bool(s) ? 1 : 0);
         return;
-    config_setting_t *s = config_setting_get_member(group, key);
-    if (s == NULL)
-        return;
-    char where[256];
-    setting_path(s, where, sizeof where);
-    if (config_setting_type(s) != CONFIG_TYPE_STRING) {
-        fail_at(config, s, "%s must be a string, not %s", where,
-                type_name(config_setting_type(s)));
+    }
+    if (type != CONFIG_TYPE_STRING) {
+        fail_at(config, s, "%s must be a string, not %s", key,
+                type_name(type));
         return;
     }
     const char *v = config_setting_get_string(s);
-    if (v[0] == '\0') {
-        fail_at(config, s, "%s must not be empty", where);
+    if (v[0] == '\0' &&
+        !(row->flags & (TS_SETTING_EMPTY_OK | TS_SETTING_EMPTY_UNSET))) {
+        fail_at(config, s, "%s must not be empty", key);
         return;
     }
-    *value = v;
-}
-
-static void read_choice(ts_config *config, config_setting_t *group,
-                        const char *key, const char *const *choices,
-                        const char *choices_text, int *value)
-{
-    const char *text = NULL;
-    read_string(config, group, key, &text);
-    if (text == NULL || config->failed)
-        return;
-    for (int i = 0; choices[i] != NULL; i++) {
-        if (strcmp(choices[i], text) == 0) {
-            *value = i;
-            return;
-        }
-    }
-    config_setting_t *s = config_setting_get_member(group, key);
-    char where[256];
-    setting_path(s, where, sizeof where);
-    fail_at(config, s, "%s must be one of %s", where, choices_text);
-}
-
-static void read_bool(ts_config *config, config_setting_t *group,
-                      const char *key, int *value)
-{
-    if (group == NULL)
-        return;
-    config_setting_t *s = config_setting_get_member(group, key);
-    if (s == NULL)
-        return;
-    if (config_setting_type(s) != CONFIG_TYPE_BOOL) {
-        char where[256];
-        setting_path(s, where, sizeof where);
-        fail_at(config, s, "%s must be true or false, not %s", where,
-                type_name(config_setting_type(s)));
-        return;
-    }
-    *value = config_setting_get_bool(s);
-}
-
-static void read_endpoint(ts_config *config, config_setting_t *group,
-                          const char **value)
-{
-    const char *text = NULL;
-    read_string(config, group, "endpoint", &text);
-    if (text == NULL || config->failed)
-        return;
-    if (strstr(text, "://") == NULL) {
-        config_setting_t *s = config_setting_get_member(group, "endpoint");
-        char where[256];
-        setting_path(s, where, sizeof where);
-        fail_at(config, s, "%s must be a ZeroMQ endpoint such as "
-                "tcp://127.0.0.1:7001", where);
-        return;
-    }
-    *value = text;
-}
-
-static const char *const socket_modes[] = { "bind", "connect", NULL };
-
-static void load_input(ts_config *config, config_setting_t *root)
-{
-    static const char *const known[] = {
-        "endpoint", "type", "mode", "subscribe", "hwm", "max_message_bytes",
-        "max_batch_updates", "read_budget", "max_future_s", "max_backdate_s",
-        "max_queued_mb", NULL
-    };
-    static const char *const types[] = { "pull", "sub", NULL };
-    ts_settings *s = &config->settings;
-    config_setting_t *input = optional_group(config, root, "input");
-    if (input == NULL || check_known_keys(config, input, known) < 0)
-        return;
-    read_endpoint(config, input, &s->input_endpoint);
-    int kind = (int)s->input_kind;
-    read_choice(config, input, "type", types, "\"pull\" or \"sub\"", &kind);
-    s->input_kind = (ts_socket_kind)kind;
-    int mode = (int)s->input_mode;
-    read_choice(config, input, "mode", socket_modes,
-                "\"bind\" or \"connect\"", &mode);
-    s->input_mode = (ts_socket_mode)mode;
-
-    config_setting_t *sub = config_setting_get_member(input, "subscribe");
-    if (sub != NULL && !config->failed) {
-        char where[256];
-        setting_path(sub, where, sizeof where);
-        if (config_setting_type(sub) == CONFIG_TYPE_STRING) {
-            s->subscriptions[0] = config_setting_get_string(sub);
-            s->n_subscriptions = 1;
-        } else if (config_setting_is_array(sub) ||
-                   config_setting_is_list(sub)) {
-            int n = config_setting_length(sub);
-            if (n < 1 || n > TS_MAX_SUBSCRIPTIONS) {
-                fail_at(config, sub, "%s must list 1 to %d topic prefixes "
-                        "(\"\" subscribes to everything)", where,
-                        TS_MAX_SUBSCRIPTIONS);
+    if (row->type == TS_SETTING_CHOICE) {
+        for (int i = 0; row->choices[i] != NULL; i++) {
+            if (strcmp(row->choices[i], v) == 0) {
+                ts_setting_store_int(row, out, i);
                 return;
             }
-            for (int i = 0; i < n; i++) {
-                config_setting_t *elem = config_setting_get_elem(sub, i);
-                if (config_setting_type(elem) != CONFIG_TYPE_STRING) {
-                    fail_at(config, sub, "%s must contain only strings",
-                            where);
-                    return;
-                }
-                s->subscriptions[i] = config_setting_get_string(elem);
-            }
-            s->n_subscriptions = (size_t)n;
-        } else {
-            fail_at(config, sub, "%s must be a list of strings, e.g. "
-                    "[\"sensors\", \"fleet.\"]", where);
+        }
+        char choices[256];
+        choices_text(row, choices, sizeof choices);
+        fail_at(config, s, "%s must be one of %s", key, choices);
+        return;
+    }
+    char problem[384];
+    if (row->check != NULL && row->check(v, problem, sizeof problem) != 0) {
+        fail_at(config, s, "%s %s", key, problem);
+        return;
+    }
+    ts_setting_store_string(row, out, v);
+}
+
+static int is_settings_group(const char *name)
+{
+    size_t n_rows;
+    const ts_setting_def *rows = ts_setting_table(&n_rows);
+    size_t len = strlen(name);
+    for (size_t i = 0; i < n_rows; i++)
+        if (strncmp(rows[i].key, name, len) == 0 && rows[i].key[len] == '.')
+            return 1;
+    return 0;
+}
+
+/* Every key outside `profiles` must be a row of the table, and the
+ * groups the rows live in must be groups. */
+static void check_known_settings(ts_config *config, config_setting_t *root)
+{
+    for (int i = 0; i < config_setting_length(root) && !config->failed;
+         i++) {
+        config_setting_t *member = config_setting_get_elem(root, i);
+        const char *name = config_setting_name(member);
+        if (strcmp(name, "profiles") == 0 || ts_setting_find(name) != NULL)
+            continue;
+        if (!is_settings_group(name)) {
+            fail_at(config, member, "unknown setting '%s'", name);
             return;
         }
+        if (!config_setting_is_group(member)) {
+            fail_at(config, member, "'%s' must be a group { ... }, not %s",
+                    name, type_name(config_setting_type(member)));
+            return;
+        }
+        for (int k = 0; k < config_setting_length(member); k++) {
+            config_setting_t *key = config_setting_get_elem(member, k);
+            char path[256];
+            snprintf(path, sizeof path, "%s.%s", name,
+                     config_setting_name(key));
+            if (ts_setting_find(path) == NULL) {
+                fail_at(config, key, "unknown setting '%s'", path);
+                return;
+            }
+        }
     }
-
-    long long v = s->input_hwm;
-    read_int(config, input, "hwm", 0, INT_MAX, &v);
-    s->input_hwm = (int)v;
-    v = (long long)s->max_message_bytes;
-    read_int(config, input, "max_message_bytes", 64, 1LL << 30, &v);
-    s->max_message_bytes = (size_t)v;
-    v = (long long)s->max_batch_updates;
-    read_int(config, input, "max_batch_updates", 1, 10000000, &v);
-    s->max_batch_updates = (size_t)v;
-    v = (long long)s->read_budget;
-    read_int(config, input, "read_budget", 1, 1000000, &v);
-    s->read_budget = (size_t)v;
-    v = s->max_future_ms / 1000;
-    read_int(config, input, "max_future_s", 0, MAX_DURATION_S, &v);
-    s->max_future_ms = (int64_t)v * 1000;
-    v = s->max_backdate_ms / 1000;
-    read_int(config, input, "max_backdate_s", 0, MAX_DURATION_S, &v);
-    s->max_backdate_ms = (int64_t)v * 1000;
-    v = (long long)s->max_queued_mb;
-    read_int(config, input, "max_queued_mb", 0, 1LL << 20, &v);
-    s->max_queued_mb = (size_t)v;
-}
-
-size_t ts_input_frame_cap(const ts_settings *s)
-{
-    /* Twice the accepted size: a message up to there still arrives and is
-     * answered with an `oversized` rejection that says its size; past it
-     * libzmq drops the peer's connection without reading on. */
-    return s->max_message_bytes * 2;
-}
-
-int ts_input_queue_messages(const ts_settings *s)
-{
-    if (s->max_queued_mb == 0)
-        return s->input_hwm;
-    /* ZeroMQ's HWM counts messages; the bound wanted is in bytes. Sized
-     * for the largest frame the socket lets in, the byte bound holds
-     * whatever the producers send. */
-    size_t n = (s->max_queued_mb << 20) / ts_input_frame_cap(s);
-    if (n < 1)
-        n = 1;
-    if (s->input_hwm > 0 && (size_t)s->input_hwm < n)
-        n = (size_t)s->input_hwm;
-    return n > INT_MAX ? INT_MAX : (int)n;
-}
-
-static void load_output(ts_config *config, config_setting_t *root)
-{
-    static const char *const known[] = { "endpoint", "mode", "hwm", "type",
-                                         NULL };
-    static const char *const types[] = { "pub", "push", NULL };
-    ts_settings *s = &config->settings;
-    config_setting_t *output = optional_group(config, root, "output");
-    if (output == NULL || check_known_keys(config, output, known) < 0)
-        return;
-    read_endpoint(config, output, &s->output_endpoint);
-    int kind = (int)s->output_kind;
-    read_choice(config, output, "type", types, "\"pub\" or \"push\"", &kind);
-    s->output_kind = (ts_output_kind)kind;
-    int mode = (int)s->output_mode;
-    read_choice(config, output, "mode", socket_modes,
-                "\"bind\" or \"connect\"", &mode);
-    s->output_mode = (ts_socket_mode)mode;
-    long long v = s->output_hwm;
-    read_int(config, output, "hwm", 0, INT_MAX, &v);
-    s->output_hwm = (int)v;
-}
-
-static void load_users(ts_config *config, config_setting_t *root)
-{
-    static const char *const known[] = {
-        "max_users", "idle_ttl_s", "max_user_id_bytes", "expire_interval_s",
-        NULL
-    };
-    ts_settings *s = &config->settings;
-    config_setting_t *users = optional_group(config, root, "users");
-    if (users == NULL || check_known_keys(config, users, known) < 0)
-        return;
-    long long v = (long long)s->limits.max_users;
-    read_int(config, users, "max_users", 1, 1LL << 32, &v);
-    s->limits.max_users = (size_t)v;
-    v = s->limits.idle_ttl_ms / 1000;
-    read_int(config, users, "idle_ttl_s", 0, MAX_DURATION_S, &v);
-    s->limits.idle_ttl_ms = (int64_t)v * 1000;
-    v = (long long)s->limits.max_user_id_bytes;
-    read_int(config, users, "max_user_id_bytes", 1, 4096, &v);
-    s->limits.max_user_id_bytes = (size_t)v;
-    v = s->expire_interval_ms / 1000;
-    read_int(config, users, "expire_interval_s", 1, 86400, &v);
-    s->expire_interval_ms = (int64_t)v * 1000;
-}
-
-static void load_log(ts_config *config, config_setting_t *root)
-{
-    static const char *const known[] = { "level", "syslog", NULL };
-    static const char *const levels[] = { "error", "warn", "info", "debug",
-                                          NULL };
-    ts_settings *s = &config->settings;
-    config_setting_t *log = optional_group(config, root, "log");
-    if (log == NULL || check_known_keys(config, log, known) < 0)
-        return;
-    read_choice(config, log, "level", levels,
-                "\"error\", \"warn\", \"info\" or \"debug\"", &s->log_level);
-    read_bool(config, log, "syslog", &s->log_syslog);
 }
 
 /* LMDB refuses keys longer than this (its default build); a user id is the
  * key of the user's record. */
 #define MAX_STORE_KEY_BYTES 511
 
-static void load_state(ts_config *config, config_setting_t *root)
-{
-    static const char *const known[] = { "dir", "sync", "map_size_mb", NULL };
-    /* Same order as ts_store_sync in daemon/store.h. */
-    static const char *const syncs[] = { "full", "batch", "none", NULL };
-    ts_settings *s = &config->settings;
-    config_setting_t *state = optional_group(config, root, "state");
-    if (state == NULL || check_known_keys(config, state, known) < 0)
-        return;
-    /* "" is the explicit way to run without a store (tests, throwaway
-     * runs): the shipped file names a directory, so durability is what an
-     * install gets unless someone asks otherwise. */
-    config_setting_t *dir = config_setting_get_member(state, "dir");
-    if (dir != NULL && config_setting_type(dir) == CONFIG_TYPE_STRING &&
-        config_setting_get_string(dir)[0] == '\0')
-        s->state_dir = NULL;
-    else
-        read_string(config, state, "dir", &s->state_dir);
-    read_choice(config, state, "sync", syncs,
-                "\"full\", \"batch\" or \"none\"", &s->state_sync);
-    long long v = (long long)s->state_map_size_mb;
-    read_int(config, state, "map_size_mb", 1, 1LL << 24, &v);
-    s->state_map_size_mb = (size_t)v;
-    if (!config->failed && s->state_dir != NULL &&
-        s->limits.max_user_id_bytes > MAX_STORE_KEY_BYTES) {
-        config_setting_t *dir = config_setting_get_member(state, "dir");
-        fail_at(config, dir, "state.dir needs users.max_user_id_bytes <= %d "
-                "(user ids are store keys)", MAX_STORE_KEY_BYTES);
-    }
-}
-
-static void load_http(ts_config *config, config_setting_t *root)
-{
-    static const char *const known[] = { "listen", "max_connections", NULL };
-    ts_settings *s = &config->settings;
-    config_setting_t *http = optional_group(config, root, "http");
-    if (http == NULL || check_known_keys(config, http, known) < 0)
-        return;
-    long long v = (long long)s->http_max_connections;
-    read_int(config, http, "max_connections", 1, 65536, &v);
-    s->http_max_connections = (size_t)v;
-    config_setting_t *listen = config_setting_get_member(http, "listen");
-    if (listen == NULL)
-        return;
-    /* Unlike other strings, "" is meaningful here: the endpoint is off. */
-    if (config_setting_type(listen) != CONFIG_TYPE_STRING) {
-        fail_at(config, listen, "http.listen must be a string, not %s",
-                type_name(config_setting_type(listen)));
-        return;
-    }
-    s->http_listen = config_setting_get_string(listen);
-    if (s->http_listen[0] == '\0')
-        return;
-    char host[256];
-    char problem[256];
-    unsigned port;
-    if (ts_ops_http_parse_listen(s->http_listen, host, sizeof host, &port,
-                                 problem, sizeof problem) != 0)
-        fail_at(config, listen,
-                "http.listen %s (use \"127.0.0.1:9107\", or \"\" to turn "
-                "the endpoint off)", problem);
-}
-
-/* ---------------------------------------------------------- security */
-
-/* Blames the setting that named the file; the key file's own error (which
- * never quotes key text) follows. */
-static void fail_key_file(ts_config *config, config_setting_t *group,
-                          const char *key, const char *detail)
-{
-    config_setting_t *s = config_setting_get_member(group, key);
-    char where[256];
-    setting_path(s, where, sizeof where);
-    fail_at(config, s, "%s: %s", where, detail);
-}
-
-static const char *required_key_file(ts_config *config,
-                                     config_setting_t *group, const char *key)
-{
-    const char *path = NULL;
-    read_string(config, group, key, &path);
-    if (path == NULL && !config->failed)
-        fail_at(config, group, "security.curve is on but security.%s is not "
-                "set", key);
-    return path;
-}
-
-static void load_server_keys(ts_config *config, config_setting_t *security)
+/* Checks that involve more than one row. */
+static void check_settings_together(ts_config *config)
 {
     ts_settings *s = &config->settings;
-    char detail[512];
-    if (s->curve_secret_key_file == NULL || s->curve_public_key_file == NULL)
-        return;
-    struct stat st;
-    if (stat(s->curve_secret_key_file, &st) == 0 &&
-        (st.st_mode & (S_IRWXG | S_IRWXO)) != 0) {
-        snprintf(detail, sizeof detail, "%s: a secret key must not be "
-                 "accessible by group or others (chmod 600)",
-                 s->curve_secret_key_file);
-        fail_key_file(config, security, "server_secret_key_file", detail);
-        return;
-    }
-    config->server_secret = calloc(1, TS_CURVE_KEY_BYTES);
-    if (config->server_secret == NULL) {
-        fail_raw(config, "%s: out of memory", config->origin);
-        return;
-    }
-    s->curve_server_secret = config->server_secret;
-    if (ts_curve_read_key_file(s->curve_secret_key_file,
-                               config->server_secret, detail,
-                               sizeof detail) != 0) {
-        fail_key_file(config, security, "server_secret_key_file", detail);
-        return;
-    }
-    if (ts_curve_read_key_file(s->curve_public_key_file,
-                               s->curve_server_public, detail,
-                               sizeof detail) != 0) {
-        fail_key_file(config, security, "server_public_key_file", detail);
-        return;
-    }
-    if (ts_curve_check_pair(s->curve_server_secret,
-                            s->curve_server_public) != 0) {
-        snprintf(detail, sizeof detail, "%s is not the public key of %s",
-                 s->curve_public_key_file, s->curve_secret_key_file);
-        fail_key_file(config, security, "server_public_key_file", detail);
-    }
+    if (s->state_dir != NULL &&
+        s->limits.max_user_id_bytes > MAX_STORE_KEY_BYTES)
+        fail_at(config, config_lookup(&config->cfg, "state.dir"),
+                "state.dir needs users.max_user_id_bytes <= %d (user ids are "
+                "store keys)", MAX_STORE_KEY_BYTES);
 }
 
-static void load_security(ts_config *config, config_setting_t *root)
+/* With security.curve on, the key files are read now, so that a bad one
+ * fails --check-config and the start rather than the first handshake.
+ * With it off the paths are only type-checked by their rows. */
+static void load_curve_keys(ts_config *config)
 {
-    static const char *const known[] = {
-        "curve", "server_secret_key_file", "server_public_key_file",
-        "input_allow_keys_file", "output_allow_keys_file", NULL
+    static const char *const required[] = {
+        "server_secret_key_file", "server_public_key_file",
+        "input_allow_keys_file"
     };
     ts_settings *s = &config->settings;
-    config_setting_t *security = optional_group(config, root, "security");
-    if (security == NULL || check_known_keys(config, security, known) < 0)
+    if (!s->curve_enabled)
         return;
-    read_bool(config, security, "curve", &s->curve_enabled);
-    if (config->failed)
-        return;
-    if (!s->curve_enabled) {
-        /* Paths are still type-checked so a typo shows before the switch is
-         * flipped; the files are only read when CURVE is on. */
-        read_string(config, security, "server_secret_key_file",
-                    &s->curve_secret_key_file);
-        read_string(config, security, "server_public_key_file",
-                    &s->curve_public_key_file);
-        read_string(config, security, "input_allow_keys_file",
-                    &s->curve_input_allow_file);
-        read_string(config, security, "output_allow_keys_file",
-                    &s->curve_output_allow_file);
-        return;
-    }
-    s->curve_secret_key_file =
-        required_key_file(config, security, "server_secret_key_file");
-    if (!config->failed)
-        s->curve_public_key_file =
-            required_key_file(config, security, "server_public_key_file");
-    if (!config->failed)
-        s->curve_input_allow_file =
-            required_key_file(config, security, "input_allow_keys_file");
-    if (!config->failed)
-        read_string(config, security, "output_allow_keys_file",
-                    &s->curve_output_allow_file);
-    if (config->failed)
-        return;
-    load_server_keys(config, security);
-    if (config->failed)
-        return;
-    char detail[512];
-    if (ts_curve_read_allow_list(s->curve_input_allow_file,
-                                 &config->input_allow, detail,
-                                 sizeof detail) != 0) {
-        fail_key_file(config, security, "input_allow_keys_file", detail);
-        return;
-    }
-    s->curve_input_allow = &config->input_allow;
-    if (s->curve_output_allow_file != NULL) {
-        if (ts_curve_read_allow_list(s->curve_output_allow_file,
-                                     &config->output_allow, detail,
-                                     sizeof detail) != 0) {
-            fail_key_file(config, security, "output_allow_keys_file", detail);
+    config_setting_t *security = config_lookup(&config->cfg, "security");
+    for (size_t i = 0; i < sizeof required / sizeof required[0]; i++) {
+        char key[64];
+        snprintf(key, sizeof key, "security.%s", required[i]);
+        if (config_lookup(&config->cfg, key) == NULL) {
+            fail_at(config, security, "security.curve is on but %s is not "
+                    "set", key);
             return;
         }
-        s->curve_output_allow = &config->output_allow;
     }
+    const char *blamed = NULL;
+    char detail[512];
+    if (ts_curve_load_server_material(
+            s->curve_secret_key_file, s->curve_public_key_file,
+            s->curve_input_allow_file, s->curve_output_allow_file,
+            &config->curve, &blamed, detail, sizeof detail) != 0) {
+        char key[64];
+        snprintf(key, sizeof key, "security.%s", blamed);
+        fail_at(config, config_lookup(&config->cfg, key), "%s: %s", key,
+                detail);
+        return;
+    }
+    s->curve_server_secret = config->curve.secret;
+    memcpy(s->curve_server_public, config->curve.public_key,
+           sizeof s->curve_server_public);
+    s->curve_input_allow = &config->curve.input_allow;
+    s->curve_output_allow = config->curve.has_output_allow
+                                ? &config->curve.output_allow : NULL;
+}
+
+static void load_settings(ts_config *config)
+{
+    config_setting_t *root = config_root_setting(&config->cfg);
+    check_known_settings(config, root);
+    size_t n_rows;
+    const ts_setting_def *rows = ts_setting_table(&n_rows);
+    for (size_t i = 0; i < n_rows && !config->failed; i++)
+        load_value(config, &rows[i], config_lookup(&config->cfg, rows[i].key),
+                   &config->settings, rows[i].key);
+    if (!config->failed)
+        check_settings_together(config);
+    if (!config->failed)
+        load_curve_keys(config);
 }
 
 /* ---------------------------------------------------------- profiles */
@@ -894,7 +615,7 @@ static void load_security(ts_config *config, config_setting_t *root)
  * asked for, so keys it never reads (typos) can be reported. */
 typedef struct param_source {
     config_setting_t *group;
-    model_cache *models;
+    ts_model_cache *models;
     char asked[MAX_PROFILE_KEYS][MAX_PARAM_NAME];
     size_t n_asked;
     int model_empty;             /* the mechanism asked for a model: "" */
@@ -978,49 +699,23 @@ static const void *param_get_model(void *ctx, const char *key, char *err,
         snprintf(err, errlen, "%s is empty (no model configured)", key);
         return NULL;
     }
-    if (src->models == NULL) {
-        snprintf(err, errlen, "%s: out of memory", key);
-        return NULL;
-    }
-    for (model_entry *e = src->models->head; e != NULL; e = e->next)
-        if (strcmp(e->path, path) == 0)
-            return e->model;
-    model_entry *entry = calloc(1, sizeof *entry);
     char reason[256] = "";
-    if (entry == NULL || (entry->path = strdup(path)) == NULL) {
-        free(entry);
-        snprintf(err, errlen, "%s: out of memory", key);
-        return NULL;
-    }
-    if (ts_model_open(path, &entry->model, reason, sizeof reason) < 0) {
-        free(entry->path);
-        free(entry);
-        snprintf(err, errlen, "%s: %s", key, reason);
-        return NULL;
-    }
-    entry->next = src->models->head;
-    src->models->head = entry;
-    return entry->model;
-}
-
-static void model_cache_free(model_cache *cache)
-{
-    if (cache == NULL)
-        return;
-    while (cache->head != NULL) {
-        model_entry *e = cache->head;
-        cache->head = e->next;
-        ts_model_close(e->model);
-        free(e->path);
-        free(e);
-    }
-    free(cache);
+    const ts_model *model =
+        src->models != NULL
+            ? ts_model_cache_get(src->models, path, reason, sizeof reason)
+            : NULL;
+    if (model == NULL)
+        snprintf(err, errlen, "%s: %s", key,
+                 reason[0] != '\0' ? reason : "out of memory");
+    return model;
 }
 
 static int is_common_key(const char *name)
 {
-    for (size_t i = 0; common_profile_keys[i] != NULL; i++)
-        if (strcmp(common_profile_keys[i], name) == 0)
+    size_t n_rows;
+    const ts_setting_def *rows = ts_profile_setting_table(&n_rows);
+    for (size_t i = 0; i < n_rows; i++)
+        if (strcmp(rows[i].key, name) == 0)
             return 1;
     return 0;
 }
@@ -1138,12 +833,12 @@ static int valid_profile_name(const char *name)
 static void load_profile(ts_config *config, config_setting_t *group,
                          profile_desc *desc)
 {
-    static const char *const policies[] = { "drop", "repeat", NULL };
     const char *name = config_setting_name(group);
     desc->group = group;
     desc->name = name;
-    desc->window_ms = 86400 * INT64_C(1000);
-    desc->on_exhausted = TS_ON_EXHAUSTED_DROP;
+    size_t n_rows;
+    const ts_setting_def *rows = ts_profile_setting_table(&n_rows);
+    ts_setting_defaults(rows, n_rows, &desc->common);
     if (!config_setting_is_group(group)) {
         fail_at(config, group, "profile '%s' must be a group { mechanism = "
                 "\"...\"; ... }, not %s", name,
@@ -1155,17 +850,22 @@ static void load_profile(ts_config *config, config_setting_t *group,
                 "digits, '-' and '_'", name);
         return;
     }
-
     config_setting_t *mechanism = config_setting_get_member(group,
                                                             "mechanism");
     if (mechanism == NULL) {
         fail_at(config, group, "profile '%s' has no 'mechanism'", name);
         return;
     }
-    const char *mechanism_name = NULL;
-    read_string(config, group, "mechanism", &mechanism_name);
+    for (size_t i = 0; i < n_rows && !config->failed; i++) {
+        config_setting_t *s = config_setting_get_member(group, rows[i].key);
+        char where[256];
+        if (s != NULL)
+            setting_path(s, where, sizeof where);
+        load_value(config, &rows[i], s, &desc->common, where);
+    }
     if (config->failed)
         return;
+    const char *mechanism_name = desc->common.mechanism;
     desc->ops = ts_mechanism_find(mechanism_name);
     if (desc->ops == NULL) {
         char known[256] = "";
@@ -1187,16 +887,6 @@ static void load_profile(ts_config *config, config_setting_t *group,
         return;
     }
 
-    long long window_s = desc->window_ms / 1000;
-    read_int(config, group, "budget_window_s", 1, MAX_DURATION_S, &window_s);
-    desc->window_ms = (int64_t)window_s * 1000;
-    int policy = (int)desc->on_exhausted;
-    read_choice(config, group, "on_exhausted", policies,
-                "\"drop\" or \"repeat\"", &policy);
-    desc->on_exhausted = (ts_on_exhausted)policy;
-    if (config->failed)
-        return;
-
     double budget;
     void *mech = instantiate_profile(config, desc, &budget, &desc->disabled);
     if (mech != NULL && desc->ops->profile_free != NULL)
@@ -1212,9 +902,12 @@ static void load_profile(ts_config *config, config_setting_t *group,
 
 static void load_profiles(ts_config *config, config_setting_t *root)
 {
-    config_setting_t *profiles = optional_group(config, root, "profiles");
-    if (config->failed)
+    config_setting_t *profiles = config_setting_get_member(root, "profiles");
+    if (profiles != NULL && !config_setting_is_group(profiles)) {
+        fail_at(config, profiles, "'profiles' must be a group { ... }, not %s",
+                type_name(config_setting_type(profiles)));
         return;
+    }
     /* ts_config_load adds the built-in profile when `profiles` is absent,
      * so only an explicitly empty group gets here without members. */
     int n = profiles != NULL ? config_setting_length(profiles) : 0;
@@ -1260,37 +953,6 @@ static void load_profiles(ts_config *config, config_setting_t *root)
                 "default '%s' is not defined under 'profiles'", wanted);
 }
 
-static void set_defaults(ts_settings *s)
-{
-    memset(s, 0, sizeof *s);
-    s->input_endpoint = "tcp://127.0.0.1:7001";
-    s->input_kind = TS_SOCKET_PULL;
-    s->input_mode = TS_SOCKET_BIND;
-    s->subscriptions[0] = "";
-    s->n_subscriptions = 1;
-    s->input_hwm = 100000;
-    s->max_message_bytes = 1u << 20;
-    s->max_batch_updates = 10000;
-    s->read_budget = 256;
-    s->max_future_ms = 600 * INT64_C(1000);
-    s->max_backdate_ms = 86400 * INT64_C(1000);
-    s->max_queued_mb = 64;
-    s->output_endpoint = "tcp://127.0.0.1:7002";
-    s->output_mode = TS_SOCKET_BIND;
-    s->output_hwm = 100000;
-    s->limits.max_users = 1000000;
-    s->limits.idle_ttl_ms = 3600 * INT64_C(1000);
-    s->limits.max_user_id_bytes = 128;
-    s->expire_interval_ms = 1000;
-    s->log_level = TS_LOG_INFO;
-    s->log_syslog = 0;
-    s->default_profile = "geoind";
-    s->http_listen = "127.0.0.1:9107";
-    s->http_max_connections = 64;
-    s->state_dir = NULL;
-    s->state_sync = 0;
-    s->state_map_size_mb = 1024;
-}
 
 /* With no `profiles` group (in particular with no file at all) there is one
  * profile, `geoind`, with the mechanism's default parameters, so that
@@ -1364,9 +1026,9 @@ ts_config *ts_config_load(const char *path, const char *const *overrides,
     }
     config->err = err;
     config->errlen = errlen;
-    config->models = calloc(1, sizeof *config->models);
+    config->models = ts_model_cache_new();
     config_init(&config->cfg);
-    set_defaults(&config->settings);
+    ts_settings_defaults(&config->settings);
     if (path != NULL) {
         config->path = strdup(path);
         if (config->path == NULL) {
@@ -1401,29 +1063,8 @@ ts_config *ts_config_load(const char *path, const char *const *overrides,
     if (config->failed)
         goto fail;
 
-    static const char *const known_top[] = {
-        "input", "output", "users", "log", "default_profile", "profiles", "http",
-        "state", "security", NULL
-    };
     config_setting_t *root = config_root_setting(&config->cfg);
-    check_known_keys(config, root, known_top);
-    if (!config->failed)
-        load_input(config, root);
-    if (!config->failed)
-        load_output(config, root);
-    if (!config->failed)
-        load_users(config, root);
-    if (!config->failed)
-        load_log(config, root);
-    if (!config->failed)
-        load_http(config, root);
-    if (!config->failed)
-        load_state(config, root);
-    if (!config->failed)
-        load_security(config, root);
-    if (!config->failed)
-        read_string(config, root, "default_profile",
-                    &config->settings.default_profile);
+    load_settings(config);
     if (!config->failed)
         load_profiles(config, root);
     if (config->failed)
@@ -1443,13 +1084,9 @@ void ts_config_free(ts_config *config)
 {
     if (config == NULL)
         return;
-    if (config->server_secret != NULL)
-        ts_curve_wipe(config->server_secret, TS_CURVE_KEY_BYTES);
-    free(config->server_secret);
-    ts_curve_allow_list_free(&config->input_allow);
-    ts_curve_allow_list_free(&config->output_allow);
+    ts_curve_server_material_free(&config->curve);
     config_destroy(&config->cfg);
-    model_cache_free(config->models);
+    ts_model_cache_free(config->models);
     for (size_t i = 0; i < config->n_overrides; i++)
         free(config->overrides[i]);
     free(config->overrides);
@@ -1514,8 +1151,8 @@ int ts_config_build_profiles(const ts_config *config, ts_profile **profiles,
             complete = 0;
             break;
         }
-        profile->window_ms = desc->window_ms;
-        profile->on_exhausted = desc->on_exhausted;
+        profile->window_ms = desc->common.window_ms;
+        profile->on_exhausted = desc->common.on_exhausted;
         made++;
     }
     if (!complete || made == 0) {

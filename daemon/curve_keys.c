@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <zmq.h>
 
 void ts_curve_wipe(void *data, size_t len)
@@ -250,4 +251,76 @@ out:
     ts_curve_wipe(client_secret, sizeof client_secret);
     free(path);
     return rc;
+}
+
+void ts_curve_server_material_free(ts_curve_server_material *material)
+{
+    if (material == NULL)
+        return;
+    if (material->secret != NULL)
+        ts_curve_wipe(material->secret, TS_CURVE_KEY_BYTES);
+    free(material->secret);
+    ts_curve_allow_list_free(&material->input_allow);
+    ts_curve_allow_list_free(&material->output_allow);
+    memset(material, 0, sizeof *material);
+}
+
+static int server_material_fail(ts_curve_server_material *material,
+                                const char **blamed, const char *key)
+{
+    *blamed = key;
+    ts_curve_server_material_free(material);
+    return -1;
+}
+
+int ts_curve_load_server_material(const char *secret_file,
+                                  const char *public_file,
+                                  const char *input_allow_file,
+                                  const char *output_allow_file,
+                                  ts_curve_server_material *material,
+                                  const char **blamed, char *err,
+                                  size_t errlen)
+{
+    memset(material, 0, sizeof *material);
+    struct stat st;
+    if (stat(secret_file, &st) == 0 &&
+        (st.st_mode & (S_IRWXG | S_IRWXO)) != 0) {
+        snprintf(err, errlen, "%s: a secret key must not be accessible by "
+                 "group or others (chmod 600)", secret_file);
+        return server_material_fail(material, blamed,
+                                    "server_secret_key_file");
+    }
+    material->secret = calloc(1, TS_CURVE_KEY_BYTES);
+    if (material->secret == NULL) {
+        snprintf(err, errlen, "%s: out of memory", secret_file);
+        return server_material_fail(material, blamed,
+                                    "server_secret_key_file");
+    }
+    if (ts_curve_read_key_file(secret_file, material->secret, err,
+                               errlen) != 0)
+        return server_material_fail(material, blamed,
+                                    "server_secret_key_file");
+    if (ts_curve_read_key_file(public_file, material->public_key, err,
+                               errlen) != 0)
+        return server_material_fail(material, blamed,
+                                    "server_public_key_file");
+    if (ts_curve_check_pair(material->secret, material->public_key) != 0) {
+        snprintf(err, errlen, "%s is not the public key of %s", public_file,
+                 secret_file);
+        return server_material_fail(material, blamed,
+                                    "server_public_key_file");
+    }
+    if (ts_curve_read_allow_list(input_allow_file, &material->input_allow,
+                                 err, errlen) != 0)
+        return server_material_fail(material, blamed,
+                                    "input_allow_keys_file");
+    if (output_allow_file != NULL) {
+        if (ts_curve_read_allow_list(output_allow_file,
+                                     &material->output_allow, err,
+                                     errlen) != 0)
+            return server_material_fail(material, blamed,
+                                        "output_allow_keys_file");
+        material->has_output_allow = 1;
+    }
+    return 0;
 }

@@ -53,6 +53,32 @@ int ts_curve_client_setup(void *socket, const char *server_public_file,
                           const char *client_prefix, char *err,
                           size_t errlen);
 
+/* Everything the daemon's CURVE sockets need, read from the four files
+ * of the `security` settings. The secret lives on the heap so that copies
+ * of the settings that point at it do not copy it. */
+typedef struct ts_curve_server_material {
+    unsigned char *secret;               /* TS_CURVE_KEY_BYTES, or NULL */
+    unsigned char public_key[TS_CURVE_KEY_BYTES];
+    ts_curve_allow_list input_allow;
+    ts_curve_allow_list output_allow;
+    int has_output_allow;                /* 0: any CURVE client may read */
+} ts_curve_server_material;
+
+/* Reads the key pair (the secret file must be mode 0600 or stricter, and
+ * the public key must be its pair) and the allow-lists (output_allow_file
+ * may be NULL). On failure returns -1, sets *blamed to the name of the
+ * setting whose file is at fault ("server_secret_key_file", ...) and fills
+ * err; the material is then freed. */
+int ts_curve_load_server_material(const char *secret_file,
+                                  const char *public_file,
+                                  const char *input_allow_file,
+                                  const char *output_allow_file,
+                                  ts_curve_server_material *material,
+                                  const char **blamed, char *err,
+                                  size_t errlen);
+/* Wipes the secret and frees everything (NULL-safe). */
+void ts_curve_server_material_free(ts_curve_server_material *material);
+
 /* Clears secret material in a way the compiler cannot drop. */
 void ts_curve_wipe(void *data, size_t len);
 

@@ -794,57 +794,11 @@ static void notify_reloading(void)
                    (uint64_t)now.tv_nsec / 1000u);
 }
 
-static int same_text(const char *a, const char *b)
+static void warn_restart_only(const char *key, void *arg)
 {
-    if (a == NULL || b == NULL)
-        return a == b;
-    return strcmp(a, b) == 0;
-}
-
-/* Settings that live in sockets, tables or files opened at start: a reload
- * reports them and leaves them alone. */
-static void log_restart_only_changes(const ts_settings *old,
-                                     const ts_settings *new)
-{
-    const char *changed[24];
-    size_t n = 0;
-#define RESTART_ONLY(cond, name) \
-    do { if (cond) changed[n++] = name; } while (0)
-    RESTART_ONLY(!same_text(old->input_endpoint, new->input_endpoint),
-                 "input.endpoint");
-    RESTART_ONLY(old->input_kind != new->input_kind ||
-                 old->input_mode != new->input_mode ||
-                 old->input_hwm != new->input_hwm ||
-                 old->n_subscriptions != new->n_subscriptions, "input.*");
-    RESTART_ONLY(old->max_message_bytes != new->max_message_bytes ||
-                 old->max_batch_updates != new->max_batch_updates ||
-                 old->read_budget != new->read_budget ||
-                 old->max_future_ms != new->max_future_ms ||
-                 old->max_backdate_ms != new->max_backdate_ms ||
-                 old->max_queued_mb != new->max_queued_mb, "input limits");
-    RESTART_ONLY(!same_text(old->output_endpoint, new->output_endpoint) ||
-                 old->output_mode != new->output_mode ||
-                 old->output_hwm != new->output_hwm, "output.*");
-    RESTART_ONLY(old->limits.max_users != new->limits.max_users ||
-                 old->limits.idle_ttl_ms != new->limits.idle_ttl_ms ||
-                 old->limits.max_user_id_bytes !=
-                     new->limits.max_user_id_bytes ||
-                 old->expire_interval_ms != new->expire_interval_ms,
-                 "users.*");
-    RESTART_ONLY(old->log_syslog != new->log_syslog, "log.syslog");
-    RESTART_ONLY(!same_text(old->http_listen, new->http_listen) ||
-                 old->http_max_connections != new->http_max_connections,
-                 "http.*");
-    RESTART_ONLY(!same_text(old->state_dir, new->state_dir) ||
-                 old->state_sync != new->state_sync, "state.*");
-    RESTART_ONLY(old->curve_enabled != new->curve_enabled ||
-                 memcmp(old->curve_server_public, new->curve_server_public,
-                        sizeof old->curve_server_public) != 0,
-                 "security.curve and the server key");
-#undef RESTART_ONLY
-    for (size_t i = 0; i < n; i++)
-        ts_log(TS_LOG_WARN, "reload: %s changed; it takes effect only after "
-               "a restart", changed[i]);
+    (void)arg;
+    ts_log(TS_LOG_WARN, "reload: %s changed; it takes effect only after a "
+           "restart", key);
 }
 
 static const char *on_exhausted_name(ts_on_exhausted policy)
@@ -959,7 +913,8 @@ static void reload_configuration(daemon_state *daemon)
         log_profile_changes(before, n_before, daemon->pipeline);
     free(before);
     const ts_settings *settings = ts_config_settings(fresh);
-    log_restart_only_changes(daemon->settings, settings);
+    ts_settings_restart_changes(daemon->settings, settings, warn_restart_only,
+                                NULL);
     /* Client keys apply to the next handshakes; connected peers stay. */
     int keys = daemon->transport_ops->reload_allow_lists(
         daemon->transport, settings, err, sizeof err);

@@ -201,8 +201,21 @@ write_conf 30
 NOTIFY_SOCKET=$SOCK WATCHDOG_USEC=400000 start_daemon notify -c "$CONF"
 check "notify: READY=1 after the ready line" wait_for_line "READY=1"
 sleep 0.5
+# Two restart-only keys change: the reload names exactly those (the table
+# of settings drives the comparison; output.type and state.map_size_mb were
+# missing from the hand-kept list it replaced).
+sed -i -e 's/^\([[:space:]]*\)# type = "pub";/\1type = "push";/' \
+    -e 's/^\([[:space:]]*map_size_mb = \)1024;/\12048;/' "$CONF"
+grep -q '^[[:space:]]*type = "push";' "$CONF" && grep -q 'map_size_mb = 2048;' "$CONF" ||
+    fatal "could not change output.type and state.map_size_mb in $CONF"
 kill -HUP "$DAEMON_PID"
 check "notify: reload logged" wait_log "reload complete"
+check "reload names output.type as restart-only" \
+    grep -q "reload: output.type changed; it takes effect only after a restart" "$DAEMON_LOG"
+check "reload names state.map_size_mb as restart-only" \
+    grep -q "reload: state.map_size_mb changed; it takes effect only after a restart" "$DAEMON_LOG"
+check_eq "reload names no other restart-only key" 2 \
+    "$(grep -c 'changed; it takes effect only after a restart' "$DAEMON_LOG")"
 # A new profile cannot be added live: refused, old profiles kept.
 sed 's/^profiles = {$/profiles = {\n    extra = { mechanism = "geoind"; };/' "$CONF" >"$CONF.new" && mv "$CONF.new" "$CONF"
 grep -q 'extra = { mechanism' "$CONF" || fatal "could not add a profile to $CONF"
