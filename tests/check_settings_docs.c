@@ -1,0 +1,328 @@
+/* The settings table against its two written copies: every row must have
+ * a row in docs/configuration.md (same default, same reload class, its
+ * bounds in the type column) and a line in conf/tracesand.conf (set, or
+ * commented out, to the default or the row's shipped value); neither may
+ * name a key the table does not have. */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "daemon/settings.h"
+
+#define MAX_LINES 4096
+#define MAX_CELLS 8
+
+typedef struct text_file {
+    char *data;
+    char *lines[MAX_LINES];
+    size_t n_lines;
+} text_file;
+
+static void load_text(text_file *file, const char *relative)
+{
+    const char *top = getenv("top_srcdir");
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s", top != NULL ? top : ".", relative);
+    FILE *f = fopen(path, "r");
+    ck_assert_msg(f != NULL, "cannot open %s", path);
+    fseek(f, 0, SEEK_END);
+    long size = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    file->data = calloc(1, (size_t)size + 1);
+    ck_assert_int_eq(fread(file->data, 1, (size_t)size, f), (size_t)size);
+    fclose(f);
+    file->n_lines = 0;
+    for (char *save = NULL, *line = strtok_r(file->data, "\n", &save);
+         line != NULL && file->n_lines < MAX_LINES;
+         line = strtok_r(NULL, "\n", &save))
+        file->lines[file->n_lines++] = line;
+}
+
+static char *trim(char *s)
+{
+    while (*s == ' ')
+        s++;
+    size_t n = strlen(s);
+    while (n > 0 && s[n - 1] == ' ')
+        s[--n] = '\0';
+    return s;
+}
+
+/* Splits a markdown table row on unescaped '|' (in place). */
+static size_t split_cells(char *line, char *cells[MAX_CELLS])
+{
+    size_t n = 0;
+    if (line[0] != '|')
+        return 0;
+    char *start = line + 1;
+    for (char *p = start; *p != '\0' && n < MAX_CELLS; p++) {
+        if (*p == '|' && p[-1] != '\\') {
+            *p = '\0';
+            cells[n++] = trim(start);
+            start = p + 1;
+        }
+    }
+    return n;
+}
+
+typedef struct doc_row {
+    char key[128];
+    char type[512];
+    char def[512];
+    char reload[64];
+} doc_row;
+
+static size_t doc_rows(doc_row *rows, size_t max)
+{
+    text_file docs;
+    load_text(&docs, "docs/configuration.md");
+    size_t n = 0;
+    for (size_t i = 0; i < docs.n_lines && n < max; i++) {
+        char *cells[MAX_CELLS];
+        if (strncmp(docs.lines[i], "| `", 3) != 0)
+            continue;
+        size_t n_cells = split_cells(docs.lines[i], cells);
+        if (n_cells < 5)
+            continue;
+        size_t len = strlen(cells[0]);
+        if (len < 3 || cells[0][len - 1] != '`')
+            continue;
+        snprintf(rows[n].key, sizeof rows[n].key, "%.*s", (int)(len - 2),
+                 cells[0] + 1);
+        snprintf(rows[n].type, sizeof rows[n].type, "%s", cells[1]);
+        snprintf(rows[n].def, sizeof rows[n].def, "%s", cells[2]);
+        snprintf(rows[n].reload, sizeof rows[n].reload, "%s", cells[3]);
+        n++;
+    }
+    free(docs.data);
+    return n;
+}
+
+static const char *apply_name(ts_setting_apply apply)
+{
+    switch (apply) {
+    case TS_APPLY_RESTART: return "restart";
+    case TS_APPLY_RELOAD: return "reload";
+    case TS_APPLY_REFUSED: return "refused";
+    }
+    return "?";
+}
+
+/* `100000`, `"pull"`, or — for a key with no default. */
+static void default_cell(const ts_setting_def *row, const void *defaults,
+                         char *buf, size_t len)
+{
+    char value[256];
+    ts_setting_format(row, defaults, value, sizeof value);
+    if (row->type == TS_SETTING_STRING && row->default_value == NULL)
+        snprintf(buf, len, "—");
+    else
+        snprintf(buf, len, "`%.250s`", value);
+}
+
+static void check_doc_row(const doc_row *rows, size_t n_rows,
+                          const ts_setting_def *row, const void *defaults,
+                          const char *key)
+{
+    const doc_row *doc = NULL;
+    for (size_t i = 0; i < n_rows && doc == NULL; i++)
+        if (strcmp(rows[i].key, key) == 0)
+            doc = &rows[i];
+    ck_assert_msg(doc != NULL, "docs/configuration.md has no row for `%s`",
+                  key);
+    char want[300];
+    default_cell(row, defaults, want, sizeof want);
+    ck_assert_msg(strncmp(doc->def, want, strlen(want)) == 0,
+                  "docs/configuration.md: `%s` default is \"%s\", the table "
+                  "says %s", key, doc->def, want);
+    ck_assert_msg(strcmp(doc->reload, apply_name(row->apply)) == 0,
+                  "docs/configuration.md: `%s` on SIGHUP is \"%s\", the "
+                  "table says %s", key, doc->reload, apply_name(row->apply));
+    if (row->type == TS_SETTING_INT) {
+        char bounds[128];
+        snprintf(bounds, sizeof bounds, "%lld … %lld", row->min, row->max);
+        ck_assert_msg(strstr(doc->type, bounds) != NULL,
+                      "docs/configuration.md: `%s` type \"%s\" does not say "
+                      "its bounds %s", key, doc->type, bounds);
+    }
+    if (row->type == TS_SETTING_CHOICE)
+        for (size_t c = 0; row->choices[c] != NULL; c++) {
+            char quoted[64];
+            snprintf(quoted, sizeof quoted, "`\"%s\"`", row->choices[c]);
+            ck_assert_msg(strstr(doc->type, quoted) != NULL,
+                          "docs/configuration.md: `%s` type \"%s\" misses "
+                          "the choice %s", key, doc->type, quoted);
+        }
+}
+
+START_TEST(test_every_row_documented)
+{
+    static doc_row rows[512];
+    size_t n_docs = doc_rows(rows, 512);
+    ts_settings defaults;
+    ts_settings_defaults(&defaults);
+    size_t n;
+    const ts_setting_def *table = ts_setting_table(&n);
+    for (size_t i = 0; i < n; i++)
+        check_doc_row(rows, n_docs, &table[i], &defaults, table[i].key);
+
+    ts_profile_settings profile_defaults;
+    memset(&profile_defaults, 0, sizeof profile_defaults);
+    size_t n_profile;
+    const ts_setting_def *profile_table = ts_profile_setting_table(&n_profile);
+    ts_setting_defaults(profile_table, n_profile, &profile_defaults);
+    for (size_t i = 0; i < n_profile; i++) {
+        char key[128];
+        snprintf(key, sizeof key, "profiles.<name>.%s", profile_table[i].key);
+        if (profile_table[i].default_value == NULL)
+            continue; /* `mechanism`: required, documented as such */
+        check_doc_row(rows, n_docs, &profile_table[i], &profile_defaults,
+                      key);
+    }
+}
+END_TEST
+
+START_TEST(test_docs_name_no_unknown_key)
+{
+    static doc_row rows[512];
+    size_t n_docs = doc_rows(rows, 512);
+    for (size_t i = 0; i < n_docs; i++) {
+        const char *key = rows[i].key;
+        if (strncmp(key, "profiles", 8) == 0 || strchr(key, '.') == NULL)
+            continue; /* profile keys and mechanism parameters */
+        ck_assert_msg(ts_setting_find(key) != NULL,
+                      "docs/configuration.md documents `%s`, which is not "
+                      "in the settings table", key);
+    }
+}
+END_TEST
+
+/* The shipped file: `group = {` ... `};` with `key = value;` lines, some
+ * commented out as `# key = value;`. */
+typedef struct conf_key {
+    char key[128];
+    char value[256];
+} conf_key;
+
+static size_t conf_keys(conf_key *keys, size_t max)
+{
+    text_file conf;
+    load_text(&conf, "conf/tracesand.conf");
+    char group[64] = "";
+    int depth = 0;
+    size_t n = 0;
+    for (size_t i = 0; i < conf.n_lines && n < max; i++) {
+        char *line = trim(conf.lines[i]);
+        if (line[0] != '#' && strstr(line, "= {") != NULL) {
+            if (depth++ == 0)
+                sscanf(line, "%63[A-Za-z0-9_-]", group);
+            continue;
+        }
+        if (line[0] != '#' && strncmp(line, "}", 1) == 0) {
+            if (depth > 0 && --depth == 0)
+                group[0] = '\0';
+            continue;
+        }
+        if (strcmp(group, "profiles") == 0 || depth > 1)
+            continue;
+        if (line[0] == '#')
+            line = trim(line + 1);
+        char name[64];
+        char value[256];
+        if (sscanf(line, "%63[A-Za-z0-9_] = %255[^\n]", name, value) != 2)
+            continue;
+        size_t len = strlen(value);
+        if (len == 0 || value[len - 1] != ';')
+            continue;
+        value[len - 1] = '\0';
+        if (depth == 1)
+            snprintf(keys[n].key, sizeof keys[n].key, "%s.%s", group, name);
+        else
+            snprintf(keys[n].key, sizeof keys[n].key, "%s", name);
+        snprintf(keys[n].value, sizeof keys[n].value, "%s", value);
+        n++;
+    }
+    free(conf.data);
+    return n;
+}
+
+START_TEST(test_every_row_in_shipped_conf)
+{
+    static conf_key keys[512];
+    size_t n_keys = conf_keys(keys, 512);
+    ts_settings defaults;
+    ts_settings_defaults(&defaults);
+    size_t n;
+    const ts_setting_def *table = ts_setting_table(&n);
+    for (size_t i = 0; i < n; i++) {
+        const conf_key *found = NULL;
+        for (size_t k = 0; k < n_keys && found == NULL; k++)
+            if (strcmp(keys[k].key, table[i].key) == 0)
+                found = &keys[k];
+        ck_assert_msg(found != NULL, "conf/tracesand.conf does not show %s",
+                      table[i].key);
+        char want[300];
+        if (table[i].shipped_value != NULL)
+            snprintf(want, sizeof want, "\"%s\"", table[i].shipped_value);
+        else
+            ts_setting_format(&table[i], &defaults, want, sizeof want);
+        if (table[i].type == TS_SETTING_STRING &&
+            table[i].default_value == NULL && table[i].shipped_value == NULL)
+            continue; /* no default: the file shows an example path */
+        ck_assert_msg(strcmp(found->value, want) == 0,
+                      "conf/tracesand.conf sets %s = %s, the table says %s",
+                      table[i].key, found->value, want);
+    }
+}
+END_TEST
+
+START_TEST(test_shipped_conf_names_no_unknown_key)
+{
+    static conf_key keys[512];
+    size_t n_keys = conf_keys(keys, 512);
+    ck_assert_uint_gt(n_keys, 0);
+    for (size_t k = 0; k < n_keys; k++)
+        ck_assert_msg(ts_setting_find(keys[k].key) != NULL,
+                      "conf/tracesand.conf shows %s, which is not in the "
+                      "settings table", keys[k].key);
+}
+END_TEST
+
+/* The test itself must see a disagreement: a row whose default differs
+ * from the docs' is reported. */
+START_TEST(test_detects_a_wrong_default)
+{
+    static doc_row rows[512];
+    size_t n_docs = doc_rows(rows, 512);
+    const ts_setting_def *hwm = ts_setting_find("input.hwm");
+    ck_assert_ptr_nonnull(hwm);
+    ts_settings altered;
+    ts_settings_defaults(&altered);
+    altered.input_hwm = 99999;
+    char want[300];
+    default_cell(hwm, &altered, want, sizeof want);
+    int agrees = 0;
+    for (size_t i = 0; i < n_docs; i++)
+        if (strcmp(rows[i].key, "input.hwm") == 0)
+            agrees = strncmp(rows[i].def, want, strlen(want)) == 0;
+    ck_assert_int_eq(agrees, 0);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *suite = suite_create("settings_docs");
+    TCase *tc = tcase_create("core");
+    tcase_add_test(tc, test_every_row_documented);
+    tcase_add_test(tc, test_docs_name_no_unknown_key);
+    tcase_add_test(tc, test_every_row_in_shipped_conf);
+    tcase_add_test(tc, test_shipped_conf_names_no_unknown_key);
+    tcase_add_test(tc, test_detects_a_wrong_default);
+    suite_add_tcase(suite, tc);
+    SRunner *runner = srunner_create(suite);
+    srunner_run_all(runner, CK_NORMAL);
+    int failed = srunner_ntests_failed(runner);
+    srunner_free(runner);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
