@@ -59,6 +59,13 @@
 #include "tools/csv.h"
 #include "tools/name_index.h"
 
+/* The pim profile's default for KEY, from its parameter rows. */
+static double pim_default(const char *key)
+{
+    return strtod(ts_mechanism_param_find(&ts_pim_ops, key)->default_value,
+                  NULL);
+}
+
 static double now_us(void)
 {
     struct timespec ts;
@@ -620,7 +627,7 @@ int main(int argc, char **argv)
     uint32_t steps = 20000, capacity = 0;
     double threshold = NAN, delta = 0.01, eps = 1.0;
     uint64_t seed = 1;
-    long long max_ticks = TS_DELTA_DEFAULT_MAX_TICKS;
+    long long max_ticks = (long long)pim_default("max_ticks");
     static const struct option options[] = {
         {"model", required_argument, NULL, 'm'},
         {"steps", required_argument, NULL, 'n'},
@@ -663,8 +670,8 @@ int main(int argc, char **argv)
     }
     if (trace_path != NULL)
         return main_trace(model_path, trace_path, mech,
-                          capacity ? capacity : TS_DELTA_DEFAULT_CAPACITY,
-                          isnan(threshold) ? TS_DELTA_DEFAULT_PRUNE
+                          capacity ? capacity : (uint32_t)pim_default("belief_capacity"),
+                          isnan(threshold) ? pim_default("prune_threshold")
                                            : threshold,
                           delta, eps, max_ticks, seed, dump);
     if (capacity == 0)

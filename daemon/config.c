@@ -15,8 +15,6 @@
 
 /* Ten years, as for the settings' durations (daemon/settings.c). */
 #define MAX_DURATION_S INT64_C(315360000)
-#define MAX_PROFILE_KEYS 32
-#define MAX_PARAM_NAME 64
 
 typedef struct profile_desc {
     config_setting_t *group;
@@ -611,22 +609,15 @@ static void load_settings(ts_config *config)
 
 /* ---------------------------------------------------------- profiles */
 
-/* ts_params over one profile group; remembers which keys the mechanism
- * asked for, so keys it never reads (typos) can be reported. */
+/* ts_params over one profile group. */
 typedef struct param_source {
     config_setting_t *group;
     ts_model_cache *models;
-    char asked[MAX_PROFILE_KEYS][MAX_PARAM_NAME];
-    size_t n_asked;
     int model_empty;             /* the mechanism asked for a model: "" */
 } param_source;
 
 static config_setting_t *param_lookup(param_source *src, const char *key)
 {
-    if (src->n_asked < MAX_PROFILE_KEYS) {
-        snprintf(src->asked[src->n_asked], MAX_PARAM_NAME, "%s", key);
-        src->n_asked++;
-    }
     return config_setting_get_member(src->group, key);
 }
 
@@ -677,7 +668,7 @@ static int param_get_string(void *ctx, const char *key, const char **out)
     return 1;
 }
 
-/* Errors start with the key name so blamed_setting points at the
+/* Errors start with the key name so the error points at the
  * profile's `model` line. */
 static const void *param_get_model(void *ctx, const char *key, char *err,
                                    size_t errlen)
@@ -726,30 +717,24 @@ static int is_name_char(char c)
            (c >= '0' && c <= '9') || c == '_' || c == '-';
 }
 
-/* The mechanism's message names the offending key; point at the key named
- * first when the profile has it, else at the profile. */
-static const config_setting_t *blamed_setting(const config_setting_t *group,
-                                              const char *message)
+/* Every key of a profile is a common key or a row of its mechanism's
+ * parameter spec. */
+static int check_profile_keys(ts_config *config, const profile_desc *desc)
 {
-    const config_setting_t *blamed = group;
-    const char *earliest = NULL;
-    for (int i = 0; i < config_setting_length(group); i++) {
-        const config_setting_t *member = config_setting_get_elem(group, i);
+    for (int i = 0; i < config_setting_length(desc->group); i++) {
+        const config_setting_t *member =
+            config_setting_get_elem(desc->group, i);
         const char *name = config_setting_name(member);
-        size_t len = strlen(name);
-        for (const char *hit = strstr(message, name); hit != NULL;
-             hit = strstr(hit + 1, name)) {
-            if ((hit == message || !is_name_char(hit[-1])) &&
-                !is_name_char(hit[len])) {
-                if (earliest == NULL || hit < earliest) {
-                    earliest = hit;
-                    blamed = member;
-                }
-                break;
-            }
-        }
+        if (is_common_key(name) ||
+            ts_mechanism_param_find(desc->ops, name) != NULL)
+            continue;
+        char where[256];
+        setting_path(member, where, sizeof where);
+        fail_at(config, member, "unknown setting '%s' (not a parameter of "
+                "mechanism %s)", where, desc->ops->name);
+        return -1;
     }
-    return blamed;
+    return 0;
 }
 
 /* Run the mechanism's parser on a profile. Returns the context (caller
@@ -759,6 +744,8 @@ static void *instantiate_profile(ts_config *config, const profile_desc *desc,
                                  double *window_budget, int *disabled)
 {
     *disabled = 0;
+    if (check_profile_keys(config, desc) < 0)
+        return NULL;
     param_source source = { .group = desc->group,
                             .models = config->models };
     ts_params params = {
@@ -773,35 +760,21 @@ static void *instantiate_profile(ts_config *config, const profile_desc *desc,
     void *mech = NULL;
     int created = desc->ops->profile_new(&params, &mech, message,
                                          sizeof message) >= 0;
-    /* The delta mechanisms ask for their model after every other
-     * parameter, so a disabled profile's parameters are all checked and
-     * the unknown-key check below still catches its typos before it is
-     * enabled. (A mechanism asking for the model first would see its other
-     * keys reported unknown: an error, never a silently accepted file.) */
+    /* The parser opens models after every other row, so a disabled
+     * profile's parameters have all been checked. */
     if (!created && source.model_empty) {
         *disabled = 1;
     } else if (!created) {
         if (message[0] == '\0')
             snprintf(message, sizeof message, "invalid parameters");
-        fail_at(config, blamed_setting(desc->group, message),
+        const ts_param_spec *row = ts_mechanism_error_key(desc->ops, message);
+        const config_setting_t *blamed =
+            row != NULL ? config_setting_get_member(desc->group, row->key)
+                        : NULL;
+        fail_at(config, blamed != NULL ? blamed : desc->group,
                 "profile '%s' (mechanism %s): %s", desc->name,
                 desc->ops->name, message);
         return NULL;
-    }
-    for (int i = 0; i < config_setting_length(desc->group); i++) {
-        const config_setting_t *member =
-            config_setting_get_elem(desc->group, i);
-        const char *name = config_setting_name(member);
-        int used = is_common_key(name);
-        for (size_t k = 0; k < source.n_asked && !used; k++)
-            used = strcmp(source.asked[k], name) == 0;
-        if (!used) {
-            char where[256];
-            setting_path(member, where, sizeof where);
-            fail_at(config, member, "unknown setting '%s' (not a parameter "
-                    "of mechanism %s)", where, desc->ops->name);
-            goto fail;
-        }
     }
     if (*disabled)
         return NULL;

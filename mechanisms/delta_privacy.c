@@ -1,6 +1,7 @@
 #include "mechanisms/delta_privacy.h"
 
 #include <math.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -47,6 +48,10 @@ typedef struct delta_profile {
     long long points_per_window;
     int personal_models;
     int reject_outside;     /* outside_region = "reject" */
+    long long capacity_param;    /* belief_capacity, as configured */
+    long long max_ticks_param;   /* max_ticks, as configured */
+    double prune_param;          /* prune_threshold, as configured */
+    const void *model_param;     /* the caller's model (ts_params) */
     ts_belief_params belief_params;
     ts_model *model;             /* a reference, dropped in profile_free */
     size_t belief_bytes;
@@ -76,48 +81,43 @@ static void delta_profile_free(void *opaque)
     free(p);
 }
 
-static int read_double(const ts_params *params, const char *key,
-                       double *value, char *err, size_t errlen)
-{
-    int found = params->get_double(params->ctx, key, value);
-    if (found < 0) {
-        snprintf(err, errlen, "%s must be a number", key);
-        return -1;
-    }
-    return 0;
-}
+#define FIELD(f) .offset = offsetof(delta_profile, f)
+static const char *const outside_region_names[] = { "surrogate", "reject",
+                                                    NULL };
 
-static int read_int(const ts_params *params, const char *key,
-                    long long *value, long long min, long long max,
-                    char *err, size_t errlen)
-{
-    int found = params->get_int(params->ctx, key, value);
-    if (found < 0 || *value < min || *value > max) {
-        snprintf(err, errlen, "%s must be an integer in [%lld, %lld]", key,
-                 min, max);
-        return -1;
-    }
-    return 0;
-}
-
-/* A switch: a boolean (libconfig's true/false), or an integer 0/1. */
-static int read_switch(const ts_params *params, const char *key, int *value,
-                       char *err, size_t errlen)
-{
-    if (params->get_bool != NULL &&
-        params->get_bool(params->ctx, key, value) > 0)
-        return 0;
-    long long number = 0;
-    int found = params->get_int(params->ctx, key, &number);
-    if (found == 0)
-        return 0;
-    if (found > 0 && (number == 0 || number == 1)) {
-        *value = (int)number;
-        return 0;
-    }
-    snprintf(err, errlen, "%s must be true or false (or 0/1)", key);
-    return -1;
-}
+/* Shared by pim and lm-delta. */
+static const ts_param_spec delta_params[] = {
+    { .key = "epsilon", .type = TS_PARAM_NUMBER, FIELD(epsilon), .min = 0,
+      .max = 1e6, .bounds = TS_PARAM_MIN_EXCLUSIVE, .default_value = "1.0",
+      .doc = "unitless epsilon spent by each release" },
+    { .key = "delta", .type = TS_PARAM_NUMBER, FIELD(delta), .min = 0,
+      .max = 1, .bounds = TS_PARAM_MAX_EXCLUSIVE, .default_value = "0.01",
+      .doc = "mass left outside the delta-location set" },
+    { .key = "points_per_window", .type = TS_PARAM_INT,
+      FIELD(points_per_window), .min = 1, .max = 1e9, .default_value = "1",
+      .doc = "releases per window: budget epsilon x points_per_window" },
+    { .key = "belief_capacity", .type = TS_PARAM_INT, FIELD(capacity_param),
+      .min = 1, .max = TS_BELIEF_MAX_CAPACITY, .default_value = "1024",
+      .doc = "most cells a user's belief keeps (16 bytes each)" },
+    { .key = "prune_threshold", .type = TS_PARAM_NUMBER, FIELD(prune_param),
+      .min = 0, .max = 1, .bounds = TS_PARAM_MAX_EXCLUSIVE,
+      .default_value = "0.0",
+      .doc = "relative mass below which a belief cell is dropped" },
+    { .key = "max_ticks", .type = TS_PARAM_INT, FIELD(max_ticks_param),
+      .min = 0, .max = UINT32_MAX, .default_value = "1000",
+      .doc = "longer gaps restart the belief from the initial distribution" },
+    { .key = "outside_region", .type = TS_PARAM_CHOICE,
+      FIELD(reject_outside), .choices = outside_region_names,
+      .default_value = "surrogate",
+      .doc = "a true point outside the model's region: released from the "
+             "nearest cell, or rejected" },
+    { .key = "personal_models", .type = TS_PARAM_SWITCH,
+      FIELD(personal_models), .default_value = "true",
+      .doc = "use the pseudonym's personal model when the file has one" },
+    { .key = "model", .type = TS_PARAM_MODEL, FIELD(model_param),
+      .doc = "model file of `tracesan learn`; \"\" disables the profile" },
+};
+#undef FIELD
 
 static int by_mass_descending(const void *a, const void *b)
 {
@@ -142,8 +142,9 @@ static size_t cells_for_mass(const ts_markov *markov, double mass)
     return n;
 }
 
-static int profile_new_kind(noise_kind kind, const ts_params *params,
-                            void **out, char *err, size_t errlen)
+static int profile_new_kind(const ts_mechanism_ops *ops, noise_kind kind,
+                            const ts_params *params, void **out, char *err,
+                            size_t errlen)
 {
     *out = NULL;
     delta_profile *p = calloc(1, sizeof *p);
@@ -152,64 +153,17 @@ static int profile_new_kind(noise_kind kind, const ts_params *params,
         return -1;
     }
     p->kind = kind;
-    p->epsilon = TS_DELTA_DEFAULT_EPSILON;
-    p->delta = TS_DELTA_DEFAULT_DELTA;
-    double prune = TS_DELTA_DEFAULT_PRUNE;
-    long long capacity = TS_DELTA_DEFAULT_CAPACITY;
-    long long max_ticks = TS_DELTA_DEFAULT_MAX_TICKS;
-    p->points_per_window = TS_DELTA_DEFAULT_POINTS;
-    p->personal_models = TS_DELTA_DEFAULT_PERSONAL_MODELS;
-    const char *outside = "surrogate";
-
-    if (read_double(params, "epsilon", &p->epsilon, err, errlen) < 0)
-        goto fail;
-    if (!(p->epsilon > 0.0) || !isfinite(p->epsilon) || p->epsilon > 1e6) {
-        snprintf(err, errlen, "epsilon must be a positive number <= 1e6");
+    if (ts_mechanism_parse_params(ops, params, p, err, errlen) < 0) {
+        p->model_param = NULL;
         goto fail;
     }
-    if (read_double(params, "delta", &p->delta, err, errlen) < 0)
-        goto fail;
-    if (!(p->delta >= 0.0) || !(p->delta < 1.0)) {
-        snprintf(err, errlen, "delta must be in [0, 1)");
-        goto fail;
-    }
-    if (read_double(params, "prune_threshold", &prune, err, errlen) < 0)
-        goto fail;
-    if (read_int(params, "belief_capacity", &capacity, 1,
-                 TS_BELIEF_MAX_CAPACITY, err, errlen) < 0 ||
-        read_int(params, "max_ticks", &max_ticks, 0, UINT32_MAX, err,
-                 errlen) < 0 ||
-        read_int(params, "points_per_window", &p->points_per_window, 1,
-                 1000000000LL, err, errlen) < 0)
-        goto fail;
-    int found = params->get_string(params->ctx, "outside_region", &outside);
-    if (found < 0 || (strcmp(outside, "surrogate") != 0 &&
-                      strcmp(outside, "reject") != 0)) {
-        snprintf(err, errlen,
-                 "outside_region must be \"surrogate\" or \"reject\"");
-        goto fail;
-    }
-    p->reject_outside = strcmp(outside, "reject") == 0;
-    if (read_switch(params, "personal_models", &p->personal_models, err,
-                    errlen) < 0)
-        goto fail;
-    p->capacity = (uint32_t)capacity;
-    p->belief_params.prune_threshold = prune;
-    p->belief_params.max_ticks = (uint32_t)max_ticks;
+    p->capacity = (uint32_t)p->capacity_param;
+    p->belief_params.prune_threshold = p->prune_param;
+    p->belief_params.max_ticks = (uint32_t)p->max_ticks_param;
     if (ts_belief_params_check(&p->belief_params, err, errlen) < 0)
         goto fail;
+    const ts_model *model = p->model_param;
 
-    if (params->get_model == NULL) {
-        snprintf(err, errlen, "model: this caller cannot open model files");
-        goto fail;
-    }
-    const ts_model *model = params->get_model(params->ctx, "model", err,
-                                              errlen);
-    if (model == NULL) {
-        if (err[0] == '\0')
-            snprintf(err, errlen, "model is required");
-        goto fail;
-    }
     /* get_model hands out a const pointer because the profile must not
      * change the model; the reference count is the one mutable part, and
      * it lives apart from the (read-only, mapped) model data. */
@@ -260,13 +214,15 @@ fail:
 static int pim_profile_new(const ts_params *params, void **out, char *err,
                            size_t errlen)
 {
-    return profile_new_kind(NOISE_PIM, params, out, err, errlen);
+    return profile_new_kind(&ts_pim_ops, NOISE_PIM, params, out, err,
+                            errlen);
 }
 
 static int lm_delta_profile_new(const ts_params *params, void **out,
                                 char *err, size_t errlen)
 {
-    return profile_new_kind(NOISE_LM_DELTA, params, out, err, errlen);
+    return profile_new_kind(&ts_lm_delta_ops, NOISE_LM_DELTA, params, out,
+                            err, errlen);
 }
 
 static double delta_window_budget(const void *opaque)
@@ -506,6 +462,10 @@ static ts_release_status delta_release(const void *opaque, void *user_state,
 
 const ts_mechanism_ops ts_pim_ops = {
     .name = "pim",
+    .summary = "Planar Isotropic Mechanism over delta-location sets (Xiao "
+               "& Xiong, CCS 2015)",
+    .params = delta_params,
+    .n_params = sizeof delta_params / sizeof delta_params[0],
     .profile_new = pim_profile_new,
     .profile_free = delta_profile_free,
     .window_budget = delta_window_budget,
@@ -515,6 +475,10 @@ const ts_mechanism_ops ts_pim_ops = {
 
 const ts_mechanism_ops ts_lm_delta_ops = {
     .name = "lm-delta",
+    .summary = "per-axis Laplace over delta-location sets (Xiao & Xiong's "
+               "baseline)",
+    .params = delta_params,
+    .n_params = sizeof delta_params / sizeof delta_params[0],
     .profile_new = lm_delta_profile_new,
     .profile_free = delta_profile_free,
     .window_budget = delta_window_budget,

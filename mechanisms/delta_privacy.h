@@ -77,12 +77,5 @@ int ts_delta_replay(const void *profile, void *user_state,
  * memory figures. `profile` from ts_pim_ops or ts_lm_delta_ops. */
 size_t ts_delta_state_live_bytes(const void *profile, const void *user_state);
 
-#define TS_DELTA_DEFAULT_EPSILON 1.0
-#define TS_DELTA_DEFAULT_DELTA 0.01
-#define TS_DELTA_DEFAULT_CAPACITY 1024
-#define TS_DELTA_DEFAULT_PRUNE 0.0
-#define TS_DELTA_DEFAULT_MAX_TICKS 1000
-#define TS_DELTA_DEFAULT_POINTS 1
-#define TS_DELTA_DEFAULT_PERSONAL_MODELS 1
 
 #endif

@@ -1,15 +1,12 @@
 #include "mechanisms/geoind.h"
 
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "mechanisms/geo.h"
 #include "mechanisms/planar_laplace.h"
-
-#define DEFAULT_RADIUS_M 100.0
-#define DEFAULT_LEVEL 2.302585092994046 /* ln 10: the paper's r* = 100 m, eps* = ln 10 */
-#define DEFAULT_POINTS_PER_WINDOW 30
 
 typedef struct geoind_profile {
     double radius_m;
@@ -19,53 +16,31 @@ typedef struct geoind_profile {
     double eps_point;       /* eps per metre spent by each released point */
 } geoind_profile;
 
-/* Reads a positive finite double; absent keeps *value (the default). */
-static int read_positive(const ts_params *params, const char *key,
-                         double *value, char *err, size_t errlen)
-{
-    double v;
-    int found = params->get_double(params->ctx, key, &v);
-    if (found == 0)
-        return 0;
-    if (found < 0) {
-        snprintf(err, errlen, "%s: expected a number", key);
-        return -1;
-    }
-    if (!(v > 0.0) || !isfinite(v)) {
-        snprintf(err, errlen, "%s: must be a positive finite number", key);
-        return -1;
-    }
-    *value = v;
-    return 0;
-}
+static const ts_param_spec geoind_params[] = {
+    { .key = "radius_m", .type = TS_PARAM_NUMBER,
+      .offset = offsetof(geoind_profile, radius_m), .min = 0.0,
+      .max = INFINITY, .bounds = TS_PARAM_MIN_EXCLUSIVE,
+      .default_value = "100.0", .doc = "protection radius r, in metres" },
+    /* ln 10: the paper's r* = 100 m, eps* = ln 10 */
+    { .key = "level", .type = TS_PARAM_NUMBER,
+      .offset = offsetof(geoind_profile, level), .min = 0.0,
+      .max = INFINITY, .bounds = TS_PARAM_MIN_EXCLUSIVE,
+      .default_value = "2.302585092994046",
+      .doc = "privacy level l; the window budget is eps = l / r per metre" },
+    { .key = "points_per_window", .type = TS_PARAM_INT,
+      .offset = offsetof(geoind_profile, points_per_window), .min = 1,
+      .max = 1e9, .default_value = "30",
+      .doc = "each released point spends eps / points_per_window" },
+};
 
 static int geoind_profile_new(const ts_params *params, void **profile,
                               char *err, size_t errlen)
 {
-    geoind_profile p = {
-        .radius_m = DEFAULT_RADIUS_M,
-        .level = DEFAULT_LEVEL,
-        .points_per_window = DEFAULT_POINTS_PER_WINDOW,
-    };
-
+    geoind_profile p;
     *profile = NULL;
-    if (read_positive(params, "radius_m", &p.radius_m, err, errlen) < 0 ||
-        read_positive(params, "level", &p.level, err, errlen) < 0)
+    if (ts_mechanism_parse_params(&ts_geoind_ops, params, &p, err,
+                                  errlen) < 0)
         return -1;
-
-    long long n;
-    int found = params->get_int(params->ctx, "points_per_window", &n);
-    if (found < 0) {
-        snprintf(err, errlen, "points_per_window: expected an integer");
-        return -1;
-    }
-    if (found > 0) {
-        if (n < 1) {
-            snprintf(err, errlen, "points_per_window: must be at least 1");
-            return -1;
-        }
-        p.points_per_window = n;
-    }
 
     /* Extreme but individually valid values (radius_m = 1e-320, ...) can
      * still overflow or underflow the derived budgets. */
@@ -150,6 +125,9 @@ static ts_release_status geoind_release(const void *profile, void *user_state,
 
 const ts_mechanism_ops ts_geoind_ops = {
     .name = "geoind",
+    .summary = "independent planar Laplace (geo-indistinguishability)",
+    .params = geoind_params,
+    .n_params = sizeof geoind_params / sizeof geoind_params[0],
     .profile_new = geoind_profile_new,
     .profile_free = geoind_profile_free,
     .window_budget = geoind_window_budget,

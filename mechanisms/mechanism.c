@@ -1,6 +1,8 @@
 #include "mechanisms/mechanism.h"
 
 #include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "mechanisms/delta_privacy.h"
@@ -39,4 +41,268 @@ int ts_budget_allows(const ts_budget_view *budget, double amount)
         return 0;
     return budget->spent + amount <=
            budget->total * (1.0 + TS_BUDGET_RELATIVE_SLACK);
+}
+
+/* ------------------------------------------------------ parameter rows */
+
+static void *param_field(const ts_param_spec *row, void *profile)
+{
+    return (char *)profile + row->offset;
+}
+
+/* "in (0, 1]", "> 0", ">= 1" */
+static void range_text(const ts_param_spec *row, char *buf, size_t len)
+{
+    int min_open = (row->bounds & TS_PARAM_MIN_EXCLUSIVE) != 0;
+    int max_open = (row->bounds & TS_PARAM_MAX_EXCLUSIVE) != 0;
+    if (isinf(row->max))
+        snprintf(buf, len, "%s %.15g", min_open ? ">" : ">=", row->min);
+    else
+        snprintf(buf, len, "in %c%.15g, %.15g%c", min_open ? '(' : '[',
+                 row->min, row->max, max_open ? ')' : ']');
+}
+
+static int in_range(const ts_param_spec *row, double v)
+{
+    int min_open = (row->bounds & TS_PARAM_MIN_EXCLUSIVE) != 0;
+    int max_open = (row->bounds & TS_PARAM_MAX_EXCLUSIVE) != 0;
+    if (min_open ? !(v > row->min) : !(v >= row->min))
+        return 0;
+    return max_open ? v < row->max : v <= row->max;
+}
+
+/* "\"parrot\" or \"linear\"" */
+static void choices_text(const ts_param_spec *row, char *buf, size_t len)
+{
+    size_t n = 0, used = 0;
+    while (row->choices[n] != NULL)
+        n++;
+    buf[0] = '\0';
+    for (size_t i = 0; i < n && used < len; i++) {
+        int w = snprintf(buf + used, len - used, "%s\"%s\"",
+                         i == 0 ? "" : i + 1 == n ? " or " : ", ",
+                         row->choices[i]);
+        if (w < 0)
+            break;
+        used += (size_t)w;
+    }
+}
+
+static int choice_index(const ts_param_spec *row, const char *text)
+{
+    for (int i = 0; row->choices[i] != NULL; i++)
+        if (strcmp(row->choices[i], text) == 0)
+            return i;
+    return -1;
+}
+
+static void store_default(const ts_param_spec *row, void *profile)
+{
+    void *field = param_field(row, profile);
+    const char *def = row->default_value;
+    switch (row->type) {
+    case TS_PARAM_NUMBER: {
+        double v = def != NULL ? strtod(def, NULL) : 0.0;
+        memcpy(field, &v, sizeof v);
+        break;
+    }
+    case TS_PARAM_INT: {
+        long long v = def != NULL ? strtoll(def, NULL, 10) : 0;
+        memcpy(field, &v, sizeof v);
+        break;
+    }
+    case TS_PARAM_CHOICE:
+    case TS_PARAM_SWITCH: {
+        int v = def == NULL ? 0
+                : row->type == TS_PARAM_SWITCH ? strcmp(def, "true") == 0
+                                               : choice_index(row, def);
+        memcpy(field, &v, sizeof v);
+        break;
+    }
+    case TS_PARAM_MODEL: {
+        const void *none = NULL;
+        memcpy(field, &none, sizeof none);
+        break;
+    }
+    }
+}
+
+static int parse_row(const ts_param_spec *row, const ts_params *src,
+                     void *profile, char *err, size_t errlen)
+{
+    void *field = param_field(row, profile);
+    char text[256];
+    switch (row->type) {
+    case TS_PARAM_NUMBER: {
+        double v;
+        int found = src->get_double(src->ctx, row->key, &v);
+        if (found == 0)
+            return 0;
+        if (found < 0 || !isfinite(v)) {
+            snprintf(err, errlen, "%s: must be a finite number", row->key);
+            return -1;
+        }
+        if (!in_range(row, v)) {
+            range_text(row, text, sizeof text);
+            snprintf(err, errlen, "%s: must be %s", row->key, text);
+            return -1;
+        }
+        memcpy(field, &v, sizeof v);
+        return 0;
+    }
+    case TS_PARAM_INT: {
+        long long v;
+        int found = src->get_int(src->ctx, row->key, &v);
+        if (found == 0)
+            return 0;
+        if (found < 0 || !in_range(row, (double)v)) {
+            range_text(row, text, sizeof text);
+            snprintf(err, errlen, "%s: must be an integer %s", row->key,
+                     text);
+            return -1;
+        }
+        memcpy(field, &v, sizeof v);
+        return 0;
+    }
+    case TS_PARAM_CHOICE: {
+        const char *v;
+        int found = src->get_string(src->ctx, row->key, &v);
+        if (found == 0)
+            return 0;
+        int index = found > 0 ? choice_index(row, v) : -1;
+        if (index < 0) {
+            choices_text(row, text, sizeof text);
+            snprintf(err, errlen, "%s: must be %s", row->key, text);
+            return -1;
+        }
+        memcpy(field, &index, sizeof index);
+        return 0;
+    }
+    case TS_PARAM_SWITCH: {
+        int v = 0;
+        if (src->get_bool != NULL && src->get_bool(src->ctx, row->key, &v) > 0) {
+            memcpy(field, &v, sizeof v);
+            return 0;
+        }
+        long long number = 0;
+        int found = src->get_int(src->ctx, row->key, &number);
+        if (found == 0)
+            return 0;
+        if (found > 0 && (number == 0 || number == 1)) {
+            v = (int)number;
+            memcpy(field, &v, sizeof v);
+            return 0;
+        }
+        snprintf(err, errlen, "%s: must be true or false (or 0/1)", row->key);
+        return -1;
+    }
+    case TS_PARAM_MODEL: {
+        if (src->get_model == NULL) {
+            snprintf(err, errlen, "%s: this caller cannot open model files",
+                     row->key);
+            return -1;
+        }
+        err[0] = '\0';
+        const void *model = src->get_model(src->ctx, row->key, err, errlen);
+        if (model == NULL) {
+            if (err[0] == '\0')
+                snprintf(err, errlen, "%s: is required", row->key);
+            return -1;
+        }
+        memcpy(field, &model, sizeof model);
+        return 0;
+    }
+    }
+    return -1;
+}
+
+const ts_param_spec *ts_mechanism_param_find(const ts_mechanism_ops *ops,
+                                             const char *key)
+{
+    for (size_t i = 0; i < ops->n_params; i++)
+        if (strcmp(ops->params[i].key, key) == 0)
+            return &ops->params[i];
+    return NULL;
+}
+
+int ts_mechanism_parse_params(const ts_mechanism_ops *ops,
+                              const ts_params *src, void *profile, char *err,
+                              size_t errlen)
+{
+    for (size_t i = 0; i < ops->n_params; i++)
+        store_default(&ops->params[i], profile);
+    if (src->key_at != NULL) {
+        const char *key;
+        for (size_t i = 0; (key = src->key_at(src->ctx, i)) != NULL; i++) {
+            if (ts_mechanism_param_find(ops, key) != NULL)
+                continue;
+            snprintf(err, errlen, "%s: not a parameter of mechanism %s", key,
+                     ops->name);
+            return -1;
+        }
+    }
+    /* Two passes: a model is opened only once every other key is valid. */
+    for (int models = 0; models <= 1; models++)
+        for (size_t i = 0; i < ops->n_params; i++)
+            if ((ops->params[i].type == TS_PARAM_MODEL) == models &&
+                parse_row(&ops->params[i], src, profile, err, errlen) < 0)
+                return -1;
+    return 0;
+}
+
+const ts_param_spec *ts_mechanism_error_key(const ts_mechanism_ops *ops,
+                                            const char *err)
+{
+    char key[64];
+    size_t n = 0;
+    while (n + 1 < sizeof key &&
+           ((err[n] >= 'a' && err[n] <= 'z') || err[n] == '_' ||
+            (err[n] >= '0' && err[n] <= '9')))
+        n++;
+    memcpy(key, err, n);
+    key[n] = '\0';
+    if (err[n] != ':' && err[n] != ' ')
+        return NULL;
+    return ts_mechanism_param_find(ops, key);
+}
+
+void ts_mechanism_param_help(const ts_mechanism_ops *ops, char *buf,
+                             size_t len)
+{
+    size_t used = 0;
+    buf[0] = '\0';
+    for (size_t i = 0; i < ops->n_params && used < len; i++) {
+        const ts_param_spec *row = &ops->params[i];
+        char kind[256];
+        switch (row->type) {
+        case TS_PARAM_NUMBER:
+        case TS_PARAM_INT: {
+            char range[128];
+            range_text(row, range, sizeof range);
+            snprintf(kind, sizeof kind, "%s %s",
+                     row->type == TS_PARAM_INT ? "integer" : "number", range);
+            break;
+        }
+        case TS_PARAM_CHOICE: {
+            char choices[200];
+            choices_text(row, choices, sizeof choices);
+            snprintf(kind, sizeof kind, "%s", choices);
+            break;
+        }
+        case TS_PARAM_SWITCH:
+            snprintf(kind, sizeof kind, "true or false");
+            break;
+        case TS_PARAM_MODEL:
+            snprintf(kind, sizeof kind, "model file path");
+            break;
+        }
+        int w = snprintf(buf + used, len - used,
+                         "    %-22s %s; %s%s. %s\n", row->key, kind,
+                         row->default_value != NULL ? "default " : "required",
+                         row->default_value != NULL ? row->default_value : "",
+                         row->doc != NULL ? row->doc : "");
+        if (w < 0)
+            break;
+        used += (size_t)w;
+    }
 }

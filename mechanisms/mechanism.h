@@ -34,7 +34,44 @@ typedef struct ts_params {
     /* Optional (NULL when the source has no booleans): 1 found, 0 absent,
      * -1 present but not a boolean; *out is 0 or 1. */
     int (*get_bool)(void *ctx, const char *key, int *out);
+    /* Optional: the i-th key the source holds (NULL past the last), so
+     * that keys no parameter row names are refused by name. */
+    const char *(*key_at)(void *ctx, size_t index);
 } ts_params;
+
+/* A mechanism's parameters as data, like Fluent Bit's config_map: one row
+ * per key, read by one parser (ts_mechanism_parse_params) into the
+ * mechanism's profile struct at `offset`. Docs, `--help` and the
+ * documentation check read the same rows. */
+typedef enum ts_param_type {
+    TS_PARAM_NUMBER,     /* double, finite; an integer is accepted */
+    TS_PARAM_INT,        /* long long */
+    TS_PARAM_CHOICE,     /* int: index into choices */
+    TS_PARAM_SWITCH,     /* int 0 or 1: a boolean, or the integer 0 or 1 */
+    /* const void * (a const ts_model *, inference/model_file.h): the
+     * string is a path the caller opens (ts_params.get_model). Resolved
+     * after every other row, so a profile whose model is missing has had
+     * all its other keys checked. */
+    TS_PARAM_MODEL,
+} ts_param_type;
+
+enum {
+    TS_PARAM_MIN_EXCLUSIVE = 1u << 0,
+    TS_PARAM_MAX_EXCLUSIVE = 1u << 1,
+};
+
+typedef struct ts_param_spec {
+    const char *key;
+    ts_param_type type;
+    size_t offset;               /* into the mechanism's profile struct */
+    double min, max;             /* NUMBER, INT; max may be INFINITY */
+    unsigned bounds;             /* TS_PARAM_*_EXCLUSIVE */
+    /* As a configuration file spells it ("100.0", "30", "parrot",
+     * "true"); NULL = required. */
+    const char *default_value;
+    const char *const *choices;  /* CHOICE: NULL-terminated */
+    const char *doc;
+} ts_param_spec;
 
 /* The true location. Never copied into a report, a log or an error. */
 typedef struct ts_point {
@@ -89,9 +126,15 @@ typedef enum ts_release_status {
 
 typedef struct ts_mechanism_ops {
     const char *name;
+    const char *summary;         /* one line for --help and docs */
+
+    /* The parameter rows (ts_mechanism_parse_params fills them). */
+    const ts_param_spec *params;
+    size_t n_params;
 
     /* Parse and validate parameters into an immutable profile context. On
-     * failure returns -1 and writes a message naming the offending key. */
+     * failure returns -1 and writes "KEY: message", KEY being the row the
+     * error is about (ts_mechanism_error_key finds it). */
     int (*profile_new)(const ts_params *params, void **profile, char *err,
                        size_t errlen);
     void (*profile_free)(void *profile);
@@ -110,6 +153,24 @@ typedef struct ts_mechanism_ops {
                                  const ts_budget_view *budget, ts_rng *rng,
                                  ts_report *out);
 } ts_mechanism_ops;
+
+/* Fills `profile` (the mechanism's own struct) from src by the ops'
+ * rows: defaults first, then each key present, models last. Every error is
+ * worded the same way, "KEY: must be ...". With src->key_at, a key no row
+ * names is refused: "KEY: not a parameter of mechanism NAME". */
+int ts_mechanism_parse_params(const ts_mechanism_ops *ops,
+                              const ts_params *src, void *profile, char *err,
+                              size_t errlen);
+const ts_param_spec *ts_mechanism_param_find(const ts_mechanism_ops *ops,
+                                             const char *key);
+/* The row an error from profile_new is about, or NULL for one about the
+ * whole profile. */
+const ts_param_spec *ts_mechanism_error_key(const ts_mechanism_ops *ops,
+                                            const char *err);
+/* The parameters as text, one row per line ("  radius_m  number > 0,
+ * default 100.0: protection radius ..."), for --help. */
+void ts_mechanism_param_help(const ts_mechanism_ops *ops, char *buf,
+                             size_t len);
 
 /* NULL when no mechanism has that name. */
 const ts_mechanism_ops *ts_mechanism_find(const char *name);

@@ -1,6 +1,7 @@
 #include "mechanisms/predictive.h"
 
 #include <math.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,21 +9,6 @@
 
 #include "mechanisms/geo.h"
 #include "mechanisms/planar_laplace.h"
-
-#define DEFAULT_RADIUS_M 100.0
-#define DEFAULT_LEVEL 2.302585092994046 /* ln 10: r* = 100 m, eps* = ln 10 */
-#define DEFAULT_RATE 0.033              /* Section 5: 3.3 %, ~30 queries */
-#define DEFAULT_ACCURACY_M 3000.0       /* Section 5: alpha = 3 km */
-#define DEFAULT_ETA 0.5                 /* Section 4: "can safely go as low as 0.5" */
-#define DEFAULT_GAMMA 0.8               /* Section 4: "good values around 0.8" */
-#define DEFAULT_DELTA 0.9               /* Section 4: c_N(0.9), c_theta(0.9) */
-#define DEFAULT_SKIP_SPEED_KMH 0.0      /* off; the paper's skip runs use 0.5 */
-/* Just above the break-even prediction rate eta (c_theta / c_N)(1 + 1/gamma)
- * = 0.466 of the defaults, so the test is worth paying for from the start. */
-#define DEFAULT_INITIAL_PR 0.5
-#define DEFAULT_WARMUP 5
-/* The paper's users only query below 15 km/h. */
-#define DEFAULT_LINEAR_MAX_SPEED_KMH 15.0
 
 #define KMH_TO_MS (1.0 / 3.6)
 
@@ -57,7 +43,10 @@ typedef struct predictive_profile {
     double radius_m;
     double level;
     double window_budget;        /* eps per metre for the whole window */
-    budget_manager manager;
+    int manager;                 /* budget_manager */
+    int prediction;              /* index into predictions[] */
+    double skip_speed_kmh;
+    double linear_max_speed_kmh;
     double rate;                 /* fraction of the window budget per step */
     double rate_per_m;           /* rate * window_budget */
     double accuracy_m;
@@ -235,145 +224,80 @@ static const struct {
 
 /* ------------------------------------------------------------- profiles */
 
-/* Reads a finite double into *value; absent keeps the default. */
-static int read_double(const ts_params *params, const char *key,
-                       double *value, char *err, size_t errlen)
-{
-    double v;
-    int found = params->get_double(params->ctx, key, &v);
-    if (found == 0)
-        return 0;
-    if (found < 0 || !isfinite(v)) {
-        snprintf(err, errlen, "%s: expected a finite number", key);
-        return -1;
-    }
-    *value = v;
-    return 0;
-}
+#define FIELD(f) .offset = offsetof(predictive_profile, f)
+static const char *const manager_names[] = { "fixed-rate", "fixed-utility",
+                                             NULL };
+static const char *const prediction_names[] = { "parrot", "linear", NULL };
 
-static int read_string(const ts_params *params, const char *key,
-                       const char **value, char *err, size_t errlen)
-{
-    const char *s;
-    int found = params->get_string(params->ctx, key, &s);
-    if (found == 0)
-        return 0;
-    if (found < 0) {
-        snprintf(err, errlen, "%s: expected a string", key);
-        return -1;
-    }
-    *value = s;
-    return 0;
-}
-
-static int check_range(int ok, const char *key, const char *what, char *err,
-                       size_t errlen)
-{
-    if (!ok)
-        snprintf(err, errlen, "%s: must be %s", key, what);
-    return ok ? 0 : -1;
-}
+/* Every key is read whatever the manager, so switching manager with a -o
+ * override does not turn the other's keys into unknown settings. The
+ * defaults are the paper's (Sections 4 and 5). */
+static const ts_param_spec predictive_params[] = {
+    { .key = "radius_m", .type = TS_PARAM_NUMBER, FIELD(radius_m),
+      .min = 0, .max = INFINITY, .bounds = TS_PARAM_MIN_EXCLUSIVE,
+      .default_value = "100.0", .doc = "protection radius r, in metres" },
+    { .key = "level", .type = TS_PARAM_NUMBER, FIELD(level), .min = 0,
+      .max = INFINITY, .bounds = TS_PARAM_MIN_EXCLUSIVE,
+      .default_value = "2.302585092994046",
+      .doc = "privacy level l; window budget eps = l / r per metre" },
+    { .key = "budget_manager", .type = TS_PARAM_CHOICE, FIELD(manager),
+      .choices = manager_names, .default_value = "fixed-rate",
+      .doc = "spend `rate` per point, or keep `accuracy_m`" },
+    { .key = "rate", .type = TS_PARAM_NUMBER, FIELD(rate), .min = 0,
+      .max = 1, .bounds = TS_PARAM_MIN_EXCLUSIVE, .default_value = "0.033",
+      .doc = "fixed-rate: target spend per point, a fraction of the "
+             "window budget (Section 5: about 30 points a day)" },
+    { .key = "accuracy_m", .type = TS_PARAM_NUMBER, FIELD(accuracy_m),
+      .min = 0, .max = INFINITY, .bounds = TS_PARAM_MIN_EXCLUSIVE,
+      .default_value = "3000.0",
+      .doc = "fixed-utility: 90 % accuracy bound, in metres" },
+    { .key = "prediction", .type = TS_PARAM_CHOICE, FIELD(prediction),
+      .choices = prediction_names, .default_value = "parrot",
+      .doc = "repeat the last noisy report, or continue the last two" },
+    { .key = "eta", .type = TS_PARAM_NUMBER, FIELD(tuning.eta), .min = 0,
+      .max = 1, .bounds = TS_PARAM_MIN_EXCLUSIVE, .default_value = "0.5",
+      .doc = "budget manager tuning (\"can safely go as low as 0.5\")" },
+    { .key = "gamma", .type = TS_PARAM_NUMBER, FIELD(tuning.gamma),
+      .min = 0, .max = 1, .bounds = TS_PARAM_MIN_EXCLUSIVE,
+      .default_value = "0.8",
+      .doc = "budget manager tuning (\"good values around 0.8\")" },
+    { .key = "delta", .type = TS_PARAM_NUMBER, FIELD(delta), .min = 0.5,
+      .max = 1, .bounds = TS_PARAM_MIN_EXCLUSIVE | TS_PARAM_MAX_EXCLUSIVE,
+      .default_value = "0.9", .doc = "confidence of the accuracy bounds" },
+    { .key = "skip_speed_kmh", .type = TS_PARAM_NUMBER,
+      FIELD(skip_speed_kmh), .min = 0, .max = INFINITY,
+      .default_value = "0.0",
+      .doc = "free prediction while elapsed time x this speed stays "
+             "within the bound; 0 = never (the paper's skip runs: 0.5)" },
+    /* Just above the break-even prediction rate eta (c_theta / c_N)
+     * (1 + 1/gamma) = 0.466 of the defaults, so the test is worth paying
+     * for from the start. */
+    { .key = "initial_pr", .type = TS_PARAM_NUMBER, FIELD(initial_pr),
+      .min = 0, .max = 1, .default_value = "0.5",
+      .doc = "fixed-rate: prediction rate assumed during the warm-up" },
+    { .key = "warmup", .type = TS_PARAM_INT, FIELD(warmup), .min = 0,
+      .max = 1000000, .default_value = "5",
+      .doc = "tested points before the observed rate is used" },
+    /* The paper's users only query below 15 km/h. */
+    { .key = "linear_max_speed_kmh", .type = TS_PARAM_NUMBER,
+      FIELD(linear_max_speed_kmh), .min = 0, .max = INFINITY,
+      .bounds = TS_PARAM_MIN_EXCLUSIVE, .default_value = "15.0",
+      .doc = "speed cap of the linear prediction" },
+};
+#undef FIELD
 
 static int predictive_profile_new(const ts_params *params, void **profile,
                                   char *err, size_t errlen)
 {
-    predictive_profile p = {
-        .radius_m = DEFAULT_RADIUS_M,
-        .level = DEFAULT_LEVEL,
-        .manager = MANAGER_FIXED_RATE,
-        .rate = DEFAULT_RATE,
-        .accuracy_m = DEFAULT_ACCURACY_M,
-        .tuning = { .eta = DEFAULT_ETA, .gamma = DEFAULT_GAMMA },
-        .delta = DEFAULT_DELTA,
-        .initial_pr = DEFAULT_INITIAL_PR,
-        .warmup = DEFAULT_WARMUP,
-        .predict = predict_parrot,
-    };
-    double skip_speed_kmh = DEFAULT_SKIP_SPEED_KMH;
-    double linear_max_speed_kmh = DEFAULT_LINEAR_MAX_SPEED_KMH;
-    const char *manager = NULL;
-    const char *prediction = NULL;
-
+    predictive_profile p;
+    memset(&p, 0, sizeof p);
     *profile = NULL;
-    /* Every key is read whatever the manager, so switching manager with a
-     * -o override does not turn the other's keys into unknown settings. */
-    if (read_double(params, "radius_m", &p.radius_m, err, errlen) < 0 ||
-        check_range(p.radius_m > 0.0, "radius_m", "a positive finite number",
-                    err, errlen) < 0 ||
-        read_double(params, "level", &p.level, err, errlen) < 0 ||
-        check_range(p.level > 0.0, "level", "a positive finite number", err,
-                    errlen) < 0 ||
-        read_string(params, "budget_manager", &manager, err, errlen) < 0 ||
-        read_double(params, "rate", &p.rate, err, errlen) < 0 ||
-        check_range(p.rate > 0.0 && p.rate <= 1.0, "rate",
-                    "in (0, 1] (a fraction of the window budget)", err,
-                    errlen) < 0 ||
-        read_double(params, "accuracy_m", &p.accuracy_m, err, errlen) < 0 ||
-        check_range(p.accuracy_m > 0.0, "accuracy_m",
-                    "a positive number of metres", err, errlen) < 0 ||
-        read_string(params, "prediction", &prediction, err, errlen) < 0 ||
-        read_double(params, "eta", &p.tuning.eta, err, errlen) < 0 ||
-        check_range(p.tuning.eta > 0.0 && p.tuning.eta <= 1.0, "eta",
-                    "in (0, 1]", err, errlen) < 0 ||
-        read_double(params, "gamma", &p.tuning.gamma, err, errlen) < 0 ||
-        check_range(p.tuning.gamma > 0.0 && p.tuning.gamma <= 1.0, "gamma",
-                    "in (0, 1]", err, errlen) < 0 ||
-        read_double(params, "delta", &p.delta, err, errlen) < 0 ||
-        check_range(p.delta > 0.5 && p.delta < 1.0, "delta", "in (0.5, 1)",
-                    err, errlen) < 0 ||
-        read_double(params, "skip_speed_kmh", &skip_speed_kmh, err, errlen) <
-            0 ||
-        check_range(skip_speed_kmh >= 0.0, "skip_speed_kmh",
-                    "a non-negative speed (0 = no time-based skip)", err,
-                    errlen) < 0 ||
-        read_double(params, "initial_pr", &p.initial_pr, err, errlen) < 0 ||
-        check_range(p.initial_pr >= 0.0 && p.initial_pr <= 1.0, "initial_pr",
-                    "in [0, 1]", err, errlen) < 0 ||
-        read_double(params, "linear_max_speed_kmh", &linear_max_speed_kmh,
-                    err, errlen) < 0 ||
-        check_range(linear_max_speed_kmh > 0.0, "linear_max_speed_kmh",
-                    "a positive speed", err, errlen) < 0)
+    if (ts_mechanism_parse_params(&ts_predictive_ops, params, &p, err,
+                                  errlen) < 0)
         return -1;
-
-    long long warmup;
-    int found = params->get_int(params->ctx, "warmup", &warmup);
-    if (found < 0) {
-        snprintf(err, errlen, "warmup: expected an integer");
-        return -1;
-    }
-    if (found > 0) {
-        if (warmup < 0 || warmup > 1000000) {
-            snprintf(err, errlen, "warmup: must be in 0 .. 1000000");
-            return -1;
-        }
-        p.warmup = warmup;
-    }
-
-    if (manager != NULL) {
-        if (strcmp(manager, "fixed-rate") == 0)
-            p.manager = MANAGER_FIXED_RATE;
-        else if (strcmp(manager, "fixed-utility") == 0)
-            p.manager = MANAGER_FIXED_UTILITY;
-        else {
-            snprintf(err, errlen, "budget_manager: must be \"fixed-rate\" or "
-                     "\"fixed-utility\"");
-            return -1;
-        }
-    }
-    if (prediction != NULL) {
-        p.predict = NULL;
-        for (size_t i = 0; i < sizeof predictions / sizeof predictions[0]; i++)
-            if (strcmp(prediction, predictions[i].name) == 0)
-                p.predict = predictions[i].fn;
-        if (p.predict == NULL) {
-            snprintf(err, errlen,
-                     "prediction: must be \"parrot\" or \"linear\"");
-            return -1;
-        }
-    }
-
-    p.skip_speed_ms = skip_speed_kmh * KMH_TO_MS;
-    p.linear_max_speed_ms = linear_max_speed_kmh * KMH_TO_MS;
+    p.predict = predictions[p.prediction].fn;
+    p.skip_speed_ms = p.skip_speed_kmh * KMH_TO_MS;
+    p.linear_max_speed_ms = p.linear_max_speed_kmh * KMH_TO_MS;
     p.tuning.c_noise = ts_predictive_c_noise(p.delta);
     p.tuning.c_test = ts_predictive_c_test(p.delta);
     p.window_budget = p.level / p.radius_m;
@@ -580,6 +504,10 @@ static ts_release_status predictive_release(const void *profile,
 
 const ts_mechanism_ops ts_predictive_ops = {
     .name = "predictive",
+    .summary = "the predictive mechanism (Chatzikokolakis, Palamidessi & "
+               "Stronati, PETS 2014)",
+    .params = predictive_params,
+    .n_params = sizeof predictive_params / sizeof predictive_params[0],
     .profile_new = predictive_profile_new,
     .profile_free = predictive_profile_free,
     .window_budget = predictive_window_budget,

@@ -310,7 +310,7 @@ rc=0
     -o profiles.pim.personal_models=2 "$FEED" >/dev/null 2>"$TMPD/pim_pm_bad.err" || rc=$?
 check "sanitize: personal_models = 2 is a configuration error" test "$rc" -ne 0
 check "sanitize: the error names the key" \
-    grep -q "personal_models must be true or false" "$TMPD/pim_pm_bad.err"
+    grep -q "personal_models: must be true or false" "$TMPD/pim_pm_bad.err"
 check_eq "sanitize: rows" "$ROWS" "$(data_rows "$TMPD/pim_a.csv")"
 check "sanitize: mechanism, eps, delta_set_size and spend on every row" \
     rows_ok "$TMPD/pim_a.csv"
