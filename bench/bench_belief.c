@@ -468,7 +468,7 @@ static int run_trace(const char *mech, const ts_model *model,
                      const char *dump)
 {
     const ts_mechanism_ops *ops = ts_mechanism_find(mech);
-    if (ops == NULL || !ts_delta_is_delta_mechanism(ops)) {
+    if (ops == NULL || ops->replay == NULL || ops->state_live_bytes == NULL) {
         fprintf(stderr, "bench_belief: %s is not a delta-location-set "
                         "mechanism\n", mech);
         return -1;
@@ -540,7 +540,7 @@ static int run_trace(const char *mech, const ts_model *model,
         int g = gap_bucket(k, pt->max_ticks);
         gap_us[g][gap_n[g]++] = t1 - t0;
         last_ms[row->user] = row->ts_ms;
-        mem[done] = (double)ts_delta_state_live_bytes(profile, state);
+        mem[done] = (double)ops->state_live_bytes(profile, state);
         done++;
     }
     if (dump != NULL && dump_points(dump, out_lat, out_lon, t->count) != 0)

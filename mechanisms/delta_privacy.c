@@ -471,6 +471,8 @@ const ts_mechanism_ops ts_pim_ops = {
     .window_budget = delta_window_budget,
     .user_state_size = delta_user_state_size,
     .release = delta_release,
+    .replay = ts_delta_replay,
+    .state_live_bytes = ts_delta_state_live_bytes,
 };
 
 const ts_mechanism_ops ts_lm_delta_ops = {
@@ -484,12 +486,9 @@ const ts_mechanism_ops ts_lm_delta_ops = {
     .window_budget = delta_window_budget,
     .user_state_size = delta_user_state_size,
     .release = delta_release,
+    .replay = ts_delta_replay,
+    .state_live_bytes = ts_delta_state_live_bytes,
 };
-
-int ts_delta_is_delta_mechanism(const ts_mechanism_ops *ops)
-{
-    return ops == &ts_pim_ops || ops == &ts_lm_delta_ops;
-}
 
 int ts_delta_replay(const void *profile, void *user_state,
                     const ts_point *published, const ts_point *truth,

@@ -47,10 +47,8 @@
 extern const ts_mechanism_ops ts_pim_ops;
 extern const ts_mechanism_ops ts_lm_delta_ops;
 
-/* 1 when `ops` is one of the two mechanisms above. */
-int ts_delta_is_delta_mechanism(const ts_mechanism_ops *ops);
-
-/* Evaluation only (tracesan eval; never the daemon): replays one PUBLISHED
+/* The two ops tables' `replay`. Evaluation only (tracesan eval; never the
+ * daemon): replays one PUBLISHED
  * release on an observer's copy of the user's state, exactly as the
  * mechanism updated its own: prior for published->ts_ms, delta-location
  * set, posterior of the published point. `user_state` is a block of
@@ -65,14 +63,13 @@ int ts_delta_is_delta_mechanism(const ts_mechanism_ops *ops);
  * unchanged) on invalid input: NULL profile/state/published, a published
  * or true coordinate that is not finite or out of WGS84 range for
  * published, a timestamp before the user's last release. `profile` must
- * come from ts_pim_ops or ts_lm_delta_ops (check with
- * ts_delta_is_delta_mechanism first). Shares its code with the release,
+ * come from ts_pim_ops or ts_lm_delta_ops. Shares its code with the release,
  * and the profile's scratch: not concurrently with its releases. */
 int ts_delta_replay(const void *profile, void *user_state,
                     const ts_point *published, const ts_point *truth,
                     int *drifted, unsigned *delta_set_size);
 
-/* The leading bytes of a user's state block that carry information (the
+/* The ops tables' `state_live_bytes`: the leading bytes of a user's state block that carry information (the
  * header and the live belief entries); the rest of the block is zero. For
  * memory figures. `profile` from ts_pim_ops or ts_lm_delta_ops. */
 size_t ts_delta_state_live_bytes(const void *profile, const void *user_state);

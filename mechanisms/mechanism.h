@@ -152,6 +152,21 @@ typedef struct ts_mechanism_ops {
                                  const ts_point *truth,
                                  const ts_budget_view *budget, ts_rng *rng,
                                  ts_report *out);
+
+    /* Optional, for evaluation (tracesan eval, never the daemon): for a
+     * mechanism whose state follows public data only, replay one
+     * PUBLISHED release on an observer's zero-filled copy of the user's
+     * state, exactly as the release updated its own. With truth, *drifted
+     * says whether the release had to use a surrogate. drifted and
+     * public_set_size may be NULL. 0, or -1 on invalid input (state
+     * unchanged). NULL when the mechanism has nothing to replay. */
+    int (*replay)(const void *profile, void *user_state,
+                  const ts_point *published, const ts_point *truth,
+                  int *drifted, unsigned *public_set_size);
+
+    /* Optional, for memory figures: the leading bytes of user_state that
+     * carry information (the rest is zero). NULL = all of it. */
+    size_t (*state_live_bytes)(const void *profile, const void *user_state);
 } ts_mechanism_ops;
 
 /* Fills `profile` (the mechanism's own struct) from src by the ops'

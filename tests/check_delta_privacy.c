@@ -894,9 +894,10 @@ START_TEST(replay_rejects_invalid_input)
     ck_assert_int_eq(ts_delta_replay(profile, state, &published, NULL, NULL,
                                      NULL), 0);
     ck_assert_int_ne(memcmp(before, state, size), 0);
-    ck_assert(ts_delta_is_delta_mechanism(&ts_pim_ops));
-    ck_assert(ts_delta_is_delta_mechanism(&ts_lm_delta_ops));
-    ck_assert(!ts_delta_is_delta_mechanism(ts_mechanism_find("laplace")));
+    ck_assert(ts_pim_ops.replay == ts_delta_replay);
+    ck_assert(ts_lm_delta_ops.replay == ts_delta_replay);
+    ck_assert(ts_mechanism_find("geoind")->replay == NULL);
+    ck_assert(ts_mechanism_find("predictive")->replay == NULL);
     free(before);
     free(state);
     ts_lm_delta_ops.profile_free(profile);

@@ -317,6 +317,6 @@ check_eq "drift: an unknown profile is an error" 1 "$rc"
 "$TRACESAN" eval --format csv --profile geoind "$DFEED" \
     "$TMPD/d0.sanitized.csv" >"$TMPD/geo.eval.csv" 2>"$TMPD/geo.eval.err"
 check "drift: a profile that is not pim/lm-delta is said to have no drift" \
-    grep -q "not pim or lm-delta: no drift ratio" "$TMPD/geo.eval.err"
+    grep -q "mechanism geoind, which has no replay: no drift ratio" "$TMPD/geo.eval.err"
 
 finish

@@ -41,7 +41,7 @@
  *                  in the delta-location set (the release used a
  *                  surrogate). Found by replaying each user's published
  *                  points, in order, on an observer's copy of the
- *                  mechanism's state (ts_delta_replay), zero-filled at each
+ *                  mechanism's state (its ops' replay), zero-filled at each
  *                  budget window as the pipeline does. Drift is never
  *                  published; only this offline comparison with the truth
  *                  can see it. The replayed |ΔX| must equal the published
@@ -567,7 +567,7 @@ static void replay_user(const eval_data *data, true_row *rows, size_t first,
         truth.lon = r->lon;
         int drifted = 0;
         unsigned delta_set_size = 0;
-        if (ts_delta_replay(profile->mech, state, &published, &truth,
+        if (profile->ops->replay(profile->mech, state, &published, &truth,
                             &drifted, &delta_set_size) != 0) {
             counts->errors++;
             continue;
@@ -1121,9 +1121,9 @@ static int find_replay_profile(const ts_pipeline *pipeline,
                 profile_name != NULL ? profile_name : "(default)");
         return -1;
     }
-    if (!ts_delta_is_delta_mechanism((*profile)->ops)) {
-        fprintf(stderr, "eval: profile '%s' uses mechanism %s, not pim or "
-                "lm-delta: no drift ratio\n", (*profile)->name,
+    if ((*profile)->ops->replay == NULL) {
+        fprintf(stderr, "eval: profile '%s' uses mechanism %s, which has "
+                "no replay: no drift ratio\n", (*profile)->name,
                 (*profile)->ops->name);
         *profile = NULL;
         return 0;
