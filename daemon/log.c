@@ -89,25 +89,19 @@ static void write_all(int fd, const char *buf, size_t len)
     }
 }
 
-void ts_log(ts_log_level level, const char *fmt, ...)
+/* `level` names the line on stderr; `priority` is syslog's. */
+static void emit(ts_log_level level, int priority, const char *fmt,
+                 va_list ap)
 {
-    if ((int)level < 0 || level > sink.level)
-        return;
-    if (level > TS_LOG_DEBUG)
-        level = TS_LOG_DEBUG;
-
     int saved_errno = errno;
     char message[LOG_LINE_MAX];
-    va_list ap;
-    va_start(ap, fmt);
     int n = vsnprintf(message, sizeof message, fmt, ap);
-    va_end(ap);
     if (n < 0)
         snprintf(message, sizeof message, "(unformattable log message)");
     neutralise_controls(message);
 
     if (sink.use_syslog) {
-        syslog(syslog_priority(level), "%s", message);
+        syslog(priority, "%s", message);
     } else {
         char line[LOG_LINE_MAX + 96];
         int len = snprintf(line, sizeof line, "%s: %s: %s\n", sink.ident,
@@ -121,6 +115,27 @@ void ts_log(ts_log_level level, const char *fmt, ...)
         write_all(STDERR_FILENO, line, (size_t)len);
     }
     errno = saved_errno;
+}
+
+void ts_log(ts_log_level level, const char *fmt, ...)
+{
+    if ((int)level < 0 || level > sink.level)
+        return;
+    if (level > TS_LOG_DEBUG)
+        level = TS_LOG_DEBUG;
+    va_list ap;
+    va_start(ap, fmt);
+    emit(level, syslog_priority(level), fmt, ap);
+    va_end(ap);
+}
+
+void ts_log_always(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    emit(TS_LOG_INFO, sink.level >= TS_LOG_INFO ? LOG_INFO : LOG_NOTICE, fmt,
+         ap);
+    va_end(ap);
 }
 
 /* libevent logs through a process-wide callback too. Its warnings can
@@ -171,4 +186,46 @@ static void libevent_log(int severity, const char *message)
 void ts_log_capture_libevent(void)
 {
     event_set_log_callback(libevent_log);
+}
+
+const char *ts_log_loggable_user(const char *user_id, char *out, size_t size)
+{
+    if (user_id == NULL || user_id[0] == '\0' || size < 4)
+        return "-";
+    size_t n = 0;
+    for (; user_id[n] != '\0' && n + 1 < size && n < TS_LOG_USER_MAX; n++) {
+        unsigned char c = (unsigned char)user_id[n];
+        out[n] = (c >= 0x21 && c < 0x7f) ? (char)c : '?';
+    }
+    out[n] = '\0';
+    if (user_id[n] != '\0' && n >= 3) {
+        out[n - 3] = '.';
+        out[n - 2] = '.';
+        out[n - 1] = '.';
+    }
+    return out;
+}
+
+void ts_log_rejection(ts_log_limiter *limiter, const char *user_id,
+                      const char *reason, const char *detail)
+{
+    if (ts_log_get_level() < TS_LOG_WARN)
+        return;
+    unsigned long long suppressed;
+    if (!ts_log_limit(limiter, &suppressed))
+        return;
+    if (suppressed > 0)
+        ts_log(TS_LOG_WARN, "%llu more rejections not logged (limit %u/s)",
+               suppressed, limiter->per_second);
+    char user[TS_LOG_USER_MAX + 1];
+    ts_log(TS_LOG_WARN, "rejected user=%s reason=%s: %s",
+           ts_log_loggable_user(user_id, user, sizeof user), reason,
+           detail != NULL && detail[0] != '\0' ? detail : "-");
+}
+
+void ts_log_rejections_summary(const ts_log_limiter *limiter)
+{
+    if (limiter->suppressed > 0)
+        ts_log(TS_LOG_WARN, "%llu more rejections not logged (limit %u/s)",
+               limiter->suppressed, limiter->per_second);
 }

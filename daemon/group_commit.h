@@ -1,0 +1,63 @@
+/* The group commit: a group of outcomes (one transport readiness callback)
+ * is published only after every ledger it debited is committed to the
+ * store (privacy invariant 2). A failed commit holds the group unpublished,
+ * pauses input and marks the daemon unhealthy; a timer retries with
+ * exponential backoff until the commit succeeds. */
+#ifndef TRACESAN_DAEMON_GROUP_COMMIT_H
+#define TRACESAN_DAEMON_GROUP_COMMIT_H
+
+#include <stdint.h>
+
+#include <event2/event.h>
+
+#include "daemon/metrics.h"
+#include "daemon/outbox.h"
+#include "daemon/pipeline.h"
+#include "daemon/store.h"
+#include "daemon/transport.h"
+
+/* A failed commit is retried after 1 s, doubling to at most 30 s: quick
+ * enough to recover soon after an operator frees space, slow enough not to
+ * hammer a broken disk or flood the log. */
+#define TS_COMMIT_RETRY_FIRST_MS 1000
+#define TS_COMMIT_RETRY_MAX_MS 30000
+
+typedef struct ts_group_commit {
+    ts_store *store;             /* NULL: memory only, commits are no-ops */
+    ts_store_backend *store_backend;
+    ts_pipeline *pipeline;
+    ts_outbox *outbox;
+    const ts_transport_ops *transport_ops;
+    ts_transport *transport;
+    ts_metrics *metrics;         /* may be NULL */
+    struct event_base *base;
+    struct event *retry_event;
+    long retry_ms;               /* delay before the next retry */
+    int held;                    /* a failed commit holds the outbox */
+    uint64_t failures;           /* failed attempts, first and retries */
+    uint64_t pauses;             /* times input paused for the store */
+    uint64_t dropped_uncommitted; /* held outcomes dropped at shutdown */
+    uint64_t dropped_unsent;     /* committed outcomes a full output still
+                                    held at shutdown */
+} ts_group_commit;
+
+/* The fields above the counters must be set; creates the retry timer.
+ * 0, or -1 when the timer cannot be created. */
+int ts_group_commit_start(ts_group_commit *gc);
+void ts_group_commit_stop(ts_group_commit *gc);
+
+/* End of a group: commit, then publish. */
+void ts_group_commit_flush(ts_group_commit *gc);
+/* The transport's on_output_ready: publish what a full output stopped.
+ * Returns 1 while the output is still blocked. */
+int ts_group_commit_output_ready(ts_group_commit *gc);
+/* Shutdown: a held group gets one last attempt, then is dropped (its
+ * users' committed ledgers are what survives); committed outcomes a full
+ * output still holds are dropped too. Both are logged and counted.
+ * Returns 0, or 1 when a held group could not be committed. */
+int ts_group_commit_finish(ts_group_commit *gc);
+
+/* The backoff: the delay after `ms`. */
+long ts_group_commit_next_delay(long ms);
+
+#endif

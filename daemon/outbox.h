@@ -1,0 +1,54 @@
+/* Encoded outcomes waiting for their group's commit, then published in
+ * order. Topics and payloads are appended to two buffers reused across
+ * groups, so the steady state allocates nothing per message. */
+#ifndef TRACESAN_DAEMON_OUTBOX_H
+#define TRACESAN_DAEMON_OUTBOX_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "daemon/codec.h"
+#include "daemon/transport.h"
+
+typedef struct ts_outbox_entry {
+    size_t topic_offset;
+    size_t topic_len;
+    size_t payload_offset;
+    size_t payload_len;
+} ts_outbox_entry;
+
+typedef struct ts_outbox {
+    ts_buf topics;
+    ts_buf payloads;
+    ts_outbox_entry *entries;
+    size_t count;
+    size_t capacity;
+    /* Entries before `sent` are published: a full lossless output stopped
+     * the rest, which wait (committed, in order) until it takes more. */
+    size_t sent;
+    uint64_t encode_failures;    /* outcomes lost to allocation failures */
+    uint64_t published;
+    uint64_t publish_failures;
+} ts_outbox;
+
+/* Encoding fails only on allocation; the outcome is then lost (the
+ * fail-closed direction) and counted. 0, or -1 when it was lost. */
+int ts_outbox_add_outcome(ts_outbox *box, const ts_outcome *outcome);
+/* A rejection not tied to a parsed update (malformed message, ...). */
+int ts_outbox_add_rejection(ts_outbox *box, ts_reason reason,
+                            const char *detail);
+
+/* Publishes from `sent` on. Returns 1 when the output blocked (the rest
+ * stays, in order), else 0 and the outbox is empty. */
+int ts_outbox_publish(ts_outbox *box, const ts_transport_ops *ops,
+                      ts_transport *transport);
+
+static inline size_t ts_outbox_unsent(const ts_outbox *box)
+{
+    return box->count - box->sent;
+}
+
+void ts_outbox_clear(ts_outbox *box);
+void ts_outbox_free(ts_outbox *box);
+
+#endif

@@ -1,0 +1,34 @@
+/* SIGHUP: re-read the configuration with the original overrides and apply
+ * what can change without dropping sockets or users (log level, profile
+ * parameters, client allow-lists). Anything invalid, and any change to the
+ * set of profiles, refuses the whole reload and keeps the running
+ * configuration; restart-only settings that changed are logged by key
+ * (the settings table's RESTART rows). */
+#ifndef TRACESAN_DAEMON_RELOAD_H
+#define TRACESAN_DAEMON_RELOAD_H
+
+#include <stddef.h>
+
+#include "daemon/metrics.h"
+#include "daemon/pipeline.h"
+#include "daemon/settings.h"
+#include "daemon/transport.h"
+
+typedef struct ts_reload_target {
+    const char *config_path;             /* NULL: built-in defaults */
+    const char *const *overrides;
+    size_t n_overrides;
+    ts_pipeline *pipeline;
+    /* The running settings stay those of the original file: the transport
+     * and store hold pointers into them. */
+    const ts_settings *running;
+    const ts_transport_ops *transport_ops;
+    ts_transport *transport;
+    ts_metrics *metrics;                 /* counts reloads; may be NULL */
+    const char *program_name;            /* for the log's ident */
+} ts_reload_target;
+
+/* 0 when applied; -1 when refused (logged and counted). */
+int ts_reload(const ts_reload_target *target);
+
+#endif
