@@ -8,14 +8,10 @@
  * would not also remember.
  */
 #include <getopt.h>
-#include <inttypes.h>
-#include <malloc.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <syslog.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -24,19 +20,9 @@
 
 #include <gsl/gsl_errno.h>
 
-#include "daemon/codec.h"
 #include "daemon/config.h"
-#include "daemon/log.h"
-#include "daemon/curve_keys.h"
-#include "daemon/metrics.h"
-#include "daemon/ops_http.h"
-#include "daemon/pipeline.h"
-#include "daemon/group_commit.h"
+#include "daemon/daemon_state.h"
 #include "daemon/intake.h"
-#include "daemon/outbox.h"
-#include "daemon/reload.h"
-#include "daemon/store.h"
-#include "daemon/transport.h"
 
 #ifndef PACKAGE_VERSION
 #define PACKAGE_VERSION "unknown"
@@ -45,7 +31,7 @@
 #define TS_SYSCONFDIR "/etc"
 #endif
 
-#define PROGRAM_NAME "tracesand"
+#define PROGRAM_NAME TS_DAEMON_NAME
 #define DEFAULT_CONFIG_PATH TS_SYSCONFDIR "/tracesand.conf"
 #define ERR_MAX 512
 #define MAX_OVERRIDES 256
@@ -59,34 +45,6 @@
  * could otherwise hold millions of encoded outcomes at once. */
 #define OUTBOX_FLUSH_ENTRIES 65536
 
-typedef struct daemon_state {
-    const ts_settings *settings;
-    ts_pipeline *pipeline;
-    const ts_transport_ops *transport_ops;
-    ts_transport *transport;
-    struct event_base *base;
-    ts_outbox outbox;
-    ts_group_commit commit;
-    ts_log_limiter log_limiter;  /* rejection lines */
-    uint64_t clock_rejections;
-    /* Wire lengths of one batch's updates (input.max_batch_updates). */
-    ts_wire_update *wire;
-    ts_store *store;             /* NULL: state.dir unset, memory only */
-    ts_store_backend store_backend;
-    /* operations: metrics, HTTP, reload, systemd */
-    ts_metrics *metrics;
-    ts_ops_http *http;
-    uint64_t messages_in;
-    uint64_t messages_at_last_tick;  /* input quiet since: trim the heap */
-    uint64_t messages_at_last_trim;
-    const char *config_path;     /* re-read on SIGHUP */
-    const char *const *overrides;
-    size_t n_overrides;
-    struct event *ops_tick_event;
-    struct timespec ops_tick_due;
-    unsigned ops_ticks;
-    struct event *watchdog_event;
-} daemon_state;
 
 typedef struct options {
     const char *config_path;
@@ -146,14 +104,14 @@ static void usage(FILE *out)
 
 /* The ready and summary lines are the daemon's interface to scripts, so they
  * are written at info level even when log.level hides info messages. */
-static void log_rejection(daemon_state *daemon, const char *user_id,
+static void log_rejection(ts_daemon *daemon, const char *user_id,
                           ts_reason reason, const char *detail)
 {
     ts_log_rejection(&daemon->log_limiter, user_id, ts_reason_name(reason),
                      detail);
 }
 
-static void queue_message_rejection(daemon_state *daemon, ts_reason reason,
+static void queue_message_rejection(ts_daemon *daemon, ts_reason reason,
                                     const char *detail)
 {
     ts_pipeline_count_rejection(daemon->pipeline, reason);
@@ -163,16 +121,8 @@ static void queue_message_rejection(daemon_state *daemon, ts_reason reason,
 
 static int on_output_ready(void *arg)
 {
-    daemon_state *daemon = arg;
+    ts_daemon *daemon = arg;
     return ts_group_commit_output_ready(&daemon->commit);
-}
-
-static double seconds_since(const struct timespec *start)
-{
-    struct timespec now;
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    return (double)(now.tv_sec - start->tv_sec) +
-           (double)(now.tv_nsec - start->tv_nsec) * 1e-9;
 }
 
 /* ---------------------------------------------------- message handling */
@@ -186,7 +136,7 @@ static int64_t wall_clock_ms(void)
 
 /* Profiles live in one array inside the pipeline, so an outcome's profile
  * pointer gives its index without a name lookup on the hot path. */
-static void observe_update_latency(daemon_state *daemon,
+static void observe_update_latency(ts_daemon *daemon,
                                    const ts_outcome *outcome,
                                    const struct timespec *started)
 {
@@ -199,10 +149,10 @@ static void observe_update_latency(daemon_state *daemon,
         return;
     ts_metrics_observe_profile(daemon->metrics,
                                (size_t)(outcome->profile - first),
-                               seconds_since(started));
+                               ts_daemon_seconds_since(started));
 }
 
-static void process_update(daemon_state *daemon,
+static void process_update(ts_daemon *daemon,
                            const Tracesan__V1__LocationUpdate *update,
                            const ts_wire_update *wire,
                            const ts_time_bounds *bounds, ts_outcome *outcome)
@@ -235,7 +185,7 @@ static void process_update(daemon_state *daemon,
 
 static void on_message(void *arg, const ts_inbound *message)
 {
-    daemon_state *daemon = arg;
+    ts_daemon *daemon = arg;
     daemon->messages_in++;
     Tracesan__V1__LocationBatch *batch;
     ts_reason reason;
@@ -263,7 +213,7 @@ static void on_message(void *arg, const ts_inbound *message)
 
 static void on_batch_end(void *arg)
 {
-    daemon_state *daemon = arg;
+    ts_daemon *daemon = arg;
     ts_group_commit_flush(&daemon->commit);
 }
 
@@ -272,7 +222,7 @@ static void on_batch_end(void *arg)
 static void on_signal(evutil_socket_t signum, short what, void *arg)
 {
     (void)what;
-    daemon_state *daemon = arg;
+    ts_daemon *daemon = arg;
     ts_log(TS_LOG_INFO, "received %s, shutting down",
            signum == SIGINT ? "SIGINT" : "SIGTERM");
     /* The transport callback in progress has already published its batch:
@@ -284,7 +234,7 @@ static void on_expire_tick(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd;
     (void)what;
-    daemon_state *daemon = arg;
+    ts_daemon *daemon = arg;
     if (daemon->settings->max_backdate_ms > 0)
         ts_pipeline_set_expiry_floor(daemon->pipeline,
                                      wall_clock_ms() -
@@ -293,265 +243,6 @@ static void on_expire_tick(evutil_socket_t fd, short what, void *arg)
                                           EXPIRE_SCAN_PER_TICK);
     if (forgotten > 0)
         ts_log(TS_LOG_DEBUG, "expired %zu idle users", forgotten);
-}
-
-static void log_summary(const daemon_state *daemon)
-{
-    ts_log_rejections_summary(&daemon->log_limiter);
-    const ts_pipeline_stats *stats = ts_pipeline_get_stats(daemon->pipeline);
-    uint64_t rejected = 0;
-    for (int r = 0; r < TS_REASON_COUNT; r++)
-        rejected += stats->rejected[r];
-    /* ts_pipeline_process counts the updates it saw; the ones refused
-     * before it (far-future timestamps) are updates too. */
-    uint64_t updates = stats->updates + daemon->clock_rejections;
-
-    char line[2048];
-    int n = snprintf(line, sizeof line,
-                     "summary updates=%" PRIu64 " sanitized=%" PRIu64
-                     " repeated=%" PRIu64 " rejected=%" PRIu64 " users=%zu",
-                     updates, stats->sanitized, stats->repeated, rejected,
-                     ts_pipeline_user_count(daemon->pipeline));
-    for (int r = 0; r < TS_REASON_COUNT && n > 0 && (size_t)n < sizeof line;
-         r++) {
-        if (stats->rejected[r] == 0)
-            continue;
-        n += snprintf(line + n, sizeof line - (size_t)n,
-                      " rejected.%s=%" PRIu64, ts_reason_name((ts_reason)r),
-                      stats->rejected[r]);
-    }
-    ts_log_always("%s", line);
-    if (daemon->outbox.encode_failures > 0 ||
-        daemon->outbox.publish_failures > 0)
-        ts_log(TS_LOG_WARN,
-               "outputs lost: encode_failures=%" PRIu64
-               " publish_failures=%" PRIu64,
-               daemon->outbox.encode_failures,
-               daemon->outbox.publish_failures);
-}
-
-/* ---------------------------------------------------------- operations */
-
-/* Period of the timer that measures event-loop lag; every
- * STATUS_EVERY_TICKS ticks it also refreshes systemd's STATUS= line. */
-#define OPS_TICK_MS 250
-#define STATUS_EVERY_TICKS 20
-
-static char *render_metrics(void *arg, size_t *len)
-{
-    daemon_state *daemon = arg;
-    ts_metrics_sources sources = {
-        .pipeline = ts_pipeline_get_stats(daemon->pipeline),
-        .updates_before_pipeline = daemon->clock_rejections,
-        .users = ts_pipeline_user_count(daemon->pipeline),
-        .messages_in = daemon->messages_in,
-        .messages_published = daemon->outbox.published,
-        .publish_failures = daemon->outbox.publish_failures,
-        .encode_failures = daemon->outbox.encode_failures,
-        .dropped_uncommitted = daemon->commit.dropped_uncommitted,
-        .input_pauses_store = daemon->commit.pauses,
-        .store_commit_failures = daemon->commit.failures,
-    };
-    ts_transport_counters transport;
-    daemon->transport_ops->get_counters(daemon->transport, &transport);
-    sources.dropped_output_hwm = daemon->commit.dropped_unsent;
-    sources.dropped_output_error = transport.publish_dropped_error;
-    sources.subscriber_cutoffs = transport.subscriber_cutoffs;
-    sources.input_pauses_output = transport.input_pauses_output;
-    sources.has_zap = transport.has_zap;
-    if (daemon->http != NULL) {
-        sources.has_http = 1;
-        sources.http = ts_ops_http_get_counters(daemon->http);
-    }
-    sources.zap_accepted = transport.zap_accepted;
-    sources.zap_denied = transport.zap_denied;
-    return ts_metrics_render(daemon->metrics, &sources, len);
-}
-
-static void notify_status(const daemon_state *daemon)
-{
-    const ts_pipeline_stats *stats = ts_pipeline_get_stats(daemon->pipeline);
-    uint64_t rejected = 0;
-    for (int r = 0; r < TS_REASON_COUNT; r++)
-        rejected += stats->rejected[r];
-    sd_notifyf(0,
-               "STATUS=updates=%" PRIu64 " sanitized=%" PRIu64
-               " rejected=%" PRIu64 " users=%zu",
-               stats->updates + daemon->clock_rejections, stats->sanitized,
-               rejected, ts_pipeline_user_count(daemon->pipeline));
-}
-
-static void timespec_add_ms(struct timespec *t, long ms)
-{
-    t->tv_sec += ms / 1000;
-    t->tv_nsec += (ms % 1000) * 1000000L;
-    if (t->tv_nsec >= 1000000000L) {
-        t->tv_sec++;
-        t->tv_nsec -= 1000000000L;
-    }
-}
-
-static int arm_ops_tick(daemon_state *daemon)
-{
-    clock_gettime(CLOCK_MONOTONIC, &daemon->ops_tick_due);
-    timespec_add_ms(&daemon->ops_tick_due, OPS_TICK_MS);
-    struct timeval delay = { .tv_sec = 0, .tv_usec = OPS_TICK_MS * 1000 };
-    return event_add(daemon->ops_tick_event, &delay);
-}
-
-/* A one-shot timer re-armed on each tick: how late it fires is the time
- * the loop spent on other work, i.e. the event-loop lag. */
-static void on_ops_tick(evutil_socket_t fd, short what, void *arg)
-{
-    (void)fd;
-    (void)what;
-    daemon_state *daemon = arg;
-    ts_metrics_observe_loop_lag(daemon->metrics,
-                                seconds_since(&daemon->ops_tick_due));
-    if (++daemon->ops_ticks % STATUS_EVERY_TICKS == 0)
-        notify_status(daemon);
-    /* A burst leaves freed message buffers (up to input.max_queued_mb per
-     * producer) in the allocator; glibc keeps them unless asked. Once the
-     * input has gone quiet for a tick, hand them back to the system. */
-    if (daemon->messages_in == daemon->messages_at_last_tick &&
-        daemon->messages_in != daemon->messages_at_last_trim) {
-        malloc_trim(0);
-        daemon->messages_at_last_trim = daemon->messages_in;
-    }
-    daemon->messages_at_last_tick = daemon->messages_in;
-    if (arm_ops_tick(daemon) != 0)
-        ts_log(TS_LOG_ERROR, "cannot re-arm the metrics timer");
-}
-
-/* Pinged from the loop itself, so a wedged loop stops the pings and
- * systemd restarts the daemon. */
-static void on_watchdog(evutil_socket_t fd, short what, void *arg)
-{
-    (void)fd;
-    (void)what;
-    (void)arg;
-    sd_notify(0, "WATCHDOG=1");
-}
-
-static void notify_reloading(void)
-{
-    struct timespec now;
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    /* MONOTONIC_USEC lets Type=notify-reload managers match the reload. */
-    sd_notifyf(0, "RELOADING=1\nMONOTONIC_USEC=%" PRIu64,
-               (uint64_t)now.tv_sec * 1000000u +
-                   (uint64_t)now.tv_nsec / 1000u);
-}
-
-static void reload_configuration(daemon_state *daemon)
-{
-    notify_reloading();
-    ts_reload_target target = {
-        .config_path = daemon->config_path,
-        .overrides = daemon->overrides,
-        .n_overrides = daemon->n_overrides,
-        .pipeline = daemon->pipeline,
-        .running = daemon->settings,
-        .transport_ops = daemon->transport_ops,
-        .transport = daemon->transport,
-        .metrics = daemon->metrics,
-        .program_name = PROGRAM_NAME,
-    };
-    ts_reload(&target);
-    sd_notify(0, "READY=1");
-}
-
-static void on_sighup(evutil_socket_t signum, short what, void *arg)
-{
-    (void)signum;
-    (void)what;
-    reload_configuration(arg);
-}
-
-/* Metrics, HTTP endpoint, SIGHUP and systemd timers. Returns -1 (logged)
- * on failure; stop_operations frees whatever was set up. */
-static int start_operations(daemon_state *daemon, const char *config_path,
-                            const char *const *overrides, size_t n_overrides,
-                            struct event **sighup_event)
-{
-    char err[ERR_MAX];
-    daemon->config_path = config_path;
-    daemon->overrides = overrides;
-    daemon->n_overrides = n_overrides;
-
-    size_t n_profiles = ts_pipeline_profile_count(daemon->pipeline);
-    const char **names = calloc(n_profiles > 0 ? n_profiles : 1,
-                                sizeof *names);
-    if (names == NULL) {
-        ts_log(TS_LOG_ERROR, "out of memory");
-        return -1;
-    }
-    for (size_t i = 0; i < n_profiles; i++)
-        names[i] = ts_pipeline_profile_at(daemon->pipeline, i)->name;
-    daemon->metrics = ts_metrics_new(names, n_profiles);
-    free(names);
-    if (daemon->metrics == NULL) {
-        ts_log(TS_LOG_ERROR, "out of memory");
-        return -1;
-    }
-
-    const char *listen = daemon->settings->http_listen;
-    if (listen != NULL && listen[0] != '\0') {
-        daemon->http = ts_ops_http_start(daemon->base, listen,
-                                         daemon->settings->http_max_connections,
-                                         render_metrics,
-                                         daemon, err, sizeof err);
-        if (daemon->http == NULL) {
-            ts_log(TS_LOG_ERROR, "%s", err);
-            return -1;
-        }
-    }
-
-    *sighup_event = evsignal_new(daemon->base, SIGHUP, on_sighup, daemon);
-    daemon->ops_tick_event = event_new(daemon->base, -1, 0, on_ops_tick,
-                                       daemon);
-    if (*sighup_event == NULL || daemon->ops_tick_event == NULL ||
-        evsignal_add(*sighup_event, NULL) != 0 ||
-        arm_ops_tick(daemon) != 0) {
-        ts_log(TS_LOG_ERROR, "cannot set up the SIGHUP and metrics events");
-        return -1;
-    }
-
-    uint64_t watchdog_usec = 0;
-    if (sd_watchdog_enabled(0, &watchdog_usec) > 0 && watchdog_usec > 0) {
-        /* Half the interval: one late ping does not cost a restart. */
-        uint64_t half = watchdog_usec / 2;
-        struct timeval period = {
-            .tv_sec = (time_t)(half / 1000000u),
-            .tv_usec = (suseconds_t)(half % 1000000u),
-        };
-        daemon->watchdog_event = event_new(daemon->base, -1, EV_PERSIST,
-                                           on_watchdog, daemon);
-        if (daemon->watchdog_event == NULL ||
-            event_add(daemon->watchdog_event, &period) != 0) {
-            ts_log(TS_LOG_ERROR, "cannot start the watchdog timer");
-            return -1;
-        }
-        ts_log(TS_LOG_INFO, "systemd watchdog every %" PRIu64 " ms",
-               half / 1000u);
-    }
-    return 0;
-}
-
-static void stop_operations(daemon_state *daemon, struct event *sighup_event)
-{
-    if (daemon->watchdog_event != NULL)
-        event_free(daemon->watchdog_event);
-    daemon->watchdog_event = NULL;
-    if (daemon->ops_tick_event != NULL)
-        event_free(daemon->ops_tick_event);
-    daemon->ops_tick_event = NULL;
-    if (sighup_event != NULL)
-        event_free(sighup_event);
-    ts_ops_http_free(daemon->http);
-    daemon->http = NULL;
-    ts_metrics_free(daemon->metrics);
-    daemon->metrics = NULL;
 }
 
 /* ---------------------------------------------------------------- main */
@@ -633,7 +324,7 @@ static int run(const options *opts)
 {
     char err[ERR_MAX];
     int status = 1;
-    daemon_state daemon;
+    ts_daemon daemon;
     memset(&daemon, 0, sizeof daemon);
     daemon.log_limiter.per_second = REJECTION_LOG_PER_SECOND;
     daemon.transport_ops = &ts_transport_zmq_ops;
@@ -742,7 +433,7 @@ static int run(const options *opts)
         goto out;
     }
 
-    if (start_operations(&daemon, path, opts->overrides, opts->n_overrides,
+    if (ts_daemon_start_operations(&daemon, path, opts->overrides, opts->n_overrides,
                          &sighup_event) != 0)
         goto out;
     daemon.commit.metrics = daemon.metrics;
@@ -755,7 +446,7 @@ static int run(const options *opts)
                daemon.http != NULL ? " http=" : "",
                daemon.http != NULL ? ts_ops_http_address(daemon.http) : "");
     sd_notify(0, "READY=1");
-    notify_status(&daemon);
+    ts_daemon_notify_status(&daemon);
 
     if (event_base_dispatch(daemon.base) < 0) {
         ts_log(TS_LOG_ERROR, "event loop failed");
@@ -765,11 +456,11 @@ static int run(const options *opts)
     /* A mid-callback break cannot leave outcomes behind, but finishing
      * here keeps that true if the transport ever changes. */
     int held = ts_group_commit_finish(&daemon.commit);
-    log_summary(&daemon);
+    ts_daemon_log_summary(&daemon);
     status = held ? 1 : 0;
 
 out:
-    stop_operations(&daemon, sighup_event);
+    ts_daemon_stop_operations(&daemon, sighup_event);
     if (expire_event != NULL)
         event_free(expire_event);
     ts_group_commit_stop(&daemon.commit);

@@ -1,0 +1,75 @@
+/* The running daemon's composition: what main.c wires together and the
+ * operations side (metrics, HTTP, SIGHUP, systemd) reads. */
+#ifndef TRACESAN_DAEMON_DAEMON_STATE_H
+#define TRACESAN_DAEMON_DAEMON_STATE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <time.h>
+
+#include <event2/event.h>
+
+#include "daemon/codec.h"
+#include "daemon/group_commit.h"
+#include "daemon/log.h"
+#include "daemon/metrics.h"
+#include "daemon/ops_http.h"
+#include "daemon/outbox.h"
+#include "daemon/pipeline.h"
+#include "daemon/settings.h"
+#include "daemon/store.h"
+#include "daemon/transport.h"
+
+#define TS_DAEMON_NAME "tracesand"
+
+typedef struct ts_daemon {
+    const ts_settings *settings;
+    ts_pipeline *pipeline;
+    const ts_transport_ops *transport_ops;
+    ts_transport *transport;
+    struct event_base *base;
+    ts_outbox outbox;
+    ts_group_commit commit;
+    ts_log_limiter log_limiter;  /* rejection lines */
+    uint64_t clock_rejections;
+    /* Wire lengths of one batch's updates (input.max_batch_updates). */
+    ts_wire_update *wire;
+    ts_store *store;             /* NULL: state.dir unset, memory only */
+    ts_store_backend store_backend;
+    /* operations: metrics, HTTP, reload, systemd */
+    ts_metrics *metrics;
+    ts_ops_http *http;
+    uint64_t messages_in;
+    uint64_t messages_at_last_tick;  /* input quiet since: trim the heap */
+    uint64_t messages_at_last_trim;
+    const char *config_path;     /* re-read on SIGHUP */
+    const char *const *overrides;
+    size_t n_overrides;
+    struct event *ops_tick_event;
+    struct timespec ops_tick_due;
+    unsigned ops_ticks;
+    struct event *watchdog_event;
+} ts_daemon;
+
+static inline double ts_daemon_seconds_since(const struct timespec *start)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (double)(now.tv_sec - start->tv_sec) +
+           (double)(now.tv_nsec - start->tv_nsec) * 1e-9;
+}
+
+/* The exit summary line (counts only). */
+void ts_daemon_log_summary(const ts_daemon *daemon);
+/* systemd's STATUS= line. */
+void ts_daemon_notify_status(const ts_daemon *daemon);
+/* Metrics, HTTP endpoint, SIGHUP and systemd timers. Returns -1 (logged)
+ * on failure; ts_daemon_stop_operations frees whatever was set up. */
+int ts_daemon_start_operations(ts_daemon *daemon, const char *config_path,
+                               const char *const *overrides,
+                               size_t n_overrides,
+                               struct event **sighup_event);
+void ts_daemon_stop_operations(ts_daemon *daemon,
+                               struct event *sighup_event);
+
+#endif
