@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tests/support/check_run.h"
 #include "daemon/group_commit.h"
 #include "daemon/intake.h"
 #include "daemon/log.h"
@@ -223,9 +224,5 @@ int main(void)
     tcase_add_test(tc, test_loggable_user);
     tcase_add_test(tc, test_limiter_passes_per_second);
     suite_add_tcase(suite, tc);
-    SRunner *runner = srunner_create(suite);
-    srunner_run_all(runner, CK_NORMAL);
-    int failed = srunner_ntests_failed(runner);
-    srunner_free(runner);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return ts_check_run(suite);
 }

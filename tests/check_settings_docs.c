@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tests/support/check_run.h"
 #include "daemon/settings.h"
 
 #define MAX_LINES 4096
@@ -320,9 +321,5 @@ int main(void)
     tcase_add_test(tc, test_shipped_conf_names_no_unknown_key);
     tcase_add_test(tc, test_detects_a_wrong_default);
     suite_add_tcase(suite, tc);
-    SRunner *runner = srunner_create(suite);
-    srunner_run_all(runner, CK_NORMAL);
-    int failed = srunner_ntests_failed(runner);
-    srunner_free(runner);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return ts_check_run(suite);
 }
