@@ -373,24 +373,6 @@ done:
 
 /* ------------------------------------------------------ settings table */
 
-/* "\"pull\" or \"sub\"", "\"error\", \"warn\", \"info\" or \"debug\"" */
-static void choices_text(const ts_setting_def *row, char *buf, size_t len)
-{
-    size_t n = 0;
-    while (row->choices[n] != NULL)
-        n++;
-    size_t used = 0;
-    buf[0] = '\0';
-    for (size_t i = 0; i < n && used < len; i++) {
-        const char *sep = i == 0 ? "" : i + 1 == n ? " or " : ", ";
-        int w = snprintf(buf + used, len - used, "%s\"%s\"", sep,
-                         row->choices[i]);
-        if (w < 0)
-            break;
-        used += (size_t)w;
-    }
-}
-
 static void load_string_list(ts_config *config, const ts_setting_def *row,
                              config_setting_t *s, void *base,
                              const char *key)
@@ -480,7 +462,7 @@ static void load_value(ts_config *config, const ts_setting_def *row,
             }
         }
         char choices[256];
-        choices_text(row, choices, sizeof choices);
+        ts_choices_text(row->choices, choices, sizeof choices);
         fail_at(config, s, "%s must be one of %s", key, choices);
         return;
     }

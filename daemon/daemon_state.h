@@ -51,14 +51,6 @@ typedef struct ts_daemon {
     struct event *watchdog_event;
 } ts_daemon;
 
-static inline double ts_daemon_seconds_since(const struct timespec *start)
-{
-    struct timespec now;
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    return (double)(now.tv_sec - start->tv_sec) +
-           (double)(now.tv_nsec - start->tv_nsec) * 1e-9;
-}
-
 /* The exit summary line (counts only). */
 void ts_daemon_log_summary(const ts_daemon *daemon);
 /* systemd's STATUS= line. */

@@ -7,14 +7,6 @@
 
 #define ERR_MAX 512
 
-static double seconds_since(const struct timespec *start)
-{
-    struct timespec now;
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    return (double)(now.tv_sec - start->tv_sec) +
-           (double)(now.tv_nsec - start->tv_nsec) * 1e-9;
-}
-
 /* Every user whose ledger changed in the group is written in one
  * transaction. 0 on success; -1 with err filled, the transaction aborted
  * and the users still dirty, so the same group can be retried. */
@@ -35,7 +27,7 @@ static int commit_group(ts_group_commit *gc, char *err, size_t errlen)
         return -1;
     ts_pipeline_mark_clean(gc->pipeline);
     if (gc->metrics != NULL)
-        ts_metrics_observe_commit(gc->metrics, seconds_since(&started),
+        ts_metrics_observe_commit(gc->metrics, ts_metrics_seconds_since(&started),
                                   gc->outbox->count);
     return 0;
 }

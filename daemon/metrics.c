@@ -4,6 +4,7 @@
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <time.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -414,4 +415,12 @@ char *ts_metrics_render(const ts_metrics *metrics,
     if (len != NULL)
         *len = t.len;
     return t.data;
+}
+
+double ts_metrics_seconds_since(const struct timespec *start)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (double)(now.tv_sec - start->tv_sec) +
+           (double)(now.tv_nsec - start->tv_nsec) * 1e-9;
 }

@@ -36,6 +36,10 @@ void ts_metrics_observe_profile(ts_metrics *metrics, size_t profile_index,
                                 double seconds);
 /* One durable commit of `batch_size` updates that took `seconds`; called by
  * the store's group commit. */
+/* Seconds on CLOCK_MONOTONIC since `start`: what the histograms observe. */
+struct timespec;
+double ts_metrics_seconds_since(const struct timespec *start);
+
 void ts_metrics_observe_commit(ts_metrics *metrics, double seconds,
                                size_t batch_size);
 /* How late a timer fired compared to when it was due. */

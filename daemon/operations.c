@@ -127,7 +127,7 @@ static void on_ops_tick(evutil_socket_t fd, short what, void *arg)
     (void)what;
     ts_daemon *daemon = arg;
     ts_metrics_observe_loop_lag(daemon->metrics,
-                                ts_daemon_seconds_since(&daemon->ops_tick_due));
+                                ts_metrics_seconds_since(&daemon->ops_tick_due));
     if (++daemon->ops_ticks % STATUS_EVERY_TICKS == 0)
         ts_daemon_notify_status(daemon);
     /* A burst leaves freed message buffers (up to input.max_queued_mb per

@@ -71,17 +71,15 @@ static int in_range(const ts_param_spec *row, double v)
     return max_open ? v < row->max : v <= row->max;
 }
 
-/* "\"parrot\" or \"linear\"" */
-static void choices_text(const ts_param_spec *row, char *buf, size_t len)
+void ts_choices_text(const char *const *choices, char *buf, size_t len)
 {
     size_t n = 0, used = 0;
-    while (row->choices[n] != NULL)
+    while (choices[n] != NULL)
         n++;
     buf[0] = '\0';
     for (size_t i = 0; i < n && used < len; i++) {
         int w = snprintf(buf + used, len - used, "%s\"%s\"",
-                         i == 0 ? "" : i + 1 == n ? " or " : ", ",
-                         row->choices[i]);
+                         i == 0 ? "" : i + 1 == n ? " or " : ", ", choices[i]);
         if (w < 0)
             break;
         used += (size_t)w;
@@ -171,7 +169,7 @@ static int parse_row(const ts_param_spec *row, const ts_params *src,
             return 0;
         int index = found > 0 ? choice_index(row, v) : -1;
         if (index < 0) {
-            choices_text(row, text, sizeof text);
+            ts_choices_text(row->choices, text, sizeof text);
             snprintf(err, errlen, "%s: must be %s", row->key, text);
             return -1;
         }
@@ -285,7 +283,7 @@ void ts_mechanism_param_help(const ts_mechanism_ops *ops, char *buf,
         }
         case TS_PARAM_CHOICE: {
             char choices[200];
-            choices_text(row, choices, sizeof choices);
+            ts_choices_text(row->choices, choices, sizeof choices);
             snprintf(kind, sizeof kind, "%s", choices);
             break;
         }

@@ -187,6 +187,10 @@ const ts_param_spec *ts_mechanism_error_key(const ts_mechanism_ops *ops,
 void ts_mechanism_param_help(const ts_mechanism_ops *ops, char *buf,
                              size_t len);
 
+/* A NULL-terminated list of choices as an error or help text puts it:
+ * "\"a\"", "\"a\" or \"b\"", "\"a\", \"b\" or \"c\"". */
+void ts_choices_text(const char *const *choices, char *buf, size_t len);
+
 /* NULL when no mechanism has that name. */
 const ts_mechanism_ops *ts_mechanism_find(const char *name);
 
