@@ -98,6 +98,16 @@ static void usage(FILE *out)
         "syslog with log.syslog = true). Coordinates are never logged.\n"
         "Exit status: 0 on a clean shutdown, 1 on a usage, configuration or\n"
         "startup error.\n");
+    /* From the mechanisms' own parameter rows, so help cannot drift. */
+    fprintf(out, "\nMechanisms (profiles.NAME.mechanism) and their "
+            "parameters:\n");
+    char params[4096];
+    for (const ts_mechanism_ops *const *m = ts_mechanism_all(); *m != NULL;
+         m++) {
+        ts_mechanism_param_help(*m, params, sizeof params);
+        fprintf(out, "  %s: %s\n%s", (*m)->name,
+                (*m)->summary != NULL ? (*m)->summary : "", params);
+    }
 }
 
 /* ------------------------------------------------------------- logging */
@@ -149,7 +159,7 @@ static void observe_update_latency(ts_daemon *daemon,
         return;
     ts_metrics_observe_profile(daemon->metrics,
                                (size_t)(outcome->profile - first),
-                               ts_daemon_seconds_since(started));
+                               ts_metrics_seconds_since(started));
 }
 
 static void process_update(ts_daemon *daemon,
