@@ -1,4 +1,5 @@
 #include "inference/grid.h"
+#include "inference/error.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -7,13 +8,6 @@
 #include "mechanisms/geo.h"
 
 #define DEG_TO_RAD (M_PI / 180.0)
-
-static int fail(char *err, size_t errlen, const char *message)
-{
-    if (err != NULL && errlen > 0)
-        snprintf(err, errlen, "%s", message);
-    return -1;
-}
 
 /* cos is decreasing in |lat|, so the extremes of cos(lat) / cos(lat0) over
  * [lat_min, lat_max] are at the edges, or at 0 when the box spans the
@@ -32,14 +26,14 @@ int ts_grid_init(ts_grid *grid, double lat_min, double lon_min,
                  size_t errlen)
 {
     if (!ts_geo_valid(lat_min, lon_min) || !ts_geo_valid(lat_max, lon_max))
-        return fail(err, errlen,
+        return ts_fail(err, errlen,
                     "region corners must be finite WGS84 coordinates");
     if (!(lat_min < lat_max) || !(lon_min < lon_max))
-        return fail(err, errlen,
+        return ts_fail(err, errlen,
                     "region must have lat_min < lat_max and lon_min < lon_max "
                     "(boxes across the antimeridian are not supported)");
     if (!isfinite(cell_m) || !(cell_m > 0.0))
-        return fail(err, errlen, "cell size must be positive and finite");
+        return ts_fail(err, errlen, "cell size must be positive and finite");
 
     ts_grid g;
     memset(&g, 0, sizeof g);
@@ -52,14 +46,14 @@ int ts_grid_init(ts_grid *grid, double lat_min, double lon_min,
     g.lon0 = 0.5 * (lon_min + lon_max);
     g.cos_lat0 = cos(g.lat0 * DEG_TO_RAD);
     if (!(g.cos_lat0 > 1e-6))
-        return fail(err, errlen, "region is centred on a pole");
+        return ts_fail(err, errlen, "region is centred on a pole");
     if (distortion_of(lat_min, lat_max, g.cos_lat0) > TS_GRID_MAX_DISTORTION) {
         char message[160];
         snprintf(message, sizeof message,
                  "region is too tall for its projection: east-west scale "
                  "error would exceed %.0f %%",
                  100.0 * TS_GRID_MAX_DISTORTION);
-        return fail(err, errlen, message);
+        return ts_fail(err, errlen, "%s", message);
     }
     pim_vec2 sw = ts_grid_project(&g, lat_min, lon_min);
     pim_vec2 ne = ts_grid_project(&g, lat_max, lon_max);
@@ -74,7 +68,7 @@ int ts_grid_init(ts_grid *grid, double lat_min, double lon_min,
                  "region and cell size give %.0f x %.0f cells; at most %u "
                  "cells are supported",
                  cols, rows, TS_GRID_MAX_CELLS);
-        return fail(err, errlen, message);
+        return ts_fail(err, errlen, "%s", message);
     }
     g.cols = (uint32_t)cols;
     g.rows = (uint32_t)rows;

@@ -1,4 +1,5 @@
 #include "inference/learn.h"
+#include "inference/error.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -8,19 +9,6 @@
 
 /* Marks a break in the resampled sequence (gap, outside, new user). */
 #define BREAK UINT32_MAX
-
-__attribute__((format(printf, 3, 4))) static int fail(char *err,
-                                                      size_t errlen,
-                                                      const char *fmt, ...)
-{
-    if (err != NULL && errlen > 0) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return -1;
-}
 
 void ts_learned_free(ts_learned *l)
 {
@@ -34,13 +22,13 @@ void ts_learned_free(ts_learned *l)
 int ts_learn_params_check(const ts_learn_params *p, char *err, size_t errlen)
 {
     if (!isfinite(p->tick_s) || !(p->tick_s > 0.0))
-        return fail(err, errlen, "tick must be positive and finite");
+        return ts_fail(err, errlen, "tick must be positive and finite");
     if (!isfinite(p->max_speed_mps) || !(p->max_speed_mps > 0.0))
-        return fail(err, errlen, "maximum speed must be positive and finite");
+        return ts_fail(err, errlen, "maximum speed must be positive and finite");
     if (!isfinite(p->max_gap_s) || !(p->max_gap_s > 0.0))
-        return fail(err, errlen, "maximum gap must be positive and finite");
+        return ts_fail(err, errlen, "maximum gap must be positive and finite");
     if (!isfinite(p->alpha) || p->alpha < 0.0)
-        return fail(err, errlen, "alpha must be finite and >= 0");
+        return ts_fail(err, errlen, "alpha must be finite and >= 0");
     return 0;
 }
 
@@ -144,12 +132,12 @@ static int resample(const ts_grid *g, const ts_learn_params *p,
 {
     s->user_start = calloc((size_t)user_count + 1, sizeof *s->user_start);
     if (s->user_start == NULL)
-        return fail(err, errlen, "out of memory");
+        return ts_fail(err, errlen, "out of memory");
     const double tick = p->tick_s;
     size_t i = 0;
     for (uint32_t u = 0; u < user_count; u++) {
         if (push(s, BREAK) != 0)
-            return fail(err, errlen, "out of memory");
+            return ts_fail(err, errlen, "out of memory");
         s->user_start[u] = s->count - 1;
         size_t before = st->positions;
         const ts_learn_point *prev = NULL;
@@ -161,7 +149,7 @@ static int resample(const ts_grid *g, const ts_learn_params *p,
                 continue;
             }
             if (prev != NULL && cur->ts_s < prev->ts_s)
-                return fail(err, errlen,
+                return ts_fail(err, errlen,
                             "points are not sorted by time (index %zu)", i);
             if (prev != NULL && cur->ts_s > prev->ts_s) {
                 if (cur->ts_s - prev->ts_s > p->max_gap_s) {
@@ -171,7 +159,7 @@ static int resample(const ts_grid *g, const ts_learn_params *p,
                     if ((on_boundary(prev->ts_s, tick) &&
                          emit_position(g, s, prev->lat, prev->lon, st) != 0) ||
                         push(s, BREAK) != 0)
-                        return fail(err, errlen, "out of memory");
+                        return ts_fail(err, errlen, "out of memory");
                 } else {
                     /* Boundaries in [prev, cur); one at cur itself is the
                      * next interval's (or the final check's). */
@@ -183,7 +171,7 @@ static int resample(const ts_grid *g, const ts_learn_params *p,
                                           prev->lat + f * (cur->lat - prev->lat),
                                           prev->lon + f * (cur->lon - prev->lon),
                                           st) != 0)
-                            return fail(err, errlen, "out of memory");
+                            return ts_fail(err, errlen, "out of memory");
                     }
                 }
             }
@@ -191,15 +179,15 @@ static int resample(const ts_grid *g, const ts_learn_params *p,
         }
         if (prev != NULL && on_boundary(prev->ts_s, tick) &&
             emit_position(g, s, prev->lat, prev->lon, st) != 0)
-            return fail(err, errlen, "out of memory");
+            return ts_fail(err, errlen, "out of memory");
         if (st->positions > before)
             st->users++;
         if (i < n && pts[i].user < u + 1 && pts[i].user != u)
-            return fail(err, errlen,
+            return ts_fail(err, errlen,
                         "points are not sorted by user (index %zu)", i);
     }
     if (i < n)
-        return fail(err, errlen,
+        return ts_fail(err, errlen,
                     i > 0 && pts[i].user < pts[i - 1].user
                         ? "points are not sorted by user (index %zu)"
                         : "user index out of range (index %zu)",
@@ -240,7 +228,7 @@ static int build(const ts_grid *g, const ts_learn_params *p,
     uint32_t *row_counts = calloc(cells, sizeof *row_counts);
     int rc = -1;
     if (keys == NULL || visits == NULL || row_counts == NULL) {
-        fail(err, errlen, "out of memory");
+        ts_fail(err, errlen, "out of memory");
         goto done;
     }
     n_keys = 0;
@@ -266,7 +254,7 @@ static int build(const ts_grid *g, const ts_learn_params *p,
         goto done;
     }
     if (fallback == NULL && out->visits == 0 && alpha == 0.0) {
-        fail(err, errlen, "no position inside the region");
+        ts_fail(err, errlen, "no position inside the region");
         goto done;
     }
     qsort(keys, n_keys, sizeof *keys, compare_u64);
@@ -278,7 +266,7 @@ static int build(const ts_grid *g, const ts_learn_params *p,
     /* Pass 1: row lengths. */
     out->row_start = malloc(((size_t)cells + 1) * sizeof *out->row_start);
     if (out->row_start == NULL) {
-        fail(err, errlen, "out of memory");
+        ts_fail(err, errlen, "out of memory");
         goto done;
     }
     size_t k = 0;
@@ -304,7 +292,7 @@ static int build(const ts_grid *g, const ts_learn_params *p,
             len = alpha > 0.0 ? reachable : 1;
         nnz += len;
         if (nnz > TS_LEARN_MAX_NNZ) {
-            fail(err, errlen,
+            ts_fail(err, errlen,
                  "model would have more than %llu transitions: lower the "
                  "maximum speed or use larger cells",
                  (unsigned long long)TS_LEARN_MAX_NNZ);
@@ -316,7 +304,7 @@ static int build(const ts_grid *g, const ts_learn_params *p,
     out->prob = malloc((nnz ? nnz : 1) * sizeof *out->prob);
     out->initial = malloc((size_t)cells * sizeof *out->initial);
     if (out->col == NULL || out->prob == NULL || out->initial == NULL) {
-        fail(err, errlen, "out of memory");
+        ts_fail(err, errlen, "out of memory");
         goto done;
     }
 
@@ -373,13 +361,13 @@ static int build(const ts_grid *g, const ts_learn_params *p,
             }
         }
         if (alpha > 0.0 && k != k_end) {
-            fail(err, errlen, "internal error: row %u has an unreachable count",
+            ts_fail(err, errlen, "internal error: row %u has an unreachable count",
                  i);
             goto done;
         }
         k = k_end;
         if (e != out->row_start[i + 1]) {
-            fail(err, errlen, "internal error: row %u length mismatch", i);
+            ts_fail(err, errlen, "internal error: row %u length mismatch", i);
             goto done;
         }
     }
@@ -402,7 +390,7 @@ static int build(const ts_grid *g, const ts_learn_params *p,
     out->markov.fallback = fallback;
     char why[200];
     if (ts_markov_validate(&out->markov, why, sizeof why) != 0) {
-        fail(err, errlen, "internal error: learned model invalid: %s", why);
+        ts_fail(err, errlen, "internal error: learned model invalid: %s", why);
         goto done;
     }
     rc = 0;
@@ -439,11 +427,11 @@ static int prepare(const ts_grid *g, const ts_learn_params *p,
         return -1;
     *offs = reachable_offsets(g, p->max_speed_mps * p->tick_s, n_offs);
     if (*offs == NULL)
-        return fail(err, errlen, "out of memory");
+        return ts_fail(err, errlen, "out of memory");
     st->reachable = (uint32_t)*n_offs;
     if ((double)*n_offs * (double)g->cell_count > (double)TS_LEARN_MAX_NNZ &&
         p->alpha > 0.0)
-        return fail(err, errlen,
+        return ts_fail(err, errlen,
                     "model would have about %.0f transitions (%zu reachable "
                     "cells per row): lower the maximum speed or use larger "
                     "cells",
@@ -482,7 +470,7 @@ int ts_learn_personal(const ts_grid *g, const ts_learn_params *p,
     for (uint32_t u = 0; u < user_count; u++)
         memset(&out[u], 0, sizeof out[u]);
     if (popular->cell_count != g->cell_count || popular->tick_s != p->tick_s)
-        return fail(err, errlen,
+        return ts_fail(err, errlen,
                     "popular model does not match the grid and tick");
     ts_learn_stats st;
     memset(&st, 0, sizeof st);

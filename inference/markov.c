@@ -1,4 +1,5 @@
 #include "inference/markov.h"
+#include "inference/error.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -6,72 +7,59 @@
 #include <stdlib.h>
 #include <string.h>
 
-__attribute__((format(printf, 3, 4))) static int fail(char *err,
-                                                      size_t errlen,
-                                                      const char *fmt, ...)
-{
-    if (err != NULL && errlen > 0) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return -1;
-}
-
 int ts_markov_validate(const ts_markov *m, char *err, size_t errlen)
 {
     if (!isfinite(m->tick_s) || !(m->tick_s > 0.0))
-        return fail(err, errlen, "tick must be positive and finite");
+        return ts_fail(err, errlen, "tick must be positive and finite");
     if (m->cell_count == 0)
-        return fail(err, errlen, "model has no cells");
+        return ts_fail(err, errlen, "model has no cells");
     if (m->fallback != NULL &&
         (m->fallback->cell_count != m->cell_count ||
          m->fallback->tick_s != m->tick_s || m->fallback->fallback != NULL))
-        return fail(err, errlen,
+        return ts_fail(err, errlen,
                     "fallback model has other cells, another tick or a "
                     "fallback itself");
     if (m->row_start[0] != 0 || m->row_start[m->cell_count] != m->nnz)
-        return fail(err, errlen,
+        return ts_fail(err, errlen,
                     "row index does not span the %llu entries",
                     (unsigned long long)m->nnz);
     for (uint32_t i = 0; i < m->cell_count; i++) {
         uint64_t begin = m->row_start[i], end = m->row_start[i + 1];
         if (end < begin || end > m->nnz)
-            return fail(err, errlen, "row %u: bad row index", i);
+            return ts_fail(err, errlen, "row %u: bad row index", i);
         if (end == begin && m->fallback == NULL)
-            return fail(err, errlen, "row %u has no entries", i);
+            return ts_fail(err, errlen, "row %u has no entries", i);
         if (end == begin)
             continue;
         double sum = 0.0;
         for (uint64_t e = begin; e < end; e++) {
             if (m->col[e] >= m->cell_count)
-                return fail(err, errlen, "row %u: column %u out of range", i,
+                return ts_fail(err, errlen, "row %u: column %u out of range", i,
                             m->col[e]);
             if (e > begin && m->col[e] <= m->col[e - 1])
-                return fail(err, errlen,
+                return ts_fail(err, errlen,
                             "row %u: columns not strictly ascending at %u", i,
                             m->col[e]);
             double p = m->prob[e];
             if (!isfinite(p) || p < 0.0 || p > 1.0)
-                return fail(err, errlen,
+                return ts_fail(err, errlen,
                             "row %u: probability of column %u is not in [0, 1]",
                             i, m->col[e]);
             sum += p;
         }
         if (fabs(sum - 1.0) > TS_MARKOV_SUM_TOLERANCE)
-            return fail(err, errlen, "row %u does not sum to 1", i);
+            return ts_fail(err, errlen, "row %u does not sum to 1", i);
     }
     double sum = 0.0;
     for (uint32_t i = 0; i < m->cell_count; i++) {
         double p = m->initial[i];
         if (!isfinite(p) || p < 0.0 || p > 1.0)
-            return fail(err, errlen,
+            return ts_fail(err, errlen,
                         "initial probability of cell %u is not in [0, 1]", i);
         sum += p;
     }
     if (fabs(sum - 1.0) > TS_MARKOV_SUM_TOLERANCE)
-        return fail(err, errlen,
+        return ts_fail(err, errlen,
                     "initial distribution does not sum to 1");
     return 0;
 }

@@ -1,4 +1,5 @@
 #include "inference/model_file.h"
+#include "inference/error.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -30,19 +31,6 @@ enum {
     E_NNZ = 0, E_ROW_START = 8, E_COL = 16, E_PROB = 24, E_INITIAL = 32,
     E_TRANSITIONS = 40, E_NAME = 48, E_NAME_BYTES = 56, E_RESERVED = 60
 };
-
-__attribute__((format(printf, 3, 4))) static int fail(char *err,
-                                                      size_t errlen,
-                                                      const char *fmt, ...)
-{
-    if (err != NULL && errlen > 0) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return -1;
-}
 
 static uint32_t get_u32(const unsigned char *p)
 {
@@ -145,7 +133,7 @@ static int load_entry(const unsigned char *base, uint64_t file_bytes,
         !section_ok(col, nnz, 4, TS_MODEL_HEADER_BYTES, file_bytes) ||
         !section_ok(prob, nnz, 8, TS_MODEL_HEADER_BYTES, file_bytes) ||
         !section_ok(initial, cells, 8, TS_MODEL_HEADER_BYTES, file_bytes))
-        return fail(err, errlen, "model %u: array outside the file", index);
+        return ts_fail(err, errlen, "model %u: array outside the file", index);
     out->cell_count = grid->cell_count;
     out->tick_s = tick_s;
     out->nnz = nnz;
@@ -156,7 +144,7 @@ static int load_entry(const unsigned char *base, uint64_t file_bytes,
     out->fallback = fallback;
     char why[200];
     if (ts_markov_validate(out, why, sizeof why) != 0)
-        return fail(err, errlen, "model %u: %s", index, why);
+        return ts_fail(err, errlen, "model %u: %s", index, why);
     return 0;
 }
 
@@ -164,65 +152,65 @@ static int parse(const unsigned char *base, size_t len, ts_model *m,
                  char *err, size_t errlen)
 {
     if (len < TS_MODEL_HEADER_BYTES)
-        return fail(err, errlen,
+        return ts_fail(err, errlen,
                     "not a tracesan model file (%zu bytes, shorter than the "
                     "header)",
                     len);
     if (memcmp(base + H_MAGIC, TS_MODEL_MAGIC, 8) != 0)
-        return fail(err, errlen, "not a tracesan model file (bad magic)");
+        return ts_fail(err, errlen, "not a tracesan model file (bad magic)");
     uint32_t version = get_u32(base + H_VERSION);
     if (version > TS_MODEL_VERSION)
-        return fail(err, errlen,
+        return ts_fail(err, errlen,
                     "model format version %u is newer than this build reads "
                     "(up to %u): upgrade tracesan or relearn the model",
                     version, TS_MODEL_VERSION);
     if (version == 0)
-        return fail(err, errlen, "invalid model format version 0");
+        return ts_fail(err, errlen, "invalid model format version 0");
     if (get_u32(base + H_HEADER_BYTES) != TS_MODEL_HEADER_BYTES)
-        return fail(err, errlen, "bad header size");
+        return ts_fail(err, errlen, "bad header size");
     if (get_u32(base + H_HEADER_CRC) != crc_of(base, H_HEADER_CRC))
-        return fail(err, errlen, "header checksum mismatch (corrupt file)");
+        return ts_fail(err, errlen, "header checksum mismatch (corrupt file)");
     uint64_t file_bytes = get_u64(base + H_FILE_BYTES);
     if (file_bytes != len)
-        return fail(err, errlen,
+        return ts_fail(err, errlen,
                     "file is %zu bytes but its header says %llu (truncated "
                     "or extended)",
                     len, (unsigned long long)file_bytes);
     if (get_u32(base + H_PAYLOAD_CRC) !=
         crc_of(base + TS_MODEL_HEADER_BYTES, len - TS_MODEL_HEADER_BYTES))
-        return fail(err, errlen, "payload checksum mismatch (corrupt file)");
+        return ts_fail(err, errlen, "payload checksum mismatch (corrupt file)");
 
     char why[200];
     if (ts_grid_init(&m->grid, get_f64(base + H_LAT_MIN),
                      get_f64(base + H_LON_MIN), get_f64(base + H_LAT_MAX),
                      get_f64(base + H_LON_MAX), get_f64(base + H_CELL_M), why,
                      sizeof why) != 0)
-        return fail(err, errlen, "region: %s", why);
+        return ts_fail(err, errlen, "region: %s", why);
     if (m->grid.cell_count != get_u32(base + H_CELLS) ||
         m->grid.cols != get_u32(base + H_COLS) ||
         m->grid.rows != get_u32(base + H_ROWS))
-        return fail(err, errlen,
+        return ts_fail(err, errlen,
                     "grid of %u x %u cells in the header, but its region and "
                     "cell size give %u x %u here",
                     get_u32(base + H_COLS), get_u32(base + H_ROWS),
                     m->grid.cols, m->grid.rows);
     m->tick_s = get_f64(base + H_TICK_S);
     if (!isfinite(m->tick_s) || !(m->tick_s > 0.0))
-        return fail(err, errlen, "tick must be positive and finite");
+        return ts_fail(err, errlen, "tick must be positive and finite");
     m->max_speed_mps = get_f64(base + H_MAX_SPEED);
     if (!isfinite(m->max_speed_mps) || m->max_speed_mps < 0.0)
-        return fail(err, errlen, "invalid maximum speed");
+        return ts_fail(err, errlen, "invalid maximum speed");
 
     uint32_t models = get_u32(base + H_MODELS);
     uint64_t directory = get_u64(base + H_DIRECTORY);
     uint64_t names = get_u64(base + H_NAMES);
     uint64_t names_bytes = get_u64(base + H_NAMES_BYTES);
     if (models == 0)
-        return fail(err, errlen, "no popular model");
+        return ts_fail(err, errlen, "no popular model");
     if (!section_ok(directory, models, TS_MODEL_ENTRY_BYTES,
                     TS_MODEL_HEADER_BYTES, len) ||
         !section_ok(names, names_bytes, 1, TS_MODEL_HEADER_BYTES, len))
-        return fail(err, errlen, "directory or names outside the file");
+        return ts_fail(err, errlen, "directory or names outside the file");
     m->directory = base + directory;
     m->names = base + names;
     m->user_count = models - 1;
@@ -232,17 +220,17 @@ static int parse(const unsigned char *base, size_t len, ts_model *m,
         uint64_t name = get_u64(e + E_NAME);
         uint32_t name_len = get_u32(e + E_NAME_BYTES);
         if (get_u32(e + E_RESERVED) != 0)
-            return fail(err, errlen, "model %u: reserved field is not 0", i);
+            return ts_fail(err, errlen, "model %u: reserved field is not 0", i);
         if (i == 0 ? name_len != 0
                    : (name_len == 0 || name_len > TS_MODEL_MAX_USER_BYTES ||
                       name > names_bytes || name_len > names_bytes - name))
-            return fail(err, errlen, "model %u: bad user id", i);
+            return ts_fail(err, errlen, "model %u: bad user id", i);
         if (i >= 2) {
             const unsigned char *prev = e - TS_MODEL_ENTRY_BYTES;
             if (compare_names(m->names + get_u64(prev + E_NAME),
                               get_u32(prev + E_NAME_BYTES), m->names + name,
                               name_len) >= 0)
-                return fail(err, errlen,
+                return ts_fail(err, errlen,
                             "model %u: user ids not sorted or duplicated", i);
         }
     }
@@ -253,7 +241,7 @@ static int parse(const unsigned char *base, size_t len, ts_model *m,
     if (m->user_count > 0) {
         m->personal = calloc(m->user_count, sizeof *m->personal);
         if (m->personal == NULL)
-            return fail(err, errlen, "out of memory");
+            return ts_fail(err, errlen, "out of memory");
         for (uint32_t i = 0; i < m->user_count; i++)
             if (load_entry(base, len,
                            m->directory +
@@ -272,10 +260,10 @@ int ts_model_open_buffer(const void *buf, size_t len, ts_model **out,
 {
     *out = NULL;
     if ((uintptr_t)buf % 8 != 0)
-        return fail(err, errlen, "model buffer is not 8-byte aligned");
+        return ts_fail(err, errlen, "model buffer is not 8-byte aligned");
     ts_model *m = calloc(1, sizeof *m);
     if (m == NULL)
-        return fail(err, errlen, "out of memory");
+        return ts_fail(err, errlen, "out of memory");
     if (parse(buf, len, m, err, errlen) != 0) {
         free(m->personal);
         free(m);
@@ -292,20 +280,20 @@ int ts_model_open(const char *path, ts_model **out, char *err,
     *out = NULL;
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
-        return fail(err, errlen, "%s: %s", path, strerror(errno));
+        return ts_fail(err, errlen, "%s: %s", path, strerror(errno));
     struct stat st;
     if (fstat(fd, &st) != 0) {
         int e = errno;
         close(fd);
-        return fail(err, errlen, "%s: %s", path, strerror(e));
+        return ts_fail(err, errlen, "%s: %s", path, strerror(e));
     }
     if (!S_ISREG(st.st_mode)) {
         close(fd);
-        return fail(err, errlen, "%s: not a regular file", path);
+        return ts_fail(err, errlen, "%s: not a regular file", path);
     }
     if (st.st_size < (off_t)TS_MODEL_HEADER_BYTES) {
         close(fd);
-        return fail(err, errlen,
+        return ts_fail(err, errlen,
                     "%s: not a tracesan model file (%lld bytes, shorter "
                     "than the header)",
                     path, (long long)st.st_size);
@@ -315,7 +303,7 @@ int ts_model_open(const char *path, ts_model **out, char *err,
     int e = errno;
     close(fd);
     if (map == MAP_FAILED)
-        return fail(err, errlen, "%s: mmap: %s", path, strerror(e));
+        return ts_fail(err, errlen, "%s: mmap: %s", path, strerror(e));
     ts_model *m = calloc(1, sizeof *m);
     char why[400];
     if (m == NULL || parse(map, len, m, why, sizeof why) != 0) {
@@ -325,7 +313,7 @@ int ts_model_open(const char *path, ts_model **out, char *err,
             free(m->personal);
         free(m);
         munmap(map, len);
-        return fail(err, errlen, "%s: %s", path, why);
+        return ts_fail(err, errlen, "%s: %s", path, why);
     }
     m->mapped = 1;
     atomic_init(&m->refs, 1u);
@@ -456,16 +444,16 @@ int ts_model_write(FILE *out, const ts_grid *grid, double max_speed_mps,
                    uint64_t *bytes, char *err, size_t errlen)
 {
     if (n_personal > UINT32_MAX - 1)
-        return fail(err, errlen, "too many personal models");
+        return ts_fail(err, errlen, "too many personal models");
     if (!isfinite(max_speed_mps) || max_speed_mps < 0.0)
-        return fail(err, errlen, "invalid maximum speed");
+        return ts_fail(err, errlen, "invalid maximum speed");
     size_t models = n_personal + 1;
     layout_entry *entries = calloc(models, sizeof *entries);
     size_t directory_bytes = models * TS_MODEL_ENTRY_BYTES;
     unsigned char *directory = calloc(1, directory_bytes);
     int rc = -1;
     if (entries == NULL || directory == NULL) {
-        fail(err, errlen, "out of memory");
+        ts_fail(err, errlen, "out of memory");
         goto done;
     }
     entries[0].src = popular;
@@ -475,29 +463,29 @@ int ts_model_write(FILE *out, const ts_grid *grid, double max_speed_mps,
         const ts_model_source *s = entries[i].src;
         char why[200];
         if (s->markov->cell_count != grid->cell_count) {
-            fail(err, errlen, "model %zu has %u cells, the grid %u", i,
+            ts_fail(err, errlen, "model %zu has %u cells, the grid %u", i,
                  s->markov->cell_count, grid->cell_count);
             goto done;
         }
         if (s->markov->tick_s != popular->markov->tick_s) {
-            fail(err, errlen, "model %zu has a different tick", i);
+            ts_fail(err, errlen, "model %zu has a different tick", i);
             goto done;
         }
         if (s->markov->fallback != NULL &&
             (i == 0 || s->markov->fallback != popular->markov)) {
-            fail(err, errlen,
+            ts_fail(err, errlen,
                  "model %zu: only personal models may have a fallback, and "
                  "it must be the popular model",
                  i);
             goto done;
         }
         if (ts_markov_validate(s->markov, why, sizeof why) != 0) {
-            fail(err, errlen, "model %zu: %s", i, why);
+            ts_fail(err, errlen, "model %zu: %s", i, why);
             goto done;
         }
         if (i > 0 && (s->user == NULL || s->user_len == 0 ||
                       s->user_len > TS_MODEL_MAX_USER_BYTES)) {
-            fail(err, errlen, "personal model %zu: user id must have 1 to %u "
+            ts_fail(err, errlen, "personal model %zu: user id must have 1 to %u "
                  "bytes", i - 1, TS_MODEL_MAX_USER_BYTES);
             goto done;
         }
@@ -505,7 +493,7 @@ int ts_model_write(FILE *out, const ts_grid *grid, double max_speed_mps,
     qsort(entries + 1, n_personal, sizeof *entries, compare_sources);
     for (size_t i = 2; i < models; i++)
         if (compare_sources(&entries[i - 1], &entries[i]) == 0) {
-            fail(err, errlen, "duplicate personal model for one user id");
+            ts_fail(err, errlen, "duplicate personal model for one user id");
             goto done;
         }
 
@@ -551,7 +539,7 @@ int ts_model_write(FILE *out, const ts_grid *grid, double max_speed_mps,
     emit_payload(&crc_pass, directory, directory_bytes, entries, models,
                  cells);
     if (crc_pass.offset != file_bytes) {
-        fail(err, errlen, "internal error: layout size mismatch");
+        ts_fail(err, errlen, "internal error: layout size mismatch");
         goto done;
     }
 
@@ -586,7 +574,7 @@ int ts_model_write(FILE *out, const ts_grid *grid, double max_speed_mps,
     emit_payload(&write_pass, directory, directory_bytes, entries, models,
                  cells);
     if (write_pass.failed || fflush(out) != 0) {
-        fail(err, errlen, "write error: %s", strerror(errno));
+        ts_fail(err, errlen, "write error: %s", strerror(errno));
         goto done;
     }
     if (bytes != NULL)
@@ -606,13 +594,13 @@ int ts_model_write_file(const char *path, const ts_grid *grid,
     size_t n = strlen(path);
     char *tmp = malloc(n + 16);
     if (tmp == NULL)
-        return fail(err, errlen, "out of memory");
+        return ts_fail(err, errlen, "out of memory");
     snprintf(tmp, n + 16, "%s.tmpXXXXXX", path);
     int fd = mkstemp(tmp);
     if (fd < 0) {
         int e = errno;
         free(tmp);
-        return fail(err, errlen, "%s: cannot create a temporary file: %s",
+        return ts_fail(err, errlen, "%s: cannot create a temporary file: %s",
                     path, strerror(e));
     }
     /* mkstemp creates 0600; give the file the mode a plain creation would
@@ -624,7 +612,7 @@ int ts_model_write_file(const char *path, const ts_grid *grid,
         close(fd);
         unlink(tmp);
         free(tmp);
-        return fail(err, errlen, "%s: chmod: %s", path, strerror(e));
+        return ts_fail(err, errlen, "%s: chmod: %s", path, strerror(e));
     }
     FILE *out = fdopen(fd, "wb");
     if (out == NULL) {
@@ -632,7 +620,7 @@ int ts_model_write_file(const char *path, const ts_grid *grid,
         close(fd);
         unlink(tmp);
         free(tmp);
-        return fail(err, errlen, "%s: %s", path, strerror(e));
+        return ts_fail(err, errlen, "%s: %s", path, strerror(e));
     }
     char why[300];
     int rc = ts_model_write(out, grid, max_speed_mps, popular, personal,
@@ -651,7 +639,7 @@ int ts_model_write_file(const char *path, const ts_grid *grid,
     }
     if (rc != 0) {
         unlink(tmp);
-        fail(err, errlen, "%s: %s", path, why);
+        ts_fail(err, errlen, "%s: %s", path, why);
     }
     free(tmp);
     return rc;
