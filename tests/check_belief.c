@@ -25,6 +25,7 @@
 #include "mechanisms/lm_delta.h"
 #include "mechanisms/pim.h"
 #include "mechanisms/rng.h"
+#include "tests/support/check_run.h"
 
 /* -------------------------------------------------- the hand-made model */
 
@@ -1114,33 +1115,21 @@ END_TEST
 static Suite *belief_suite(void)
 {
     Suite *s = suite_create("belief");
-    TCase *hand = tcase_create("hand_computed_hmm");
-    tcase_add_test(hand, test_hand_prior);
-    tcase_add_test(hand, test_hand_delta_set);
-    tcase_add_test(hand, test_hand_surrogate);
-    tcase_add_test(hand, test_hand_posterior);
-    tcase_add_test(hand, test_posterior_edge_cases);
-    tcase_add_test(hand, test_pim_emission_adaptor);
-    tcase_add_test(hand, test_pim_emission_matches_isotropic_definition);
-    suite_add_tcase(s, hand);
-    TCase *prune = tcase_create("ties_and_pruning");
-    tcase_add_test(prune, test_delta_set_ties);
-    tcase_add_test(prune, test_prune_threshold);
-    tcase_add_test(prune, test_prune_capacity);
-    tcase_add_test(prune, test_sizes);
-    tcase_add_test(prune, test_delta_set_matches_reference);
-    tcase_add_test(prune, test_prune_capacity_matches_reference);
-    tcase_add_test(prune, test_certified_against_dense);
-    tcase_set_timeout(prune, 60);
-    suite_add_tcase(s, prune);
+    TS_CHECK_CASE(s, "hand_computed_hmm", 0, NULL, NULL,
+                  test_hand_prior, test_hand_delta_set, test_hand_surrogate,
+                  test_hand_posterior, test_posterior_edge_cases,
+                  test_pim_emission_adaptor,
+                  test_pim_emission_matches_isotropic_definition);
+    TS_CHECK_CASE(s, "ties_and_pruning", 60, NULL, NULL,
+                  test_delta_set_ties, test_prune_threshold,
+                  test_prune_capacity, test_sizes,
+                  test_delta_set_matches_reference,
+                  test_prune_capacity_matches_reference,
+                  test_certified_against_dense);
     return s;
 }
 
 int main(void)
 {
-    SRunner *sr = srunner_create(belief_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return ts_check_run(belief_suite());
 }

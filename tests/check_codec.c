@@ -9,6 +9,7 @@
 
 #include "daemon/codec.h"
 #include "mechanisms/geoind.h"
+#include "tests/support/check_run.h"
 
 static ts_buf topic;
 static ts_buf payload;
@@ -504,32 +505,22 @@ END_TEST
 static Suite *codec_suite(void)
 {
     Suite *suite = suite_create("codec");
-    TCase *tc = tcase_create("codec");
-    tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_add_test(tc, buf_grows_and_resets);
-    tcase_add_test(tc, batch_round_trip);
-    tcase_add_test(tc, batch_encoding_matches_protobuf_c);
-    tcase_add_test(tc, large_batch_round_trip);
-    tcase_add_test(tc, missing_fields_map_to_refusable_values);
-    tcase_add_test(tc, garbage_is_not_a_batch);
-    tcase_add_test(tc, scan_counts_and_measures_updates);
-    tcase_add_test(tc, scan_counts_a_flood_of_empty_updates);
-    tcase_add_test(tc, scan_accepts_what_unpack_accepts);
-    tcase_add_test(tc, sanitized_outcome_encodes_every_field);
-    tcase_add_test(tc, predicted_and_repeated_flags);
-    tcase_add_test(tc, encoding_appends);
-    tcase_add_test(tc, rejected_outcome_encodes_reason_and_detail);
-    tcase_add_test(tc, rejection_without_update_omits_unknowns);
-    tcase_add_test(tc, reason_numbers_match_the_proto_enum);
-    suite_add_tcase(suite, tc);
+    TS_CHECK_CASE(suite, "codec", 0, setup, teardown,
+                  buf_grows_and_resets, batch_round_trip,
+                  batch_encoding_matches_protobuf_c, large_batch_round_trip,
+                  missing_fields_map_to_refusable_values,
+                  garbage_is_not_a_batch, scan_counts_and_measures_updates,
+                  scan_counts_a_flood_of_empty_updates,
+                  scan_accepts_what_unpack_accepts,
+                  sanitized_outcome_encodes_every_field,
+                  predicted_and_repeated_flags, encoding_appends,
+                  rejected_outcome_encodes_reason_and_detail,
+                  rejection_without_update_omits_unknowns,
+                  reason_numbers_match_the_proto_enum);
     return suite;
 }
 
 int main(void)
 {
-    SRunner *runner = srunner_create(codec_suite());
-    srunner_run_all(runner, CK_NORMAL);
-    int failed = srunner_ntests_failed(runner);
-    srunner_free(runner);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return ts_check_run(codec_suite());
 }

@@ -11,6 +11,7 @@
 #include "daemon/config.h"
 #include "daemon/log.h"
 #include "mechanisms/rng.h"
+#include "tests/support/check_run.h"
 
 #define LN10 2.302585092994046
 
@@ -613,35 +614,26 @@ END_TEST
 static Suite *config_suite(void)
 {
     Suite *s = suite_create("config");
-    TCase *tc = tcase_create("core");
-    tcase_add_checked_fixture(tc, NULL, teardown);
-    tcase_add_test(tc, test_shipped_config_loads);
-    tcase_add_test(tc, test_defaults_without_file);
-    tcase_add_test(tc, test_overrides_of_existing_settings);
-    tcase_add_test(tc, test_overrides_create_settings);
-    tcase_add_test(tc, test_override_of_new_profile_in_file);
-    tcase_add_test(tc, test_override_type_mismatch);
-    tcase_add_test(tc, test_override_semantic_errors_name_the_override);
-    tcase_add_test(tc, test_syntax_error_line);
-    tcase_add_test(tc, test_missing_file);
-    tcase_add_test(tc, test_unknown_keys_with_line);
-    tcase_add_test(tc, test_type_and_range_errors_with_line);
-    tcase_add_test(tc, test_unknown_mechanism);
-    tcase_add_test(tc, test_bad_default_profile);
-    tcase_add_test(tc, test_mechanism_parameter_errors);
-    tcase_add_test(tc, test_errors_are_single_lines);
-    tcase_add_test(tc, test_shipped_model_profiles_disabled);
-    tcase_add_test(tc, test_state_dir_shipped_and_empty);
-    tcase_add_test(tc, test_disabled_profile_still_validated);
-    suite_add_tcase(s, tc);
+    TS_CHECK_CASE(s, "core", 0, NULL, teardown,
+                  test_shipped_config_loads, test_defaults_without_file,
+                  test_overrides_of_existing_settings,
+                  test_overrides_create_settings,
+                  test_override_of_new_profile_in_file,
+                  test_override_type_mismatch,
+                  test_override_semantic_errors_name_the_override,
+                  test_syntax_error_line, test_missing_file,
+                  test_unknown_keys_with_line,
+                  test_type_and_range_errors_with_line,
+                  test_unknown_mechanism, test_bad_default_profile,
+                  test_mechanism_parameter_errors,
+                  test_errors_are_single_lines,
+                  test_shipped_model_profiles_disabled,
+                  test_state_dir_shipped_and_empty,
+                  test_disabled_profile_still_validated);
     return s;
 }
 
 int main(void)
 {
-    SRunner *runner = srunner_create(config_suite());
-    srunner_run_all(runner, CK_NORMAL);
-    int failed = srunner_ntests_failed(runner);
-    srunner_free(runner);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return ts_check_run(config_suite());
 }

@@ -9,6 +9,7 @@
 #include <zlib.h>
 
 #include "tools/csv.h"
+#include "tests/support/check_run.h"
 
 static char tmpdir[64];
 static char path[128];
@@ -467,34 +468,19 @@ END_TEST
 static Suite *csv_suite(void)
 {
     Suite *suite = suite_create("csv");
-    TCase *reading = tcase_create("reading");
-    tcase_add_checked_fixture(reading, setup, teardown);
-    tcase_add_test(reading, basic_header_and_rows);
-    tcase_add_test(reading, reordered_and_extra_columns);
-    tcase_add_test(reading, fractional_timestamps);
-    tcase_add_test(reading, quoted_fields);
-    tcase_add_test(reading, bad_fields_name_the_line);
-    tcase_add_test(reading, header_must_name_required_columns);
-    tcase_add_test(reading, gzip_input_is_transparent);
-    tcase_add_test(reading, long_lines);
-    suite_add_tcase(suite, reading);
-
-    TCase *writing = tcase_create("writing");
-    tcase_add_checked_fixture(writing, setup, teardown);
-    tcase_add_test(writing, timestamp_format);
-    tcase_add_test(writing, fixed7_matches_printf);
-    tcase_add_test(writing, sanitized_row_format);
-    tcase_add_test(writing, rejected_row_format);
-    tcase_add_test(writing, writer_output_reads_back);
-    suite_add_tcase(suite, writing);
+    TS_CHECK_CASE(suite, "reading", 0, setup, teardown,
+                  basic_header_and_rows, reordered_and_extra_columns,
+                  fractional_timestamps, quoted_fields,
+                  bad_fields_name_the_line, header_must_name_required_columns,
+                  gzip_input_is_transparent, long_lines);
+    TS_CHECK_CASE(suite, "writing", 0, setup, teardown,
+                  timestamp_format, fixed7_matches_printf,
+                  sanitized_row_format, rejected_row_format,
+                  writer_output_reads_back);
     return suite;
 }
 
 int main(void)
 {
-    SRunner *runner = srunner_create(csv_suite());
-    srunner_run_all(runner, CK_NORMAL);
-    int failed = srunner_ntests_failed(runner);
-    srunner_free(runner);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return ts_check_run(csv_suite());
 }

@@ -8,6 +8,7 @@
 #include <zmq.h>
 
 #include "daemon/curve_keys.h"
+#include "tests/support/check_run.h"
 
 static char dir[] = "/tmp/check_curve_keys.XXXXXX";
 static char public_z85[41];
@@ -152,19 +153,14 @@ int main(void)
         return EXIT_FAILURE;
     }
     Suite *suite = suite_create("curve_keys");
-    TCase *tc = tcase_create("core");
-    tcase_add_test(tc, test_key_file_round_trip);
-    tcase_add_test(tc, test_key_file_errors_locate_without_key_text);
-    tcase_add_test(tc, test_allow_list);
-    tcase_add_test(tc, test_pair_check_and_fingerprint);
-    suite_add_tcase(suite, tc);
-    SRunner *runner = srunner_create(suite);
-    srunner_run_all(runner, CK_NORMAL);
-    int failed = srunner_ntests_failed(runner);
-    srunner_free(runner);
+    TS_CHECK_CASE(suite, "core", 0, NULL, NULL,
+                  test_key_file_round_trip,
+                  test_key_file_errors_locate_without_key_text,
+                  test_allow_list, test_pair_check_and_fingerprint);
+    int status = ts_check_run(suite);
     char command[300];
     snprintf(command, sizeof command, "rm -rf '%s'", dir);
     if (system(command) != 0)
         fprintf(stderr, "could not remove %s\n", dir);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return status;
 }

@@ -216,13 +216,11 @@ END_TEST
 int main(void)
 {
     Suite *suite = suite_create("daemon_modules");
-    TCase *tc = tcase_create("core");
-    tcase_add_test(tc, test_outbox_resumes_in_order_after_blocked);
-    tcase_add_test(tc, test_commit_backoff_doubles_to_the_cap);
-    tcase_add_test(tc, test_intake_refuses_each_framing_fault);
-    tcase_add_test(tc, test_intake_clock_bounds);
-    tcase_add_test(tc, test_loggable_user);
-    tcase_add_test(tc, test_limiter_passes_per_second);
-    suite_add_tcase(suite, tc);
+    TS_CHECK_CASE(suite, "core", 0, NULL, NULL,
+                  test_outbox_resumes_in_order_after_blocked,
+                  test_commit_backoff_doubles_to_the_cap,
+                  test_intake_refuses_each_framing_fault,
+                  test_intake_clock_bounds, test_loggable_user,
+                  test_limiter_passes_per_second);
     return ts_check_run(suite);
 }

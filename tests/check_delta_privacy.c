@@ -36,6 +36,8 @@
 #include "mechanisms/mechanism.h"
 #include "mechanisms/pim.h"
 #include "mechanisms/rng.h"
+#include "tests/support/check_run.h"
+#include "tests/support/fake_params.h"
 
 #define CELL_M 100.0
 #define EARTH_R 6371008.8
@@ -141,66 +143,30 @@ typedef struct table {
     const char *personal_text;   /* the key as a string, when not NULL */
 } table;
 
-static int table_double(void *ctx, const char *key, double *out)
+/* The typed table as the entries a configuration file would hold; rebuilt
+ * on each call so that a test can change the table between profiles. */
+static ts_params *params_of(const table *t)
 {
-    table *t = ctx;
-    if (strcmp(key, "epsilon") == 0) { *out = t->epsilon; return 1; }
-    if (strcmp(key, "delta") == 0) { *out = t->delta; return 1; }
-    if (strcmp(key, "prune_threshold") == 0) { *out = t->prune; return 1; }
-    return 0;
-}
-
-static int table_int(void *ctx, const char *key, long long *out)
-{
-    table *t = ctx;
-    if (strcmp(key, "points_per_window") == 0) { *out = t->points; return 1; }
-    if (strcmp(key, "belief_capacity") == 0) { *out = t->capacity; return 1; }
-    if (strcmp(key, "personal_models") == 0) {
-        if (t->personal_text != NULL || t->personal_bool >= 0)
-            return -1;
-        if (t->personal < 0)
-            return 0;
-        *out = t->personal;
-        return 1;
-    }
-    return 0;
-}
-
-static int table_string(void *ctx, const char *key, const char **out)
-{
-    table *t = ctx;
-    if (strcmp(key, "outside_region") == 0 && t->outside != NULL) {
-        *out = t->outside;
-        return 1;
-    }
-    if (strcmp(key, "personal_models") == 0 && t->personal_text != NULL) {
-        *out = t->personal_text;
-        return 1;
-    }
-    return 0;
-}
-
-static int table_bool(void *ctx, const char *key, int *out)
-{
-    table *t = ctx;
-    if (strcmp(key, "personal_models") != 0)
-        return 0;
-    if (t->personal_bool >= 0) {
-        *out = t->personal_bool;
-        return 1;
-    }
-    return t->personal >= 0 || t->personal_text != NULL ? -1 : 0;
-}
-
-static const void *table_model(void *ctx, const char *key, char *err,
-                               size_t errlen)
-{
-    table *t = ctx;
-    if (strcmp(key, "model") != 0 || t->model == NULL) {
-        snprintf(err, errlen, "model is required");
-        return NULL;
-    }
-    return t->model;
+    static param_table entries;
+    static ts_params params;
+    entries.n = 0;
+    if (t->model != NULL)
+        param_model(&entries, "model", t->model);
+    param_double(&entries, "epsilon", t->epsilon);
+    param_double(&entries, "delta", t->delta);
+    param_double(&entries, "prune_threshold", t->prune);
+    param_int(&entries, "points_per_window", t->points);
+    param_int(&entries, "belief_capacity", t->capacity);
+    if (t->outside != NULL)
+        param_string(&entries, "outside_region", t->outside);
+    if (t->personal >= 0)
+        param_int(&entries, "personal_models", t->personal);
+    if (t->personal_bool >= 0)
+        param_bool(&entries, "personal_models", t->personal_bool);
+    if (t->personal_text != NULL)
+        param_string(&entries, "personal_models", t->personal_text);
+    params = table_params(&entries);
+    return &params;
 }
 
 static table default_table(const ts_model *model)
@@ -214,17 +180,9 @@ static table default_table(const ts_model *model)
 
 static void *new_profile(const ts_mechanism_ops *ops, table *t)
 {
-    ts_params params = {
-        .ctx = t,
-        .get_double = table_double,
-        .get_int = table_int,
-        .get_string = table_string,
-        .get_model = table_model,
-        .get_bool = table_bool,
-    };
     void *profile = NULL;
     char err[256] = "";
-    ck_assert_msg(ops->profile_new(&params, &profile, err, sizeof err) == 0,
+    ck_assert_msg(ops->profile_new(params_of(t), &profile, err, sizeof err) == 0,
                   "%s", err);
     return profile;
 }
@@ -253,40 +211,28 @@ START_TEST(registered_and_validated)
 
     /* No model getter, no model, bad delta, unknown outside policy. */
     table t = default_table(m.model);
-    ts_params no_getter = {
-        .ctx = &t,
-        .get_double = table_double,
-        .get_int = table_int,
-        .get_string = table_string,
-    };
+    ts_params no_getter = *params_of(&t);
+    no_getter.get_model = NULL;
     err[0] = '\0';
     ck_assert_int_eq(pim->profile_new(&no_getter, &profile, err, sizeof err),
                      -1);
     ck_assert_ptr_nonnull(strstr(err, "model"));
 
     t.model = NULL;
-    ts_params params = {
-        .ctx = &t,
-        .get_double = table_double,
-        .get_int = table_int,
-        .get_string = table_string,
-        .get_model = table_model,
-        .get_bool = table_bool,
-    };
     err[0] = '\0';
-    ck_assert_int_eq(lm->profile_new(&params, &profile, err, sizeof err), -1);
+    ck_assert_int_eq(lm->profile_new(params_of(&t), &profile, err, sizeof err), -1);
     ck_assert_ptr_nonnull(strstr(err, "model"));
 
     t = default_table(m.model);
     t.delta = 1.0;
     err[0] = '\0';
-    ck_assert_int_eq(pim->profile_new(&params, &profile, err, sizeof err), -1);
+    ck_assert_int_eq(pim->profile_new(params_of(&t), &profile, err, sizeof err), -1);
     ck_assert_ptr_nonnull(strstr(err, "delta"));
 
     t = default_table(m.model);
     t.outside = "clamp";
     err[0] = '\0';
-    ck_assert_int_eq(pim->profile_new(&params, &profile, err, sizeof err), -1);
+    ck_assert_int_eq(pim->profile_new(params_of(&t), &profile, err, sizeof err), -1);
     ck_assert_ptr_nonnull(strstr(err, "outside_region"));
 
     /* A capacity that cannot hold 1 - delta of the initial distribution
@@ -295,7 +241,7 @@ START_TEST(registered_and_validated)
     t = default_table(m.model);
     t.capacity = 4;
     err[0] = '\0';
-    ck_assert_int_eq(pim->profile_new(&params, &profile, err, sizeof err), -1);
+    ck_assert_int_eq(pim->profile_new(params_of(&t), &profile, err, sizeof err), -1);
     ck_assert_msg(strncmp(err, "belief_capacity: ", 17) == 0 &&
                       strstr(err, "0.4444") != NULL &&
                       strstr(err, "at least 9 cells") != NULL,
@@ -988,21 +934,13 @@ START_TEST(personal_models_by_pseudonym)
     /* Only a boolean or 0/1: a string is refused, as is 2. */
     char err[256] = "";
     void *rejected = NULL;
-    ts_params params = {
-        .ctx = &t,
-        .get_double = table_double,
-        .get_int = table_int,
-        .get_string = table_string,
-        .get_model = table_model,
-        .get_bool = table_bool,
-    };
     t.personal_text = "yes";
-    ck_assert_int_eq(ts_pim_ops.profile_new(&params, &rejected, err,
+    ck_assert_int_eq(ts_pim_ops.profile_new(params_of(&t), &rejected, err,
                                             sizeof err), -1);
     ck_assert_ptr_nonnull(strstr(err, "personal_models"));
     t.personal_text = NULL;
     t.personal = 2;
-    ck_assert_int_eq(ts_pim_ops.profile_new(&params, &rejected, err,
+    ck_assert_int_eq(ts_pim_ops.profile_new(params_of(&t), &rejected, err,
                                             sizeof err), -1);
     ck_assert_ptr_nonnull(strstr(err, "personal_models"));
 
@@ -1023,28 +961,14 @@ END_TEST
 int main(void)
 {
     Suite *s = suite_create("delta_privacy");
-    TCase *tc = tcase_create("core");
-    tcase_set_timeout(tc, 60);
-    tcase_add_test(tc, registered_and_validated);
-    tcase_add_test(tc, spend_accounting);
-    tcase_add_test(tc, delta_set_size_published);
-    tcase_add_test(tc, state_is_public);
-    tcase_add_test(tc, drift_uses_surrogate);
-    tcase_add_test(tc, outside_region_rejected);
-    tcase_add_test(tc, outside_region_surrogate_by_default);
-    tcase_add_test(tc, profile_outlives_model);
-    tcase_add_test(tc, replay_matches_release);
-    tcase_add_test(tc, replay_reports_drift);
-    tcase_add_test(tc, replay_rejects_invalid_input);
-    tcase_add_test(tc, personal_models_by_pseudonym);
-    suite_add_tcase(s, tc);
-    TCase *probe = tcase_create("work_probe");
-    tcase_set_timeout(probe, 60);
-    tcase_add_test(probe, release_work_probe);
-    suite_add_tcase(s, probe);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    TS_CHECK_CASE(s, "core", 60, NULL, NULL,
+                  registered_and_validated, spend_accounting,
+                  delta_set_size_published, state_is_public,
+                  drift_uses_surrogate, outside_region_rejected,
+                  outside_region_surrogate_by_default, profile_outlives_model,
+                  replay_matches_release, replay_reports_drift,
+                  replay_rejects_invalid_input, personal_models_by_pseudonym);
+    TS_CHECK_CASE(s, "work_probe", 60, NULL, NULL,
+                  release_work_probe);
+    return ts_check_run(s);
 }

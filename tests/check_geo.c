@@ -12,6 +12,7 @@
 
 #include "mechanisms/geo.h"
 #include "mechanisms/rng.h"
+#include "tests/support/check_run.h"
 
 #define DEG (M_PI / 180.0)
 
@@ -304,28 +305,17 @@ END_TEST
 static Suite *geo_suite(void)
 {
     Suite *s = suite_create("geo");
-    TCase *tc = tcase_create("geo");
-    tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, test_valid);
-    tcase_add_test(tc, test_normalize_lon);
-    tcase_add_test(tc, test_distance_known_values);
-    tcase_add_test(tc, test_destination_distance_roundtrip);
-    tcase_add_test(tc, test_bearing_convention_and_return);
-    tcase_add_test(tc, test_cardinal_directions);
-    tcase_add_test(tc, test_over_the_north_pole);
-    tcase_add_test(tc, test_from_exact_pole);
-    tcase_add_test(tc, test_across_antimeridian);
-    tcase_add_test(tc, test_always_valid);
-    tcase_add_test(tc, test_snap_grid);
-    suite_add_tcase(s, tc);
+    TS_CHECK_CASE(s, "geo", 120, NULL, NULL,
+                  test_valid, test_normalize_lon, test_distance_known_values,
+                  test_destination_distance_roundtrip,
+                  test_bearing_convention_and_return,
+                  test_cardinal_directions, test_over_the_north_pole,
+                  test_from_exact_pole, test_across_antimeridian,
+                  test_always_valid, test_snap_grid);
     return s;
 }
 
 int main(void)
 {
-    SRunner *sr = srunner_create(geo_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return ts_check_run(geo_suite());
 }

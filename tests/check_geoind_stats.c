@@ -23,8 +23,10 @@
 #include "mechanisms/mechanism.h"
 #include "mechanisms/planar_laplace.h"
 #include "mechanisms/rng.h"
+#include "tests/support/check_run.h"
+#include "tests/support/fake_params.h"
+#include "tests/support/ks.h"
 
-#define KS_CRITICAL_001 1.949
 #define DEFAULT_LEVEL 2.302585092994046
 #define BEIJING_LAT 39.9042
 #define BEIJING_LON 116.4074
@@ -32,29 +34,6 @@
 enum { N_DIRECT = 200000, N_RELEASE = 100000 };
 
 /* ------------------------------------------------------------- helpers */
-
-static int compare_doubles(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double ks_statistic(double *samples, size_t n, double (*cdf)(double, double),
-                           double param)
-{
-    qsort(samples, n, sizeof *samples, compare_doubles);
-    double d = 0.0;
-    for (size_t i = 0; i < n; i++) {
-        double f = cdf(samples[i], param);
-        double above = (double)(i + 1) / (double)n - f;
-        double below = f - (double)i / (double)n;
-        if (above > d)
-            d = above;
-        if (below > d)
-            d = below;
-    }
-    return d;
-}
 
 static double radius_cdf(double r, double eps)
 {
@@ -67,75 +46,13 @@ static double uniform_angle_cdf(double a, double unused)
     return a / (2.0 * M_PI);
 }
 
-/* A parameter table standing in for libconfig. */
-typedef enum { P_DOUBLE, P_INT, P_STRING } param_type;
-typedef struct param {
-    const char *key;
-    param_type type;
-    double d;
-    long long i;
-    const char *s;
-} param;
-typedef struct param_table {
-    const param *items;
-    size_t count;
-} param_table;
-
-static const param *lookup(void *ctx, const char *key)
+static int make_profile(const param_entry *items, size_t count, void **profile,
+                        char *err, size_t errlen)
 {
-    const param_table *t = ctx;
-    for (size_t k = 0; k < t->count; k++)
-        if (strcmp(t->items[k].key, key) == 0)
-            return &t->items[k];
-    return NULL;
-}
-
-static int table_get_double(void *ctx, const char *key, double *out)
-{
-    const param *p = lookup(ctx, key);
-    if (p == NULL)
-        return 0;
-    if (p->type == P_DOUBLE)
-        *out = p->d;
-    else if (p->type == P_INT)
-        *out = (double)p->i;
-    else
-        return -1;
-    return 1;
-}
-
-static int table_get_int(void *ctx, const char *key, long long *out)
-{
-    const param *p = lookup(ctx, key);
-    if (p == NULL)
-        return 0;
-    if (p->type != P_INT)
-        return -1;
-    *out = p->i;
-    return 1;
-}
-
-static int table_get_string(void *ctx, const char *key, const char **out)
-{
-    const param *p = lookup(ctx, key);
-    if (p == NULL)
-        return 0;
-    if (p->type != P_STRING)
-        return -1;
-    *out = p->s;
-    return 1;
-}
-
-static int make_profile(const param *items, size_t count, void **profile, char *err,
-                        size_t errlen)
-{
-    param_table table = {items, count};
-    ts_params params = {
-        .ctx = &table,
-        .get_double = table_get_double,
-        .get_int = table_get_int,
-        .get_string = table_get_string,
-    };
+    param_table table = {.n = 0};
+    for (size_t k = 0; k < count; k++)
+        param_add(&table, items[k]);
+    ts_params params = table_params(&table);
     err[0] = '\0';
     return ts_geoind_ops.profile_new(&params, profile, err, errlen);
 }
@@ -173,15 +90,15 @@ START_TEST(test_radius_and_angle_direct)
     ck_assert_double_le(fabs(mean - expected), 5.0 * se);
 
     double critical = KS_CRITICAL_001 / sqrt(N_DIRECT);
-    double d_radius = ks_statistic(radii, N_DIRECT, radius_cdf, eps);
+    double d_radius = ts_ks_statistic(radii, N_DIRECT, radius_cdf, eps);
     ck_assert_msg(d_radius < critical, "radius KS D = %g >= %g", d_radius, critical);
-    double d_angle = ks_statistic(angles, N_DIRECT, uniform_angle_cdf, 0.0);
+    double d_angle = ts_ks_statistic(angles, N_DIRECT, uniform_angle_cdf, 0.0);
     ck_assert_msg(d_angle < critical, "angle KS D = %g >= %g", d_angle, critical);
 
     /* Test the test: a 3 % error in eps is detected by the same KS check
      * (the expected D is ~0.012 against a critical value of 0.0044). */
-    ck_assert_double_ge(ks_statistic(radii, N_DIRECT, radius_cdf, 1.03 * eps), critical);
-    ck_assert_double_ge(ks_statistic(radii, N_DIRECT, radius_cdf, 0.97 * eps), critical);
+    ck_assert_double_ge(ts_ks_statistic(radii, N_DIRECT, radius_cdf, 1.03 * eps), critical);
+    ck_assert_double_ge(ts_ks_statistic(radii, N_DIRECT, radius_cdf, 0.97 * eps), critical);
     ts_rng_free(rng);
 }
 END_TEST
@@ -354,8 +271,8 @@ START_TEST(test_sphere_bound)
 
     /* eps_point = ln 10 / radius_m / 30: radius_m = 5 km is accepted
      * (mean 130 km), 10 km is refused (mean 261 km). */
-    param ok = {"radius_m", P_DOUBLE, 5000.0, 0, NULL};
-    param too_wide = {"radius_m", P_DOUBLE, 10000.0, 0, NULL};
+    param_entry ok = {"radius_m", PARAM_DOUBLE, 5000.0, 0, NULL, NULL};
+    param_entry too_wide = {"radius_m", PARAM_DOUBLE, 10000.0, 0, NULL, NULL};
     void *profile = NULL;
     char err[256];
     ck_assert_int_eq(make_profile(&ok, 1, &profile, err, sizeof err), 0);
@@ -406,9 +323,9 @@ START_TEST(test_release_distribution)
     ck_assert_int_eq(equal_truth, 0);
 
     double critical = KS_CRITICAL_001 / sqrt(N_RELEASE);
-    double d = ks_statistic(distances, N_RELEASE, radius_cdf, eps_point);
+    double d = ts_ks_statistic(distances, N_RELEASE, radius_cdf, eps_point);
     ck_assert_msg(d < critical, "distance KS D = %g >= %g", d, critical);
-    d = ks_statistic(bearings, N_RELEASE, uniform_angle_cdf, 0.0);
+    d = ts_ks_statistic(bearings, N_RELEASE, uniform_angle_cdf, 0.0);
     ck_assert_msg(d < critical, "bearing KS D = %g >= %g", d, critical);
 
     ts_rng_free(rng);
@@ -476,10 +393,10 @@ END_TEST
 
 START_TEST(test_custom_parameters)
 {
-    const param items[] = {
-        {"radius_m", P_DOUBLE, 250.0, 0, NULL},
-        {"level", P_INT, 0, 2, NULL}, /* an integer where a double is asked */
-        {"points_per_window", P_INT, 0, 8, NULL},
+    const param_entry items[] = {
+        {"radius_m", PARAM_DOUBLE, 250.0, 0, NULL, NULL},
+        {"level", PARAM_INT, 0, 2, NULL, NULL}, /* an integer where a double is asked */
+        {"points_per_window", PARAM_INT, 0, 8, NULL, NULL},
     };
     void *profile = NULL;
     char err[256];
@@ -498,28 +415,28 @@ START_TEST(test_custom_parameters)
 END_TEST
 
 typedef struct bad_case {
-    param item;
+    param_entry item;
     const char *key;
 } bad_case;
 
 START_TEST(test_invalid_parameters)
 {
     const bad_case cases[] = {
-        {{"radius_m", P_DOUBLE, 0.0, 0, NULL}, "radius_m"},
-        {{"radius_m", P_DOUBLE, -5.0, 0, NULL}, "radius_m"},
-        {{"radius_m", P_DOUBLE, INFINITY, 0, NULL}, "radius_m"},
-        {{"radius_m", P_DOUBLE, NAN, 0, NULL}, "radius_m"},
-        {{"radius_m", P_INT, 0, 0, NULL}, "radius_m"},
-        {{"radius_m", P_STRING, 0, 0, "100"}, "radius_m"},
-        {{"radius_m", P_DOUBLE, 1e-320, 0, NULL}, "radius_m"}, /* eps overflows */
-        {{"level", P_DOUBLE, -1.0, 0, NULL}, "level"},
-        {{"level", P_DOUBLE, 0.0, 0, NULL}, "level"},
-        {{"level", P_DOUBLE, NAN, 0, NULL}, "level"},
-        {{"level", P_STRING, 0, 0, "ln10"}, "level"},
-        {{"points_per_window", P_INT, 0, 0, NULL}, "points_per_window"},
-        {{"points_per_window", P_INT, 0, -3, NULL}, "points_per_window"},
-        {{"points_per_window", P_DOUBLE, 2.5, 0, NULL}, "points_per_window"},
-        {{"points_per_window", P_STRING, 0, 0, "thirty"}, "points_per_window"},
+        {{"radius_m", PARAM_DOUBLE, 0.0, 0, NULL, NULL}, "radius_m"},
+        {{"radius_m", PARAM_DOUBLE, -5.0, 0, NULL, NULL}, "radius_m"},
+        {{"radius_m", PARAM_DOUBLE, INFINITY, 0, NULL, NULL}, "radius_m"},
+        {{"radius_m", PARAM_DOUBLE, NAN, 0, NULL, NULL}, "radius_m"},
+        {{"radius_m", PARAM_INT, 0, 0, NULL, NULL}, "radius_m"},
+        {{"radius_m", PARAM_STRING, 0, 0, "100", NULL}, "radius_m"},
+        {{"radius_m", PARAM_DOUBLE, 1e-320, 0, NULL, NULL}, "radius_m"}, /* eps overflows */
+        {{"level", PARAM_DOUBLE, -1.0, 0, NULL, NULL}, "level"},
+        {{"level", PARAM_DOUBLE, 0.0, 0, NULL, NULL}, "level"},
+        {{"level", PARAM_DOUBLE, NAN, 0, NULL, NULL}, "level"},
+        {{"level", PARAM_STRING, 0, 0, "ln10", NULL}, "level"},
+        {{"points_per_window", PARAM_INT, 0, 0, NULL, NULL}, "points_per_window"},
+        {{"points_per_window", PARAM_INT, 0, -3, NULL, NULL}, "points_per_window"},
+        {{"points_per_window", PARAM_DOUBLE, 2.5, 0, NULL, NULL}, "points_per_window"},
+        {{"points_per_window", PARAM_STRING, 0, 0, "thirty", NULL}, "points_per_window"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         void *profile = (void *)&cases[i]; /* must be reset to NULL */
@@ -541,7 +458,7 @@ START_TEST(test_budget_exhaustion)
     ts_rng *rng = ts_rng_new_seeded(8);
     ts_point truth = {.lat = BEIJING_LAT, .lon = BEIJING_LON, .ts_ms = 0, .accuracy_m = NAN};
     for (size_t w = 0; w < sizeof windows / sizeof windows[0]; w++) {
-        const param items[] = {{"points_per_window", P_INT, 0, windows[w], NULL}};
+        const param_entry items[] = {{"points_per_window", PARAM_INT, 0, windows[w], NULL, NULL}};
         void *profile = NULL;
         char err[256];
         ck_assert_int_eq(make_profile(items, 1, &profile, err, sizeof err), 0);
@@ -593,33 +510,19 @@ END_TEST
 static Suite *geoind_suite(void)
 {
     Suite *s = suite_create("geoind");
-    TCase *stats = tcase_create("statistics");
-    tcase_set_timeout(stats, 300); /* ~1 s normally; sanitizers are slower */
-    tcase_add_test(stats, test_radius_and_angle_direct);
-    tcase_add_test(stats, test_icdf_accuracy);
-    tcase_add_test(stats, test_radius_support_resolution);
-    tcase_add_test(stats, test_radius_tail_mass);
-    tcase_add_test(stats, test_sphere_bound);
-    tcase_add_test(stats, test_release_distribution);
-    tcase_add_test(stats, test_release_reproducible);
-    tcase_add_test(stats, test_release_edges_valid);
-    suite_add_tcase(s, stats);
-
-    TCase *contract = tcase_create("contract");
-    tcase_add_test(contract, test_registry_and_defaults);
-    tcase_add_test(contract, test_custom_parameters);
-    tcase_add_test(contract, test_invalid_parameters);
-    tcase_add_test(contract, test_budget_exhaustion);
-    tcase_add_test(contract, test_fail_closed);
-    suite_add_tcase(s, contract);
+    TS_CHECK_CASE(s, "statistics", 300, NULL, NULL,
+                  test_radius_and_angle_direct, test_icdf_accuracy,
+                  test_radius_support_resolution, test_radius_tail_mass,
+                  test_sphere_bound, test_release_distribution,
+                  test_release_reproducible, test_release_edges_valid);
+    TS_CHECK_CASE(s, "contract", 0, NULL, NULL,
+                  test_registry_and_defaults, test_custom_parameters,
+                  test_invalid_parameters, test_budget_exhaustion,
+                  test_fail_closed);
     return s;
 }
 
 int main(void)
 {
-    SRunner *sr = srunner_create(geoind_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return ts_check_run(geoind_suite());
 }

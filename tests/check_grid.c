@@ -10,6 +10,7 @@
 #include "inference/grid.h"
 #include "mechanisms/geo.h"
 #include "mechanisms/rng.h"
+#include "tests/support/check_run.h"
 
 /* The GeoLife box of ../shared/data/README.md with the paper's cells. */
 #define BJ_LAT_MIN 39.75
@@ -222,24 +223,14 @@ END_TEST
 static Suite *grid_suite(void)
 {
     Suite *s = suite_create("grid");
-    TCase *tc = tcase_create("grid");
-    tcase_add_test(tc, test_dimensions);
-    tcase_add_test(tc, test_projection_distances);
-    tcase_add_test(tc, test_project_round_trip);
-    tcase_add_test(tc, test_cell_round_trips);
-    tcase_add_test(tc, test_edges);
-    tcase_add_test(tc, test_small_grid);
-    tcase_add_test(tc, test_invalid);
-    tcase_set_timeout(tc, 60);
-    suite_add_tcase(s, tc);
+    TS_CHECK_CASE(s, "grid", 60, NULL, NULL,
+                  test_dimensions, test_projection_distances,
+                  test_project_round_trip, test_cell_round_trips, test_edges,
+                  test_small_grid, test_invalid);
     return s;
 }
 
 int main(void)
 {
-    SRunner *sr = srunner_create(grid_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return ts_check_run(grid_suite());
 }

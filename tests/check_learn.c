@@ -19,6 +19,7 @@
 #include "inference/learn.h"
 #include "inference/markov.h"
 #include "inference/model_file.h"
+#include "tests/support/check_run.h"
 
 #define TICK 60.0
 #define T0 1200000000.0 /* = 20 000 000 ticks: on a boundary */
@@ -403,24 +404,14 @@ END_TEST
 static Suite *learn_suite(void)
 {
     Suite *s = suite_create("learn");
-    TCase *tc = tcase_create("learn");
-    tcase_add_test(tc, test_reachable);
-    tcase_add_test(tc, test_loop_unsmoothed);
-    tcase_add_test(tc, test_loop_smoothed);
-    tcase_add_test(tc, test_interpolation_and_gaps);
-    tcase_add_test(tc, test_unreachable_and_outside);
-    tcase_add_test(tc, test_personal);
-    tcase_add_test(tc, test_input_validation);
-    tcase_set_timeout(tc, 60);
-    suite_add_tcase(s, tc);
+    TS_CHECK_CASE(s, "learn", 60, NULL, NULL,
+                  test_reachable, test_loop_unsmoothed, test_loop_smoothed,
+                  test_interpolation_and_gaps, test_unreachable_and_outside,
+                  test_personal, test_input_validation);
     return s;
 }
 
 int main(void)
 {
-    SRunner *sr = srunner_create(learn_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return ts_check_run(learn_suite());
 }

@@ -24,6 +24,7 @@
 #include "inference/markov.h"
 #include "inference/model_file.h"
 #include "mechanisms/rng.h"
+#include "tests/support/check_run.h"
 
 /* A model owning its arrays. */
 typedef struct test_model {
@@ -608,27 +609,16 @@ END_TEST
 static Suite *markov_suite(void)
 {
     Suite *s = suite_create("markov");
-    TCase *tc = tcase_create("markov");
-    tcase_add_test(tc, test_validate);
-    tcase_add_test(tc, test_ticks);
-    tcase_add_test(tc, test_power_matches_dense);
-    tcase_add_test(tc, test_step_bad_input);
-    tcase_set_timeout(tc, 60);
-    suite_add_tcase(s, tc);
-    TCase *file = tcase_create("model_file");
-    tcase_add_test(file, test_file_round_trip);
-    tcase_add_test(file, test_file_rejections);
-    tcase_add_test(file, test_write_rejections);
-    tcase_set_timeout(file, 60);
-    suite_add_tcase(s, file);
+    TS_CHECK_CASE(s, "markov", 60, NULL, NULL,
+                  test_validate, test_ticks, test_power_matches_dense,
+                  test_step_bad_input);
+    TS_CHECK_CASE(s, "model_file", 60, NULL, NULL,
+                  test_file_round_trip, test_file_rejections,
+                  test_write_rejections);
     return s;
 }
 
 int main(void)
 {
-    SRunner *sr = srunner_create(markov_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return ts_check_run(markov_suite());
 }

@@ -9,6 +9,7 @@
 
 #include "daemon/metrics.h"
 #include "daemon/ops_http.h"
+#include "tests/support/check_run.h"
 
 static ts_pipeline_stats stats;
 static ts_metrics_sources sources;
@@ -243,19 +244,12 @@ END_TEST
 int main(void)
 {
     Suite *suite = suite_create("metrics");
-    TCase *tc = tcase_create("render");
-    tcase_add_checked_fixture(tc, setup, NULL);
-    tcase_add_test(tc, counters_come_from_the_pipeline_stats);
-    tcase_add_test(tc, histograms_are_cumulative_with_fixed_bounds);
-    tcase_add_test(tc, negative_and_nan_observations_count_as_zero);
-    tcase_add_test(tc, profile_label_values_are_escaped);
-    tcase_add_test(tc, health_keeps_the_first_reason);
-    tcase_add_test(tc, reloads_are_counted);
-    tcase_add_test(tc, listen_addresses_parse);
-    suite_add_tcase(suite, tc);
-    SRunner *runner = srunner_create(suite);
-    srunner_run_all(runner, CK_NORMAL);
-    int failed = srunner_ntests_failed(runner);
-    srunner_free(runner);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    TS_CHECK_CASE(suite, "render", 0, setup, NULL,
+                  counters_come_from_the_pipeline_stats,
+                  histograms_are_cumulative_with_fixed_bounds,
+                  negative_and_nan_observations_count_as_zero,
+                  profile_label_values_are_escaped,
+                  health_keeps_the_first_reason, reloads_are_counted,
+                  listen_addresses_parse);
+    return ts_check_run(suite);
 }

@@ -27,6 +27,7 @@
 #include "mechanisms/pim.h"
 #include "mechanisms/polygon.h"
 #include "mechanisms/rng.h"
+#include "tests/support/check_run.h"
 
 #define MAX_POINTS 64
 #define MAX_SUMS (MAX_POINTS * MAX_POINTS)
@@ -995,33 +996,22 @@ END_TEST
 static Suite *geometry_suite(void)
 {
     Suite *s = suite_create("pim_geometry");
-    TCase *hull = tcase_create("hull");
-    tcase_set_timeout(hull, 120);
-    tcase_add_test(hull, test_hull_matches_brute_force);
-    tcase_add_test(hull, test_hull_degenerate_inputs);
-    tcase_add_test(hull, test_hull_order_independent);
-    tcase_add_test(hull, test_hull_large_n_matches_brute_force);
-    tcase_add_test(hull, test_context_hull_matches_brute_force);
-    tcase_add_test(hull, test_sensitivity_hull_matches_brute_force);
-    tcase_add_test(hull, test_minkowski_sum_matches_brute_force);
-    suite_add_tcase(s, hull);
-
-    TCase *poly = tcase_create("polygon");
-    tcase_set_timeout(poly, 120);
-    tcase_add_test(poly, test_area_centroid_moment_closed_forms);
-    tcase_add_test(poly, test_second_moment_monte_carlo);
-    tcase_add_test(poly, test_isotropic_transform_exact);
-    tcase_add_test(poly, test_uniform_sampler_chi_square);
-    tcase_add_test(poly, test_gauge_properties);
-    suite_add_tcase(s, poly);
+    TS_CHECK_CASE(s, "hull", 120, NULL, NULL,
+                  test_hull_matches_brute_force, test_hull_degenerate_inputs,
+                  test_hull_order_independent,
+                  test_hull_large_n_matches_brute_force,
+                  test_context_hull_matches_brute_force,
+                  test_sensitivity_hull_matches_brute_force,
+                  test_minkowski_sum_matches_brute_force);
+    TS_CHECK_CASE(s, "polygon", 120, NULL, NULL,
+                  test_area_centroid_moment_closed_forms,
+                  test_second_moment_monte_carlo,
+                  test_isotropic_transform_exact,
+                  test_uniform_sampler_chi_square, test_gauge_properties);
     return s;
 }
 
 int main(void)
 {
-    SRunner *sr = srunner_create(geometry_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return ts_check_run(geometry_suite());
 }

@@ -28,9 +28,10 @@
 #include "mechanisms/pim.h"
 #include "mechanisms/polygon.h"
 #include "mechanisms/rng.h"
+#include "tests/support/check_run.h"
+#include "tests/support/ks.h"
 
 #define CELL 340.0 /* metres: the cell size of the paper's GeoLife grid */
-#define KS_CRITICAL_001 1.949
 
 /* An irregular delta-location set, in cells of a grid far from the
  * projection origin (as real local coordinates are). */
@@ -204,22 +205,9 @@ END_TEST
 
 /* ------------------------------------------------------- noise laws */
 
-static int compare_doubles(const void *a, const void *b)
+static double gamma2_cdf(double x, double scale)
 {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-/* sup |F_n - F| for a Gamma(2, scale) reference; sorts `v`. */
-static double ks_gamma2(double *v, size_t n, double scale)
-{
-    qsort(v, n, sizeof *v, compare_doubles);
-    double d = 0.0;
-    for (size_t i = 0; i < n; i++) {
-        double f = gsl_cdf_gamma_P(v[i], 2.0, scale);
-        d = fmax(d, fmax((double)(i + 1) / n - f, f - (double)i / n));
-    }
-    return d;
+    return gsl_cdf_gamma_P(x, 2.0, scale);
 }
 
 #define KS_SAMPLES 100000
@@ -256,12 +244,12 @@ START_TEST(test_pim_noise_law)
             mse_se);
     ck_assert_double_lt(fabs(mse - mse_exact), 5.0 * mse_se);
     double critical = KS_CRITICAL_001 / sqrt((double)KS_SAMPLES);
-    double d = ks_gamma2(norms, KS_SAMPLES, 1.0 / eps);
+    double d = ts_ks_statistic(norms, KS_SAMPLES, gamma2_cdf, 1.0 / eps);
     fprintf(stderr, "PIM ||z - x||_K vs Gamma(2, 1/eps): D = %.4f (critical %.4f)\n", d,
             critical);
     ck_assert_msg(d < critical, "D = %.4f", d);
     /* Noise with the claimed law of eps / 2 must be rejected. */
-    double d_wrong = ks_gamma2(norms, KS_SAMPLES, 2.0 / eps);
+    double d_wrong = ts_ks_statistic(norms, KS_SAMPLES, gamma2_cdf, 2.0 / eps);
     ck_assert_double_gt(d_wrong, critical);
     /* Zero mean (K is symmetric): |mean| < 5 SE per axis, with
      * Var(noise_x) = E[r^2] E[z'_x^2] in T^-1 coordinates; bound it by
@@ -289,11 +277,11 @@ START_TEST(test_lm_noise_law)
     }
     ck_assert_int_eq(failed, 0);
     double critical = KS_CRITICAL_001 / sqrt((double)KS_SAMPLES);
-    double d = ks_gamma2(l1, KS_SAMPLES, scale);
+    double d = ts_ks_statistic(l1, KS_SAMPLES, gamma2_cdf, scale);
     fprintf(stderr, "LM |dx| + |dy| vs Gamma(2, scale): D = %.4f (critical %.4f)\n", d,
             critical);
     ck_assert_msg(d < critical, "D = %.4f", d);
-    ck_assert_double_gt(ks_gamma2(l1, KS_SAMPLES, 0.5 * scale), critical);
+    ck_assert_double_gt(ts_ks_statistic(l1, KS_SAMPLES, gamma2_cdf, 0.5 * scale), critical);
     free(l1);
     ts_rng_free(rng);
 }
@@ -710,35 +698,19 @@ END_TEST
 static Suite *noise_suite(void)
 {
     Suite *s = suite_create("pim_noise");
-    TCase *density = tcase_create("density");
-    tcase_set_timeout(density, 300); /* ~1 s normally; sanitizers are slower */
-    tcase_add_test(density, test_pim_density_integrates_to_one);
-    tcase_add_test(density, test_lm_density_integrates_to_one);
-    suite_add_tcase(s, density);
-
-    TCase *law = tcase_create("law");
-    tcase_set_timeout(law, 300);
-    tcase_add_test(law, test_pim_noise_law);
-    tcase_add_test(law, test_lm_noise_law);
-    tcase_add_test(law, test_pim_privacy_audit);
-    tcase_add_test(law, test_lm_privacy_audit);
-    suite_add_tcase(s, law);
-
-    TCase *edge = tcase_create("edge");
-    tcase_set_timeout(edge, 300);
-    tcase_add_test(edge, test_degenerate_sets);
-    tcase_add_test(edge, test_invalid_input_fails_closed);
-    tcase_add_test(edge, test_context_deterministic_and_reusable);
-    tcase_add_test(edge, test_cost_report);
-    suite_add_tcase(s, edge);
+    TS_CHECK_CASE(s, "density", 300, NULL, NULL,
+                  test_pim_density_integrates_to_one,
+                  test_lm_density_integrates_to_one);
+    TS_CHECK_CASE(s, "law", 300, NULL, NULL,
+                  test_pim_noise_law, test_lm_noise_law,
+                  test_pim_privacy_audit, test_lm_privacy_audit);
+    TS_CHECK_CASE(s, "edge", 300, NULL, NULL,
+                  test_degenerate_sets, test_invalid_input_fails_closed,
+                  test_context_deterministic_and_reusable, test_cost_report);
     return s;
 }
 
 int main(void)
 {
-    SRunner *sr = srunner_create(noise_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return ts_check_run(noise_suite());
 }

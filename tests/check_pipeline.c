@@ -15,96 +15,8 @@
 #include "daemon/pipeline.h"
 #include "inference/model_file.h"
 #include "mechanisms/rng.h"
-
-/* ------------------------------------------------------ fake mechanism */
-
-typedef enum fake_mode {
-    FAKE_OFFSET = 0,      /* truth + offset, spends `spend` */
-    FAKE_ERROR,           /* TS_RELEASE_ERROR (after scribbling on state) */
-    FAKE_IDENTITY,        /* publishes the true point: a legitimate sample */
-    FAKE_BAD_COORDINATE,  /* publishes lat 95 */
-    FAKE_OVERSPEND,       /* claims OK but spends more than is left */
-    FAKE_OUTSIDE,         /* TS_RELEASE_OUTSIDE_REGION (after scribbling) */
-} fake_mode;
-
-typedef struct fake_profile {
-    double total;
-    double spend;
-    double dlat;
-    double dlon;
-    fake_mode mode;
-} fake_profile;
-
-/* What the pipeline showed the mechanism on its last call. */
-static struct {
-    int calls;
-    ts_point truth;
-    ts_budget_view budget;
-    unsigned state_counter;  /* value of the user's state before the call */
-} seen;
-
-static double fake_window_budget(const void *profile)
-{
-    return ((const fake_profile *)profile)->total;
-}
-
-static size_t fake_state_size(const void *profile)
-{
-    (void)profile;
-    return sizeof(unsigned);
-}
-
-static void fake_profile_free(void *profile)
-{
-    free(profile);
-}
-
-static ts_release_status fake_release(const void *profile, void *user_state,
-                                      const ts_point *truth,
-                                      const ts_budget_view *budget,
-                                      ts_rng *rng, ts_report *out)
-{
-    const fake_profile *p = profile;
-    (void)rng;
-    unsigned counter;
-    memcpy(&counter, user_state, sizeof counter);
-    seen.calls++;
-    seen.truth = *truth;
-    seen.budget = *budget;
-    seen.state_counter = counter;
-    counter++;
-    memcpy(user_state, &counter, sizeof counter);
-
-    if (p->mode == FAKE_ERROR)
-        return TS_RELEASE_ERROR;
-    if (p->mode == FAKE_OUTSIDE)
-        return TS_RELEASE_OUTSIDE_REGION;
-    if (p->mode != FAKE_OVERSPEND && !ts_budget_allows(budget, p->spend))
-        return TS_RELEASE_EXHAUSTED;
-    out->lat = truth->lat + p->dlat;
-    out->lon = truth->lon + p->dlon;
-    out->eps_point = p->spend;
-    out->has_predicted = 0;
-    out->predicted = 0;
-    if (p->mode == FAKE_IDENTITY) {
-        out->lat = truth->lat;
-        out->lon = truth->lon;
-    } else if (p->mode == FAKE_BAD_COORDINATE) {
-        out->lat = 95.0;
-    } else if (p->mode == FAKE_OVERSPEND) {
-        out->eps_point = budget->total - budget->spent + p->spend;
-    }
-    return TS_RELEASE_OK;
-}
-
-static const ts_mechanism_ops fake_ops = {
-    .name = "fake",
-    .profile_new = NULL,     /* profiles are built directly by the tests */
-    .profile_free = fake_profile_free,
-    .window_budget = fake_window_budget,
-    .user_state_size = fake_state_size,
-    .release = fake_release,
-};
+#include "tests/support/check_run.h"
+#include "tests/support/fake_mechanism.h"
 
 /* ------------------------------------------------------------ fixture */
 
@@ -140,7 +52,7 @@ static ts_pipeline *make_pipeline(const ts_pipeline_limits *limits)
     for (size_t i = 0; i < 3; i++) {
         fake_profile *mech = malloc(sizeof *mech);
         ck_assert_ptr_nonnull(mech);
-        *mech = (fake_profile){ TOTAL, SPEND, DLAT, DLON, FAKE_OFFSET };
+        *mech = (fake_profile){ TOTAL, SPEND, DLAT, DLON, FAKE_OFFSET, 0 };
         fakes[i] = mech;
         profiles[i].name = strdup(names[i]);
         profiles[i].ops = &fake_ops;
@@ -1183,53 +1095,32 @@ END_TEST
 static Suite *pipeline_suite(void)
 {
     Suite *s = suite_create("pipeline");
-    TCase *tc = tcase_create("core");
-    tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_add_test(tc, test_missing_user_id);
-    tcase_add_test(tc, test_invalid_user_id);
-    tcase_add_test(tc, test_invalid_timestamp);
-    tcase_add_test(tc, test_invalid_coordinate);
-    tcase_add_test(tc, test_invalid_accuracy);
-    tcase_add_test(tc, test_unknown_profile);
-    tcase_add_test(tc, test_validation_order);
-    tcase_add_test(tc, test_equal_timestamps_allowed);
-    tcase_add_test(tc, test_backwards_rejected_ledger_unchanged);
-    tcase_add_test(tc, test_exhaustion_drop);
-    tcase_add_test(tc, test_exhaustion_repeat);
-    tcase_add_test(tc, test_repeat_without_previous_point);
-    tcase_add_test(tc, test_window_rollover);
-    tcase_add_test(tc, test_profile_conflict);
-    tcase_add_test(tc, test_eps_accounting);
-    tcase_add_test(tc, test_internal_error);
-    tcase_add_test(tc, test_user_passed_to_mechanism);
-    tcase_add_test(tc, test_outside_region);
-    tcase_add_test(tc, test_misbehaving_mechanism_refused);
-    tcase_add_test(tc, test_report_equal_to_truth_published);
-    tcase_add_test(tc, test_output_never_equals_input);
-    tcase_add_test(tc, test_table_full_and_expiry);
-    tcase_add_test(tc, test_dead_table_admits_new_users);
-    tcase_add_test(tc, test_nul_inside_ids_refused);
-    tcase_add_test(tc, test_expire_requires_idle_and_closed_window);
-    tcase_add_test(tc, test_expire_scan_budget);
-    tcase_add_test(tc, test_rejections_create_no_users);
-    tcase_add_test(tc, test_stats);
-    tcase_add_test(tc, test_reason_names);
-    tcase_add_test(tc, test_profile_accessors);
-    tcase_add_test(tc, test_new_rejects_bad_arguments);
-    suite_add_tcase(s, tc);
-    TCase *pim = tcase_create("pim");
-    tcase_add_test(pim, test_pim_outside_region);
-    tcase_add_test(pim, test_pim_outside_region_default);
-    tcase_add_test(pim, test_disabled_profile_rejected);
-    suite_add_tcase(s, pim);
+    TS_CHECK_CASE(s, "core", 0, setup, teardown,
+                  test_missing_user_id, test_invalid_user_id,
+                  test_invalid_timestamp, test_invalid_coordinate,
+                  test_invalid_accuracy, test_unknown_profile,
+                  test_validation_order, test_equal_timestamps_allowed,
+                  test_backwards_rejected_ledger_unchanged,
+                  test_exhaustion_drop, test_exhaustion_repeat,
+                  test_repeat_without_previous_point, test_window_rollover,
+                  test_profile_conflict, test_eps_accounting,
+                  test_internal_error, test_user_passed_to_mechanism,
+                  test_outside_region, test_misbehaving_mechanism_refused,
+                  test_report_equal_to_truth_published,
+                  test_output_never_equals_input, test_table_full_and_expiry,
+                  test_dead_table_admits_new_users,
+                  test_nul_inside_ids_refused,
+                  test_expire_requires_idle_and_closed_window,
+                  test_expire_scan_budget, test_rejections_create_no_users,
+                  test_stats, test_reason_names, test_profile_accessors,
+                  test_new_rejects_bad_arguments);
+    TS_CHECK_CASE(s, "pim", 0, NULL, NULL,
+                  test_pim_outside_region, test_pim_outside_region_default,
+                  test_disabled_profile_rejected);
     return s;
 }
 
 int main(void)
 {
-    SRunner *runner = srunner_create(pipeline_suite());
-    srunner_run_all(runner, CK_NORMAL);
-    int failed = srunner_ntests_failed(runner);
-    srunner_free(runner);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return ts_check_run(pipeline_suite());
 }

@@ -13,6 +13,7 @@
 #include "daemon/pipeline_reload.h"
 #include "inference/model_file.h"
 #include "mechanisms/rng.h"
+#include "tests/support/check_run.h"
 
 /* Shipped geoind defaults: window budget ln 10 / 100 m. */
 #define WINDOW_BUDGET (2.302585092994046 / 100.0)
@@ -236,14 +237,9 @@ END_TEST
 int main(void)
 {
     Suite *suite = suite_create("pipeline_reload");
-    TCase *tc = tcase_create("replace");
-    tcase_add_test(tc, new_parameters_apply_and_spend_is_kept);
-    tcase_add_test(tc, shape_changes_are_refused_and_change_nothing);
-    tcase_add_test(tc, disabled_profile_across_reloads);
-    suite_add_tcase(suite, tc);
-    SRunner *runner = srunner_create(suite);
-    srunner_run_all(runner, CK_NORMAL);
-    int failed = srunner_ntests_failed(runner);
-    srunner_free(runner);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    TS_CHECK_CASE(suite, "replace", 0, NULL, NULL,
+                  new_parameters_apply_and_spend_is_kept,
+                  shape_changes_are_refused_and_change_nothing,
+                  disabled_profile_across_reloads);
+    return ts_check_run(suite);
 }

@@ -9,6 +9,7 @@
 
 #include "mechanisms/geo.h"
 #include "tools/poi_index.h"
+#include "tests/support/check_run.h"
 
 /* splitmix64: a reproducible stream for the test's point sets. */
 static uint64_t test_state;
@@ -201,21 +202,13 @@ END_TEST
 static Suite *poi_index_suite(void)
 {
     Suite *suite = suite_create("poi_index");
-    TCase *knn = tcase_create("knn");
-    tcase_set_timeout(knn, 60);
-    tcase_add_test(knn, matches_brute_force);
-    tcase_add_test(knn, order_is_great_circle_order_worldwide);
-    tcase_add_test(knn, ties_go_to_the_lower_index);
-    tcase_add_test(knn, invalid_input_is_refused);
-    suite_add_tcase(suite, knn);
+    TS_CHECK_CASE(suite, "knn", 60, NULL, NULL,
+                  matches_brute_force, order_is_great_circle_order_worldwide,
+                  ties_go_to_the_lower_index, invalid_input_is_refused);
     return suite;
 }
 
 int main(void)
 {
-    SRunner *runner = srunner_create(poi_index_suite());
-    srunner_run_all(runner, CK_NORMAL);
-    int failed = srunner_ntests_failed(runner);
-    srunner_free(runner);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return ts_check_run(poi_index_suite());
 }

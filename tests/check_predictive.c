@@ -18,6 +18,7 @@
 #include "mechanisms/predictive.h"
 #include "mechanisms/rng.h"
 #include "tests/predictive_support.h"
+#include "tests/support/check_run.h"
 
 /* Worked by hand (see each test): c_N(0.9) is the root of
  * 1 - (1 + c) e^{-c} = 0.9, found by bisection to double precision;
@@ -981,35 +982,21 @@ END_TEST
 static Suite *predictive_suite(void)
 {
     Suite *s = suite_create("predictive");
-    TCase *tc = tcase_create("core");
-    tcase_set_timeout(tc, 120);
-    tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_add_test(tc, test_constants);
-    tcase_add_test(tc, test_fixed_utility_triple);
-    tcase_add_test(tc, test_fixed_rate_triple);
-    tcase_add_test(tc, test_manager_invalid_inputs);
-    tcase_add_test(tc, test_skip_conventions);
-    tcase_add_test(tc, test_private_test_histogram);
-    tcase_add_test(tc, test_release_easy_probability);
-    tcase_add_test(tc, test_first_point_is_noise);
-    tcase_add_test(tc, test_worst_case_budget_check);
-    tcase_add_test(tc, test_time_skip);
-    tcase_add_test(tc, test_fixed_rate_uses_public_prediction_rate);
-    tcase_add_test(tc, test_linear_geometry);
-    tcase_add_test(tc, test_linear_beats_parrot_on_a_line);
-    tcase_add_test(tc, test_state_holds_no_raw_coordinates);
-    tcase_add_test(tc, test_profile_validation);
-    tcase_add_test(tc, test_spend_never_exceeds_budget);
-    tcase_add_test(tc, test_jumps_exhaust_at_the_predicted_count);
-    suite_add_tcase(s, tc);
+    TS_CHECK_CASE(s, "core", 120, setup, teardown,
+                  test_constants, test_fixed_utility_triple,
+                  test_fixed_rate_triple, test_manager_invalid_inputs,
+                  test_skip_conventions, test_private_test_histogram,
+                  test_release_easy_probability, test_first_point_is_noise,
+                  test_worst_case_budget_check, test_time_skip,
+                  test_fixed_rate_uses_public_prediction_rate,
+                  test_linear_geometry, test_linear_beats_parrot_on_a_line,
+                  test_state_holds_no_raw_coordinates,
+                  test_profile_validation, test_spend_never_exceeds_budget,
+                  test_jumps_exhaust_at_the_predicted_count);
     return s;
 }
 
 int main(void)
 {
-    SRunner *runner = srunner_create(predictive_suite());
-    srunner_run_all(runner, CK_NORMAL);
-    int failed = srunner_ntests_failed(runner);
-    srunner_free(runner);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return ts_check_run(predictive_suite());
 }

@@ -20,6 +20,7 @@
 #include "mechanisms/predictive.h"
 #include "mechanisms/rng.h"
 #include "tests/predictive_support.h"
+#include "tests/support/check_run.h"
 
 #define USERS 400
 #define QUERIES 60          /* more than the 30 either mechanism can pay */
@@ -160,13 +161,7 @@ END_TEST
 int main(void)
 {
     Suite *s = suite_create("predictive_stats");
-    TCase *tc = tcase_create("stationary");
-    tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, test_stationary_user_paper_configuration);
-    suite_add_tcase(s, tc);
-    SRunner *runner = srunner_create(s);
-    srunner_run_all(runner, CK_NORMAL);
-    int failed = srunner_ntests_failed(runner);
-    srunner_free(runner);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    TS_CHECK_CASE(s, "stationary", 120, NULL, NULL,
+                  test_stationary_user_paper_configuration);
+    return ts_check_run(s);
 }

@@ -46,6 +46,8 @@
 #include "mechanisms/mechanism.h"
 #include "mechanisms/planar_laplace.h"
 #include "mechanisms/rng.h"
+#include "tests/support/check_run.h"
+#include "tests/support/fake_params.h"
 
 #define DEG (M_PI / 180.0)
 #define SAMPLES 200000L
@@ -121,39 +123,11 @@ static void report(const char *what, const audit_result *r)
 }
 
 /* Parameters: only radius_m is set, everything else is the shipped default. */
-typedef struct radius_only {
-    double radius_m;
-} radius_only;
-
-static int radius_get_double(void *ctx, const char *key, double *out)
-{
-    if (strcmp(key, "radius_m") != 0)
-        return 0;
-    *out = ((radius_only *)ctx)->radius_m;
-    return 1;
-}
-
-static int absent_int(void *ctx, const char *key, long long *out)
-{
-    (void)ctx, (void)key, (void)out;
-    return 0;
-}
-
-static int absent_string(void *ctx, const char *key, const char **out)
-{
-    (void)ctx, (void)key, (void)out;
-    return 0;
-}
-
 static void *profile_with_radius(double radius_m)
 {
-    radius_only ctx = {radius_m};
-    ts_params params = {
-        .ctx = &ctx,
-        .get_double = radius_get_double,
-        .get_int = absent_int,
-        .get_string = absent_string,
-    };
+    param_table table = {.n = 0};
+    param_double(&table, "radius_m", radius_m);
+    ts_params params = table_params(&table);
     void *profile = NULL;
     char err[256];
     ck_assert_msg(ts_geoind_ops.profile_new(&params, &profile, err, sizeof err) == 0, "%s", err);
@@ -303,20 +277,13 @@ END_TEST
 static Suite *audit_suite(void)
 {
     Suite *s = suite_create("privacy_audit");
-    TCase *tc = tcase_create("audit");
-    tcase_set_timeout(tc, 300); /* ~1 s normally; sanitizers are slower */
-    tcase_add_test(tc, test_audit_shipped_geoind);
-    tcase_add_test(tc, test_audit_detects_halved_radius);
-    tcase_add_test(tc, test_audit_planar_sampler);
-    suite_add_tcase(s, tc);
+    TS_CHECK_CASE(s, "audit", 300, NULL, NULL,
+                  test_audit_shipped_geoind, test_audit_detects_halved_radius,
+                  test_audit_planar_sampler);
     return s;
 }
 
 int main(void)
 {
-    SRunner *sr = srunner_create(audit_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return ts_check_run(audit_suite());
 }

@@ -21,34 +21,11 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include "tests/support/check_run.h"
+#include "tests/support/ks.h"
 
-#define KS_CRITICAL_001 1.949
 
 /* ------------------------------------------------------------- helpers */
-
-static int compare_doubles(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-/* Sorts `samples` and returns sup |F_n - F|. */
-static double ks_statistic(double *samples, size_t n, double (*cdf)(double, double),
-                           double param)
-{
-    qsort(samples, n, sizeof *samples, compare_doubles);
-    double d = 0.0;
-    for (size_t i = 0; i < n; i++) {
-        double f = cdf(samples[i], param);
-        double above = (double)(i + 1) / (double)n - f;
-        double below = f - (double)i / (double)n;
-        if (above > d)
-            d = above;
-        if (below > d)
-            d = below;
-    }
-    return d;
-}
 
 static double laplace_cdf(double x, double scale)
 {
@@ -381,7 +358,7 @@ START_TEST(test_angle_uniform)
         out_of_range += !(samples[i] >= 0.0 && samples[i] < 2.0 * M_PI);
     }
     ck_assert_int_eq(out_of_range, 0);
-    double d = ks_statistic(samples, DIST_N, uniform_angle_cdf, 0.0);
+    double d = ts_ks_statistic(samples, DIST_N, uniform_angle_cdf, 0.0);
     ck_assert_double_lt(d, KS_CRITICAL_001 / sqrt(DIST_N));
     ts_rng_free(rng);
 }
@@ -398,10 +375,10 @@ START_TEST(test_laplace_ks)
         not_finite += !isfinite(samples[i]);
     }
     ck_assert_int_eq(not_finite, 0);
-    double d = ks_statistic(samples, DIST_N, laplace_cdf, scale);
+    double d = ts_ks_statistic(samples, DIST_N, laplace_cdf, scale);
     ck_assert_double_lt(d, KS_CRITICAL_001 / sqrt(DIST_N));
     /* Test the test: the same samples against the wrong scale fail. */
-    ck_assert_double_gt(ks_statistic(samples, DIST_N, laplace_cdf, 1.1 * scale),
+    ck_assert_double_gt(ts_ks_statistic(samples, DIST_N, laplace_cdf, 1.1 * scale),
                         KS_CRITICAL_001 / sqrt(DIST_N));
     ts_rng_free(rng);
 }
@@ -423,7 +400,7 @@ START_TEST(test_gamma3)
     /* Gamma(3, s): mean 3s, variance 3s^2, so SE of the mean s sqrt(3/n). */
     ck_assert_double_le(fabs(sum / DIST_N - 3.0 * scale),
                         5.0 * scale * sqrt(3.0 / DIST_N));
-    double d = ks_statistic(samples, DIST_N, gamma3_cdf, scale);
+    double d = ts_ks_statistic(samples, DIST_N, gamma3_cdf, scale);
     ck_assert_double_lt(d, KS_CRITICAL_001 / sqrt(DIST_N));
     ck_assert(isnan(ts_rng_gamma_int(rng, 0, scale)));
     ts_rng_free(rng);
@@ -433,31 +410,20 @@ END_TEST
 static Suite *rng_suite(void)
 {
     Suite *s = suite_create("rng");
-    TCase *tc = tcase_create("rng");
     /* Generous for sanitizer builds; these take well under a second. */
-    tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, test_seeded_reproducible);
-    tcase_add_test(tc, test_seeded_known_answer);
-    tcase_add_test(tc, test_seed_sensitivity);
-    tcase_add_test(tc, test_bytes_and_words_agree);
-    tcase_add_test(tc, test_secure_generator);
-    tcase_add_test(tc, test_uniform_moments_and_range);
-    tcase_add_test(tc, test_uniform_exponent_geometric);
-    tcase_add_test(tc, test_uniform_low_mantissa_bits);
-    tcase_add_test(tc, test_uniform_low_bits_deep_binade);
-    tcase_add_test(tc, test_uniform_construction);
-    tcase_add_test(tc, test_angle_uniform);
-    tcase_add_test(tc, test_laplace_ks);
-    tcase_add_test(tc, test_gamma3);
-    suite_add_tcase(s, tc);
+    TS_CHECK_CASE(s, "rng", 120, NULL, NULL,
+                  test_seeded_reproducible, test_seeded_known_answer,
+                  test_seed_sensitivity, test_bytes_and_words_agree,
+                  test_secure_generator, test_uniform_moments_and_range,
+                  test_uniform_exponent_geometric,
+                  test_uniform_low_mantissa_bits,
+                  test_uniform_low_bits_deep_binade,
+                  test_uniform_construction, test_angle_uniform,
+                  test_laplace_ks, test_gamma3);
     return s;
 }
 
 int main(void)
 {
-    SRunner *sr = srunner_create(rng_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return ts_check_run(rng_suite());
 }

@@ -314,12 +314,10 @@ END_TEST
 int main(void)
 {
     Suite *suite = suite_create("settings_docs");
-    TCase *tc = tcase_create("core");
-    tcase_add_test(tc, test_every_row_documented);
-    tcase_add_test(tc, test_docs_name_no_unknown_key);
-    tcase_add_test(tc, test_every_row_in_shipped_conf);
-    tcase_add_test(tc, test_shipped_conf_names_no_unknown_key);
-    tcase_add_test(tc, test_detects_a_wrong_default);
-    suite_add_tcase(suite, tc);
+    TS_CHECK_CASE(suite, "core", 0, NULL, NULL,
+                  test_every_row_documented, test_docs_name_no_unknown_key,
+                  test_every_row_in_shipped_conf,
+                  test_shipped_conf_names_no_unknown_key,
+                  test_detects_a_wrong_default);
     return ts_check_run(suite);
 }

@@ -16,82 +16,12 @@
 #include "daemon/pipeline.h"
 #include "daemon/store.h"
 #include "mechanisms/rng.h"
+#include "tests/support/check_run.h"
+#include "tests/support/fake_mechanism.h"
 
 #define WINDOW_MS 10000
 #define TOTAL 1.0
 #define SPEND 0.25           /* four points per window */
-
-typedef struct fake_profile {
-    double spend;
-} fake_profile;
-
-static struct {
-    ts_budget_view budget;
-    unsigned state_counter;
-} seen;
-
-static double fake_window_budget(const void *profile)
-{
-    (void)profile;
-    return TOTAL;
-}
-
-static size_t fake_state_size(const void *profile)
-{
-    (void)profile;
-    return sizeof(unsigned);
-}
-
-static void fake_profile_free(void *profile)
-{
-    free(profile);
-}
-
-static ts_release_status fake_release(const void *profile, void *user_state,
-                                      const ts_point *truth,
-                                      const ts_budget_view *budget,
-                                      ts_rng *rng, ts_report *out)
-{
-    const fake_profile *p = profile;
-    (void)rng;
-    unsigned counter;
-    memcpy(&counter, user_state, sizeof counter);
-    seen.budget = *budget;
-    seen.state_counter = counter;
-    counter++;
-    memcpy(user_state, &counter, sizeof counter);
-    if (!ts_budget_allows(budget, p->spend))
-        return TS_RELEASE_EXHAUSTED;
-    out->lat = truth->lat + 0.01;
-    out->lon = truth->lon + 0.01;
-    out->eps_point = p->spend;
-    return TS_RELEASE_OK;
-}
-
-static const ts_mechanism_ops fake_ops = {
-    .name = "fake",
-    .profile_free = fake_profile_free,
-    .window_budget = fake_window_budget,
-    .user_state_size = fake_state_size,
-    .release = fake_release,
-};
-
-/* The same mechanism with a 4 KiB state, like a delta-location-set
- * profile next to geoind: it makes the pipeline's per-user block larger
- * than the small profile's state. */
-static size_t big_state_size(const void *profile)
-{
-    (void)profile;
-    return 4096;
-}
-
-static const ts_mechanism_ops big_ops = {
-    .name = "fake-big",
-    .profile_free = fake_profile_free,
-    .window_budget = fake_window_budget,
-    .user_state_size = big_state_size,
-    .release = fake_release,
-};
 
 static char dir[64];
 static ts_rng *rng;
@@ -129,19 +59,22 @@ static ts_pipeline *make_pipeline(const char *const *names, size_t n)
     return make_pipeline_with(names, n, NULL);
 }
 
-/* The same, the profile named `big` (if any) with big_ops. */
+/* The same, the profile named `big` (if any) with a 4 KiB state. */
 static ts_pipeline *make_pipeline_with(const char *const *names, size_t n,
                                        const char *big)
 {
     ts_profile *profiles = calloc(n, sizeof *profiles);
     ck_assert_ptr_nonnull(profiles);
     for (size_t i = 0; i < n; i++) {
-        fake_profile *mech = malloc(sizeof *mech);
+        int is_big = big != NULL && strcmp(names[i], big) == 0;
+        /* The big profile holds a 4 KiB state, like a delta-location-set
+         * profile next to geoind. */
+        fake_profile *mech = fake_profile_new((fake_profile){
+            .total = TOTAL, .spend = SPEND, .dlat = 0.01, .dlon = 0.01,
+            .state_bytes = is_big ? 4096 : 0 });
         ck_assert_ptr_nonnull(mech);
-        mech->spend = SPEND;
         profiles[i].name = strdup(names[i]);
-        profiles[i].ops =
-            big != NULL && strcmp(names[i], big) == 0 ? &big_ops : &fake_ops;
+        profiles[i].ops = &fake_ops;
         profiles[i].mech = mech;
         profiles[i].window_budget = TOTAL;
         profiles[i].window_ms = WINDOW_MS;
@@ -699,26 +632,19 @@ END_TEST
 int main(void)
 {
     Suite *suite = suite_create("store");
-    TCase *tc = tcase_create("store");
-    tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_set_timeout(tc, 30);
-    tcase_add_test(tc, test_record_round_trip);
-    tcase_add_test(tc, test_record_trailing_zeros_not_stored);
-    tcase_add_test(tc, test_store_persists_and_iterates);
-    tcase_add_test(tc, test_store_refuses_newer_schema);
-    tcase_add_test(tc, test_store_upgrades_older_schema);
-    tcase_add_test(tc, test_store_unusable_directory);
-    tcase_add_test(tc, test_store_full_map_fails_commit);
-    tcase_add_test(tc, test_pipeline_restores_ledger_after_restart);
-    tcase_add_test(tc, test_pipeline_state_survives_a_larger_profile);
-    tcase_add_test(tc, test_record_state_length_bounded);
-    tcase_add_test(tc, test_pipeline_expiry_does_not_refund);
-    tcase_add_test(tc, test_pipeline_removed_profile_keeps_user_bound);
-    tcase_add_test(tc, test_pipeline_load_failure_fails_closed);
-    suite_add_tcase(suite, tc);
-    SRunner *runner = srunner_create(suite);
-    srunner_run_all(runner, CK_NORMAL);
-    int failed = srunner_ntests_failed(runner);
-    srunner_free(runner);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    TS_CHECK_CASE(suite, "store", 30, setup, teardown,
+                  test_record_round_trip,
+                  test_record_trailing_zeros_not_stored,
+                  test_store_persists_and_iterates,
+                  test_store_refuses_newer_schema,
+                  test_store_upgrades_older_schema,
+                  test_store_unusable_directory,
+                  test_store_full_map_fails_commit,
+                  test_pipeline_restores_ledger_after_restart,
+                  test_pipeline_state_survives_a_larger_profile,
+                  test_record_state_length_bounded,
+                  test_pipeline_expiry_does_not_refund,
+                  test_pipeline_removed_profile_keeps_user_bound,
+                  test_pipeline_load_failure_fails_closed);
+    return ts_check_run(suite);
 }
