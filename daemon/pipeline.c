@@ -133,7 +133,7 @@ ts_pipeline *ts_pipeline_new(ts_profile *profiles, size_t n_profiles,
     }
     unsigned char hash_key[TS_USERS_HASH_KEY_BYTES];
     ts_rng_bytes(rng, hash_key, sizeof hash_key);
-    pipeline->users = ts_users_new(limits->max_users, state_size, hash_key);
+    pipeline->users = ts_users_new(limits->max_users, hash_key);
     if (pipeline->users == NULL)
         goto fail;
     return pipeline;
@@ -432,6 +432,11 @@ static int restore_user(ts_pipeline *pipeline, ts_user *user,
     user->last_lat = record.last_lat;
     user->last_lon = record.last_lon;
     if (bound_size > 0 && record.state_len == bound_size) {
+        if (ts_users_resize_state(pipeline->users, user, bound_size) != 0) {
+            reject(pipeline, out, TS_REASON_INTERNAL_ERROR,
+                   "out of memory for the user's mechanism state");
+            return -1;
+        }
         if (record.state_stored_len > 0)
             memcpy(user->state, record.state, record.state_stored_len);
         memset((char *)user->state + record.state_stored_len, 0,
@@ -579,9 +584,14 @@ void ts_pipeline_process(ts_pipeline *pipeline, const ts_input *input,
 
     /* The mechanism works on a copy of the user's state and the ledger is
      * only written after a successful release, so a rejected update leaves
-     * the user exactly as it was. Only this profile's part of the block:
-     * the block is sized for the largest profile. */
+     * the user exactly as it was. The user's block is sized for the profile
+     * bound in the current window; a new window may bind another. */
     size_t state_size = profile_state_size(profile);
+    if (!new_window && user->state_size != state_size) {
+        reject(pipeline, out, TS_REASON_INTERNAL_ERROR,
+               "mechanism state does not match the bound profile");
+        return;
+    }
     if (state_size > 0) {
         if (new_window)
             memset(pipeline->scratch_state, 0, state_size);
@@ -612,6 +622,13 @@ void ts_pipeline_process(ts_pipeline *pipeline, const ts_input *input,
             memset(&report, 0, sizeof report);
             reject(pipeline, out, TS_REASON_INTERNAL_ERROR, "mechanism %s %s",
                    profile->ops->name, problem);
+            goto rejected;
+        }
+        if (user->state_size != state_size &&
+            ts_users_resize_state(pipeline->users, user, state_size) != 0) {
+            memset(&report, 0, sizeof report);
+            reject(pipeline, out, TS_REASON_INTERNAL_ERROR,
+                   "out of memory for the user's mechanism state");
             goto rejected;
         }
         if (new_window) {
@@ -701,6 +718,11 @@ void ts_pipeline_count_rejection(ts_pipeline *pipeline, ts_reason reason)
 size_t ts_pipeline_user_count(const ts_pipeline *pipeline)
 {
     return ts_users_count(pipeline->users);
+}
+
+size_t ts_pipeline_state_bytes(const ts_pipeline *pipeline)
+{
+    return ts_users_state_bytes(pipeline->users);
 }
 
 const ts_pipeline_stats *ts_pipeline_get_stats(const ts_pipeline *pipeline)
