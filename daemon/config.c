@@ -9,6 +9,7 @@
 
 #include <libconfig.h>
 
+#include "daemon/config_override.h"
 #include "daemon/curve_keys.h"
 #include "daemon/log.h"
 #include "inference/model_cache.h"
@@ -103,274 +104,6 @@ static void fail_at(ts_config *config, const config_setting_t *setting,
     fail_raw(config, "%s: %s", where, message);
 }
 
-/* "profiles.geoind.radius_m" */
-static void setting_path(const config_setting_t *setting, char *buf,
-                         size_t len)
-{
-    const char *names[16];
-    size_t depth = 0;
-    for (const config_setting_t *s = setting; s != NULL && s->parent != NULL;
-         s = s->parent) {
-        if (depth == sizeof names / sizeof names[0])
-            break;
-        names[depth++] = config_setting_name(s) != NULL
-                             ? config_setting_name(s) : "[]";
-    }
-    size_t used = 0;
-    buf[0] = '\0';
-    while (depth > 0 && used < len) {
-        int n = snprintf(buf + used, len - used, "%s%s", used > 0 ? "." : "",
-                         names[--depth]);
-        if (n < 0)
-            break;
-        used += (size_t)n;
-    }
-}
-
-static const char *type_name(int type)
-{
-    switch (type) {
-    case CONFIG_TYPE_GROUP: return "a group";
-    case CONFIG_TYPE_INT: return "an integer";
-    case CONFIG_TYPE_INT64: return "an integer";
-    case CONFIG_TYPE_FLOAT: return "a float";
-    case CONFIG_TYPE_STRING: return "a string";
-    case CONFIG_TYPE_BOOL: return "a boolean";
-    case CONFIG_TYPE_ARRAY: return "an array";
-    case CONFIG_TYPE_LIST: return "a list";
-    default: return "nothing";
-    }
-}
-
-/* --------------------------------------------------------- overrides */
-
-static int valid_setting_name(const char *name)
-{
-    /* libconfig's rule: [A-Za-z*][-A-Za-z0-9_*]* */
-    const unsigned char *p = (const unsigned char *)name;
-    if (!((*p >= 'A' && *p <= 'Z') || (*p >= 'a' && *p <= 'z') || *p == '*'))
-        return 0;
-    for (p++; *p != '\0'; p++)
-        if (!((*p >= 'A' && *p <= 'Z') || (*p >= 'a' && *p <= 'z') ||
-              (*p >= '0' && *p <= '9') || *p == '-' || *p == '_' || *p == '*'))
-            return 0;
-    return 1;
-}
-
-static int is_integer_type(int type)
-{
-    return type == CONFIG_TYPE_INT || type == CONFIG_TYPE_INT64;
-}
-
-static config_setting_t *copy_setting(config_setting_t *parent,
-                                      const char *name,
-                                      const config_setting_t *src)
-{
-    int type = config_setting_type(src);
-    config_setting_t *copy = config_setting_add(parent, name, type);
-    if (copy == NULL)
-        return NULL;
-    int ok = CONFIG_TRUE;
-    switch (type) {
-    case CONFIG_TYPE_INT:
-        ok = config_setting_set_int(copy, config_setting_get_int(src));
-        break;
-    case CONFIG_TYPE_INT64:
-        ok = config_setting_set_int64(copy, config_setting_get_int64(src));
-        break;
-    case CONFIG_TYPE_FLOAT:
-        ok = config_setting_set_float(copy, config_setting_get_float(src));
-        break;
-    case CONFIG_TYPE_STRING:
-        ok = config_setting_set_string(copy, config_setting_get_string(src));
-        break;
-    case CONFIG_TYPE_BOOL:
-        ok = config_setting_set_bool(copy, config_setting_get_bool(src));
-        break;
-    default:
-        for (int i = 0; i < config_setting_length(src); i++) {
-            const config_setting_t *elem = config_setting_get_elem(src, i);
-            if (copy_setting(copy, type == CONFIG_TYPE_GROUP
-                                       ? config_setting_name(elem) : NULL,
-                             elem) == NULL)
-                return NULL;
-        }
-        break;
-    }
-    return ok ? copy : NULL;
-}
-
-/* Assign a scalar to an existing scalar setting. Returns 0 on success, -1
- * on a type mismatch. */
-static int assign_scalar(config_setting_t *target, const config_setting_t *value)
-{
-    int target_type = config_setting_type(target);
-    int value_type = config_setting_type(value);
-    switch (target_type) {
-    case CONFIG_TYPE_INT:
-    case CONFIG_TYPE_INT64:
-        if (!is_integer_type(value_type))
-            return -1;
-        return config_setting_set_int64(target,
-                                        config_setting_get_int64(value))
-                   ? 0 : -1;
-    case CONFIG_TYPE_FLOAT:
-        if (value_type == CONFIG_TYPE_FLOAT)
-            return config_setting_set_float(target,
-                                            config_setting_get_float(value))
-                       ? 0 : -1;
-        if (is_integer_type(value_type))
-            return config_setting_set_float(
-                       target, (double)config_setting_get_int64(value))
-                       ? 0 : -1;
-        return -1;
-    case CONFIG_TYPE_STRING:
-        if (value_type != CONFIG_TYPE_STRING)
-            return -1;
-        return config_setting_set_string(target,
-                                         config_setting_get_string(value))
-                   ? 0 : -1;
-    case CONFIG_TYPE_BOOL:
-        if (value_type != CONFIG_TYPE_BOOL)
-            return -1;
-        return config_setting_set_bool(target, config_setting_get_bool(value))
-                   ? 0 : -1;
-    default:
-        return -1;
-    }
-}
-
-/* Parse the value text as a libconfig value into `scratch` (initialised by
- * the caller); anything that does not parse as exactly one value is taken
- * as a bare string. */
-static int parse_override_value(const char *text, config_t *scratch,
-                                const config_setting_t **value)
-{
-    if (strpbrk(text, "\r\n") == NULL) {
-        size_t len = strlen(text) + 16;
-        char *source = malloc(len);
-        if (source == NULL)
-            return -1;
-        snprintf(source, len, "v = %s;", text);
-        int parsed = config_read_string(scratch, source);
-        free(source);
-        config_setting_t *root = config_root_setting(scratch);
-        if (parsed == CONFIG_TRUE && config_setting_length(root) == 1 &&
-            config_setting_get_member(root, "v") != NULL) {
-            *value = config_setting_get_member(root, "v");
-            return 0;
-        }
-        config_destroy(scratch);
-        config_init(scratch);
-    }
-    config_setting_t *string =
-        config_setting_add(config_root_setting(scratch), "v",
-                           CONFIG_TYPE_STRING);
-    if (string == NULL || !config_setting_set_string(string, text))
-        return -1;
-    *value = string;
-    return 0;
-}
-
-static void apply_override(ts_config *config, char *override)
-{
-    const char *eq = strchr(override, '=');
-    if (eq == NULL || eq == override) {
-        fail_raw(config, "override '%s': expected path=value", override);
-        return;
-    }
-    size_t path_len = (size_t)(eq - override);
-    char *path = strndup(override, path_len);
-    if (path == NULL) {
-        fail_raw(config, "override '%s': out of memory", override);
-        return;
-    }
-
-    config_t scratch;
-    config_init(&scratch);
-    const config_setting_t *value = NULL;
-    if (parse_override_value(eq + 1, &scratch, &value) < 0) {
-        fail_raw(config, "override '%s': out of memory", override);
-        goto done;
-    }
-
-    config_setting_t *parent = config_root_setting(&config->cfg);
-    char *save = NULL;
-    char *name = strtok_r(path, ".:/", &save);
-    if (name == NULL) {
-        fail_raw(config, "override '%s': empty setting path", override);
-        goto done;
-    }
-    for (;;) {
-        if (!valid_setting_name(name)) {
-            fail_raw(config, "override '%s': invalid setting name '%s'",
-                     override, name);
-            goto done;
-        }
-        char *next = strtok_r(NULL, ".:/", &save);
-        config_setting_t *existing = config_setting_get_member(parent, name);
-        if (next == NULL) {
-            config_setting_t *result = NULL;
-            if (existing == NULL) {
-                result = copy_setting(parent, name, value);
-            } else if (config_setting_is_scalar(existing)) {
-                if (!config_setting_is_scalar(value) ||
-                    assign_scalar(existing, value) < 0) {
-                    char where[256];
-                    setting_path(existing, where, sizeof where);
-                    fail_raw(config, "override '%s': %s is %s, cannot set it "
-                             "to %s", override, where,
-                             type_name(config_setting_type(existing)),
-                             type_name(config_setting_type(value)));
-                    goto done;
-                }
-                result = existing;
-            } else if (config_setting_is_group(existing) &&
-                       !config_setting_is_group(value)) {
-                char where[256];
-                setting_path(existing, where, sizeof where);
-                fail_raw(config, "override '%s': %s is a group, cannot set "
-                         "it to %s", override, where,
-                         type_name(config_setting_type(value)));
-                goto done;
-            } else {
-                /* A group replaced by a group, a list by a list or value:
-                 * the new value replaces the old one wholesale. */
-                config_setting_remove(parent, name);
-                result = copy_setting(parent, name, value);
-            }
-            if (result == NULL) {
-                fail_raw(config, "override '%s': cannot store the value",
-                         override);
-                goto done;
-            }
-            config_setting_set_hook(result, override);
-            break;
-        }
-        if (existing == NULL) {
-            existing = config_setting_add(parent, name, CONFIG_TYPE_GROUP);
-            if (existing == NULL) {
-                fail_raw(config, "override '%s': cannot create '%s'",
-                         override, name);
-                goto done;
-            }
-            config_setting_set_hook(existing, override);
-        } else if (!config_setting_is_group(existing)) {
-            char where[256];
-            setting_path(existing, where, sizeof where);
-            fail_raw(config, "override '%s': %s is %s, not a group", override,
-                     where, type_name(config_setting_type(existing)));
-            goto done;
-        }
-        parent = existing;
-        name = next;
-    }
-
-done:
-    config_destroy(&scratch);
-    free(path);
-}
-
 /* ------------------------------------------------------ settings table */
 
 static void load_string_list(ts_config *config, const ts_setting_def *row,
@@ -420,9 +153,9 @@ static void load_value(ts_config *config, const ts_setting_def *row,
         return;
     }
     if (row->type == TS_SETTING_INT) {
-        if (!is_integer_type(type)) {
+        if (!ts_libconfig_is_integer(type)) {
             fail_at(config, s, "%s must be an integer, not %s", key,
-                    type_name(type));
+                    ts_libconfig_type_name(type));
             return;
         }
         long long v = config_setting_get_int64(s);
@@ -437,7 +170,7 @@ static void load_value(ts_config *config, const ts_setting_def *row,
     if (row->type == TS_SETTING_BOOL) {
         if (type != CONFIG_TYPE_BOOL) {
             fail_at(config, s, "%s must be true or false, not %s", key,
-                    type_name(type));
+                    ts_libconfig_type_name(type));
             return;
         }
         ts_setting_store_int(row, out, config_setting_get_bool(s) ? 1 : 0);
@@ -445,7 +178,7 @@ static void load_value(ts_config *config, const ts_setting_def *row,
     }
     if (type != CONFIG_TYPE_STRING) {
         fail_at(config, s, "%s must be a string, not %s", key,
-                type_name(type));
+                ts_libconfig_type_name(type));
         return;
     }
     const char *v = config_setting_get_string(s);
@@ -501,7 +234,7 @@ static void check_known_settings(ts_config *config, config_setting_t *root)
         }
         if (!config_setting_is_group(member)) {
             fail_at(config, member, "'%s' must be a group { ... }, not %s",
-                    name, type_name(config_setting_type(member)));
+                    name, ts_libconfig_type_name(config_setting_type(member)));
             return;
         }
         for (int k = 0; k < config_setting_length(member); k++) {
@@ -610,7 +343,7 @@ static int param_get_double(void *ctx, const char *key, double *out)
         return 0;
     if (config_setting_type(s) == CONFIG_TYPE_FLOAT)
         *out = config_setting_get_float(s);
-    else if (is_integer_type(config_setting_type(s)))
+    else if (ts_libconfig_is_integer(config_setting_type(s)))
         *out = (double)config_setting_get_int64(s);
     else
         return -1;
@@ -622,7 +355,7 @@ static int param_get_int(void *ctx, const char *key, long long *out)
     config_setting_t *s = param_lookup(ctx, key);
     if (s == NULL)
         return 0;
-    if (!is_integer_type(config_setting_type(s)))
+    if (!ts_libconfig_is_integer(config_setting_type(s)))
         return -1;
     *out = config_setting_get_int64(s);
     return 1;
@@ -711,7 +444,7 @@ static int check_profile_keys(ts_config *config, const profile_desc *desc)
             ts_mechanism_param_find(desc->ops, name) != NULL)
             continue;
         char where[256];
-        setting_path(member, where, sizeof where);
+        ts_libconfig_setting_path(member, where, sizeof where);
         fail_at(config, member, "unknown setting '%s' (not a parameter of "
                 "mechanism %s)", where, desc->ops->name);
         return -1;
@@ -797,7 +530,7 @@ static void load_profile(ts_config *config, config_setting_t *group,
     if (!config_setting_is_group(group)) {
         fail_at(config, group, "profile '%s' must be a group { mechanism = "
                 "\"...\"; ... }, not %s", name,
-                type_name(config_setting_type(group)));
+                ts_libconfig_type_name(config_setting_type(group)));
         return;
     }
     if (!valid_profile_name(name)) {
@@ -815,7 +548,7 @@ static void load_profile(ts_config *config, config_setting_t *group,
         config_setting_t *s = config_setting_get_member(group, rows[i].key);
         char where[256];
         if (s != NULL)
-            setting_path(s, where, sizeof where);
+            ts_libconfig_setting_path(s, where, sizeof where);
         load_value(config, &rows[i], s, &desc->common, where);
     }
     if (config->failed)
@@ -860,7 +593,7 @@ static void load_profiles(ts_config *config, config_setting_t *root)
     config_setting_t *profiles = config_setting_get_member(root, "profiles");
     if (profiles != NULL && !config_setting_is_group(profiles)) {
         fail_at(config, profiles, "'profiles' must be a group { ... }, not %s",
-                type_name(config_setting_type(profiles)));
+                ts_libconfig_type_name(config_setting_type(profiles)));
         return;
     }
     /* ts_config_load adds the built-in profile when `profiles` is absent,
@@ -1006,6 +739,7 @@ ts_config *ts_config_load(const char *path, const char *const *overrides,
             goto fail;
         }
     }
+    char message[512];
     for (size_t i = 0; i < n_overrides && !config->failed; i++) {
         config->overrides[i] = strdup(overrides[i] != NULL ? overrides[i] : "");
         config->n_overrides = i + 1;
@@ -1013,7 +747,9 @@ ts_config *ts_config_load(const char *path, const char *const *overrides,
             fail_raw(config, "override: out of memory");
             break;
         }
-        apply_override(config, config->overrides[i]);
+        if (ts_config_apply_override(&config->cfg, config->overrides[i],
+                                     message, sizeof message) != 0)
+            fail_raw(config, "%s", message);
     }
     if (config->failed)
         goto fail;
