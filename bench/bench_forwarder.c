@@ -1,0 +1,148 @@
+/* bench_forwarder: the baseline tracesand is measured against (bench/run.sh).
+ *
+ *   bench_forwarder -c tracesand.conf [-o PATH=VALUE]...
+ *
+ * The daemon's own parts without a mechanism or state: the same
+ * configuration, ZeroMQ transport and libevent loop, the same message
+ * intake (scan, unpack, limits) and the same outbox and codec, publishing
+ * one SanitizedLocation per update on sanitized.<profile>. What it
+ * publishes is a fixed point, never the input's: this program exists to
+ * time the plumbing, and must not be usable as an unsanitized bridge.
+ * Prints the daemon's "ready input=... output=..." line on stderr, and the
+ * updates it forwarded when SIGTERM/SIGINT stops it.
+ */
+#include <event2/event.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "daemon/config.h"
+#include "daemon/intake.h"
+#include "daemon/outbox.h"
+#include "daemon/pipeline.h"
+#include "daemon/transport.h"
+
+#define MAX_OVERRIDES 64
+
+typedef struct forwarder {
+    const ts_settings *settings;
+    ts_transport *transport;
+    struct event_base *base;
+    ts_outbox outbox;
+    ts_wire_update *wire;
+    ts_profile profile;
+    uint64_t forwarded;
+    uint64_t refused;
+} forwarder;
+
+static void on_message(void *arg, const ts_inbound *message)
+{
+    forwarder *f = arg;
+    Tracesan__V1__LocationBatch *batch;
+    ts_reason reason;
+    char detail[160];
+    if (ts_intake_open(f->settings, message, f->wire, &batch, &reason, detail,
+                       sizeof detail) != 0) {
+        f->refused++;
+        ts_outbox_add_rejection(&f->outbox, reason, detail);
+        return;
+    }
+    for (size_t i = 0; i < batch->n_updates; i++) {
+        ts_input input;
+        ts_codec_input_from_update(batch->updates[i], &input);
+        ts_outcome outcome = {
+            .sanitized = 1,
+            .user_id = input.user_id != NULL ? input.user_id : "",
+            .ts_ms = input.ts_ms,
+            .profile = &f->profile,
+            .report = { .lat = 0.0, .lon = 0.0, .eps_point = 1e-3 },
+            .eps_spent_window = 1e-3,
+            .eps_remaining = 1.0,
+            .window_start_ms = input.ts_ms,
+        };
+        ts_outbox_add_outcome(&f->outbox, &outcome);
+        f->forwarded++;
+    }
+    ts_codec_batch_free(batch);
+}
+
+static void on_batch_end(void *arg)
+{
+    forwarder *f = arg;
+    ts_outbox_publish(&f->outbox, &ts_transport_zmq_ops, f->transport);
+}
+
+static int on_output_ready(void *arg)
+{
+    forwarder *f = arg;
+    return ts_outbox_publish(&f->outbox, &ts_transport_zmq_ops, f->transport);
+}
+
+static void on_signal(evutil_socket_t signum, short what, void *arg)
+{
+    (void)signum;
+    (void)what;
+    event_base_loopbreak(((forwarder *)arg)->base);
+}
+
+int main(int argc, char **argv)
+{
+    const char *config_path = NULL;
+    const char *overrides[MAX_OVERRIDES];
+    size_t n_overrides = 0;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "-c") == 0 && i + 1 < argc) {
+            config_path = argv[++i];
+        } else if (strcmp(argv[i], "-o") == 0 && i + 1 < argc &&
+                   n_overrides < MAX_OVERRIDES) {
+            overrides[n_overrides++] = argv[++i];
+        } else {
+            fprintf(stderr, "usage: bench_forwarder -c CONFIG "
+                    "[-o PATH=VALUE]...\n");
+            return 2;
+        }
+    }
+    char err[512] = "";
+    ts_config *config = ts_config_load(config_path, overrides, n_overrides,
+                                       err, sizeof err);
+    if (config == NULL) {
+        fprintf(stderr, "bench_forwarder: %s\n", err);
+        return 1;
+    }
+    forwarder f = { .settings = ts_config_settings(config) };
+    f.profile.name = (char *)"geoind";
+    f.wire = calloc(f.settings->max_batch_updates, sizeof *f.wire);
+    f.base = event_base_new();
+    int status = 1;
+    if (f.wire == NULL || f.base == NULL ||
+        ts_transport_zmq_ops.open(&f.transport, f.settings, f.base, err,
+                                  sizeof err) != 0) {
+        fprintf(stderr, "bench_forwarder: cannot start: %s\n", err);
+        goto out;
+    }
+    struct event *term = evsignal_new(f.base, SIGTERM, on_signal, &f);
+    struct event *interrupt = evsignal_new(f.base, SIGINT, on_signal, &f);
+    event_add(term, NULL);
+    event_add(interrupt, NULL);
+    ts_transport_zmq_ops.start(f.transport, on_message, on_batch_end,
+                               on_output_ready, &f);
+    fprintf(stderr, "bench_forwarder: ready input=%s output=%s\n",
+            ts_transport_zmq_ops.input_endpoint(f.transport),
+            ts_transport_zmq_ops.output_endpoint(f.transport));
+    status = event_base_dispatch(f.base) < 0;
+    fprintf(stderr, "bench_forwarder: forwarded %llu updates, refused %llu "
+            "messages\n", (unsigned long long)f.forwarded,
+            (unsigned long long)f.refused);
+    event_free(term);
+    event_free(interrupt);
+out:
+    if (f.transport != NULL)
+        ts_transport_zmq_ops.close(f.transport);
+    if (f.base != NULL)
+        event_base_free(f.base);
+    ts_outbox_free(&f.outbox);
+    free(f.wire);
+    ts_config_free(config);
+    return status;
+}
