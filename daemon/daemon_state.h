@@ -53,6 +53,12 @@ typedef struct ts_daemon {
 
 /* The exit summary line (counts only). */
 void ts_daemon_log_summary(const ts_daemon *daemon);
+
+/* The transport's callbacks (data_path.c); `arg` is the ts_daemon. */
+void ts_daemon_on_message(void *arg, const ts_inbound *message);
+void ts_daemon_on_batch_end(void *arg);
+int ts_daemon_on_output_ready(void *arg);
+int64_t ts_wall_clock_ms(void);
 /* systemd's STATUS= line. */
 void ts_daemon_notify_status(const ts_daemon *daemon);
 /* Metrics, HTTP endpoint, SIGHUP and systemd timers. Returns -1 (logged)
