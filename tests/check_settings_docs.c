@@ -2,14 +2,18 @@
  * a row in docs/configuration.md (same default, same reload class, its
  * bounds in the type column) and a line in conf/tracesand.conf (set, or
  * commented out, to the default or the row's shipped value); neither may
- * name a key the table does not have. */
+ * name a key the table does not have. Likewise each mechanism's parameter
+ * rows against the docs' tables introduced by "Parameters of mechanism". */
 #include <check.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "tests/support/check_run.h"
+#include <dirent.h>
+
 #include "daemon/settings.h"
+#include "mechanisms/mechanism.h"
+#include "tests/support/check_run.h"
 
 #define MAX_LINES 4096
 #define MAX_CELLS 8
@@ -311,6 +315,167 @@ START_TEST(test_detects_a_wrong_default)
 }
 END_TEST
 
+/* ------------------------------------------- mechanism parameter tables */
+
+/* The first `code` span of a cell, without quotes: `"parrot"` -> parrot;
+ * the whole cell when it has none. */
+static void cell_value(const char *cell, char *buf, size_t len)
+{
+    const char *open = strchr(cell, '`');
+    const char *close = open != NULL ? strchr(open + 1, '`') : NULL;
+    if (open != NULL && close != NULL)
+        snprintf(buf, len, "%.*s", (int)(close - open - 1), open + 1);
+    else
+        snprintf(buf, len, "%s", cell);
+    size_t n = strlen(buf);
+    if (n >= 2 && buf[0] == '"' && buf[n - 1] == '"') {
+        memmove(buf, buf + 1, n - 2);
+        buf[n - 2] = '\0';
+    }
+}
+
+static int same_default(const ts_param_spec *row, const char *doc)
+{
+    if (row->default_value == NULL)
+        return strcmp(doc, "required") == 0;
+    char want[128];
+    cell_value(row->default_value, want, sizeof want);
+    char *end_doc, *end_want;
+    double d = strtod(doc, &end_doc), w = strtod(want, &end_want);
+    if (*doc != '\0' && *end_doc == '\0' && *want != '\0' &&
+        *end_want == '\0')
+        return d == w;
+    return strcmp(doc, want) == 0;
+}
+
+/* Checks every table of docs/FILE that a "Parameters of mechanism" line
+ * says documents ops: the same keys as the rows, with the rows' defaults.
+ * Returns the number of problems (the first in `problem`) and counts the
+ * tables it read in *n_tables. */
+static size_t check_param_tables(const ts_mechanism_ops *ops, const char *file,
+                                 size_t *n_tables, char *problem, size_t len)
+{
+    text_file doc;
+    load_text(&doc, file);
+    size_t problems = 0;
+    char pattern[80];
+    snprintf(pattern, sizeof pattern, "`%s`", ops->name);
+    for (size_t i = 0; i < doc.n_lines; i++) {
+        if (strncmp(doc.lines[i], "Parameters of mechanism", 23) != 0)
+            continue;
+        int names_it = 0;
+        for (; i < doc.n_lines && doc.lines[i][0] != '|'; i++)
+            names_it |= strstr(doc.lines[i], pattern) != NULL;
+        if (!names_it || i + 2 >= doc.n_lines)
+            continue;
+        (*n_tables)++;
+        char *header[MAX_CELLS];
+        size_t n_header = split_cells(doc.lines[i], header);
+        size_t default_col = n_header;
+        for (size_t c = 0; c < n_header; c++)
+            if (strcmp(header[c], "default") == 0)
+                default_col = c;
+        int seen[64] = { 0 };
+        for (i += 2; i < doc.n_lines && doc.lines[i][0] == '|'; i++) {
+            char *cells[MAX_CELLS];
+            size_t n_cells = split_cells(doc.lines[i], cells);
+            char key[128], def[128];
+            cell_value(cells[0], key, sizeof key);
+            const ts_param_spec *row = ts_mechanism_param_find(ops, key);
+            if (row == NULL) {
+                if (problems++ == 0)
+                    snprintf(problem, len, "%s documents '%s' for mechanism "
+                             "%s, which has no such parameter", file, key,
+                             ops->name);
+                continue;
+            }
+            seen[row - ops->params] = 1;
+            cell_value(default_col < n_cells ? cells[default_col] : "", def,
+                       sizeof def);
+            if (!same_default(row, def) && problems++ == 0)
+                snprintf(problem, len, "%s gives %s's %s the default '%s', "
+                         "its row says '%s'", file, ops->name, key, def,
+                         row->default_value != NULL ? row->default_value
+                                                    : "required");
+        }
+        for (size_t r = 0; r < ops->n_params && r < 64; r++)
+            if (!seen[r] && problems++ == 0)
+                snprintf(problem, len, "%s's table for mechanism %s lacks "
+                         "'%s'", file, ops->name, ops->params[r].key);
+    }
+    free(doc.data);
+    return problems;
+}
+
+static size_t check_all_param_tables(const ts_mechanism_ops *ops,
+                                     size_t *n_tables, char *problem,
+                                     size_t len)
+{
+    const char *top = getenv("top_srcdir");
+    char path[1024];
+    snprintf(path, sizeof path, "%s/docs", top != NULL ? top : ".");
+    DIR *dir = opendir(path);
+    ck_assert_msg(dir != NULL, "cannot open %s", path);
+    size_t problems = 0;
+    *n_tables = 0;
+    for (struct dirent *e; (e = readdir(dir)) != NULL;) {
+        size_t n = strlen(e->d_name);
+        if (n < 4 || strcmp(e->d_name + n - 3, ".md") != 0)
+            continue;
+        char file[300];
+        snprintf(file, sizeof file, "docs/%s", e->d_name);
+        char first[512] = "";
+        size_t found = check_param_tables(ops, file, n_tables, first,
+                                          sizeof first);
+        if (found > 0 && problems == 0)
+            snprintf(problem, len, "%s", first);
+        problems += found;
+    }
+    closedir(dir);
+    return problems;
+}
+
+START_TEST(test_mechanism_params_documented)
+{
+    for (const ts_mechanism_ops *const *ops = ts_mechanism_all(); *ops != NULL;
+         ops++) {
+        size_t n_tables = 0;
+        char problem[512] = "";
+        size_t problems = check_all_param_tables(*ops, &n_tables, problem,
+                                                 sizeof problem);
+        ck_assert_msg(problems == 0, "%s", problem);
+        ck_assert_msg((*ops)->n_params == 0 || n_tables > 0,
+                      "no docs/*.md table of \"Parameters of mechanism "
+                      "`%s`\"", (*ops)->name);
+    }
+}
+END_TEST
+
+/* The check sees a row whose default moved, and a row the docs lack. */
+START_TEST(test_detects_an_undocumented_param_change)
+{
+    const ts_mechanism_ops *geoind = ts_mechanism_find("geoind");
+    ck_assert_uint_ge(geoind->n_params, 1);
+    ts_param_spec rows[64];
+    memcpy(rows, geoind->params, geoind->n_params * sizeof rows[0]);
+    ts_mechanism_ops altered = *geoind;
+    altered.params = rows;
+    rows[0].default_value = "12345";
+    size_t n_tables;
+    char problem[512] = "";
+    ck_assert_uint_gt(check_all_param_tables(&altered, &n_tables, problem,
+                                             sizeof problem), 0);
+    ck_assert_ptr_nonnull(strstr(problem, "12345"));
+    memcpy(rows, geoind->params, geoind->n_params * sizeof rows[0]);
+    rows[geoind->n_params] = rows[0];
+    rows[geoind->n_params].key = "undocumented_key";
+    altered.n_params = geoind->n_params + 1;
+    ck_assert_uint_gt(check_all_param_tables(&altered, &n_tables, problem,
+                                             sizeof problem), 0);
+    ck_assert_ptr_nonnull(strstr(problem, "undocumented_key"));
+}
+END_TEST
+
 int main(void)
 {
     Suite *suite = suite_create("settings_docs");
@@ -318,6 +483,8 @@ int main(void)
                   test_every_row_documented, test_docs_name_no_unknown_key,
                   test_every_row_in_shipped_conf,
                   test_shipped_conf_names_no_unknown_key,
-                  test_detects_a_wrong_default);
+                  test_detects_a_wrong_default,
+                  test_mechanism_params_documented,
+                  test_detects_an_undocumented_param_change);
     return ts_check_run(suite);
 }
