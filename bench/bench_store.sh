@@ -34,7 +34,7 @@ for run in $(seq "$RUNS"); do
         start_tail "$N"
         t0=$(ms)
         replay "$tmp/points.csv"
-        got=$(wait_tail)
+        wait_tail
         t1=$(ms)
         stop_server
         rate=$(awk -v n="$got" -v t="$((t1 - t0))" 'BEGIN { printf "%.0f", n / (t / 1000) }')

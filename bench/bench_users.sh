@@ -29,7 +29,7 @@ for run in $(seq "$RUNS"); do
         start_tail "$U"
         t0=$(ms)
         replay "$tmp/points.csv"
-        got=$(wait_tail)
+        wait_tail
         t1=$(ms)
         after=$(rss_kb "$daemon_pid")
         stop_server

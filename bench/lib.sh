@@ -35,7 +35,8 @@ median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] 
 
 # start_server PROGRAM [ARGS...]: the shipped configuration on ephemeral
 # loopback ports, deep queues so nothing is dropped at PUB/SUB high-water
-# marks, and a budget of 1000 points per user and window. Sets daemon_pid,
+# marks, a budget of 1000 points per user and window, and no backdate
+# bound (the generated points are from 2023). Sets daemon_pid,
 # input_ep, output_ep.
 start_server() {
     local program=$1
@@ -44,7 +45,7 @@ start_server() {
         -o 'input.endpoint=tcp://127.0.0.1:*' -o 'output.endpoint=tcp://127.0.0.1:*' \
         -o profiles.geoind.points_per_window=1000 \
         -o input.hwm=2000000 -o output.hwm=2000000 -o log.level=warn \
-        -o 'http.listen=127.0.0.1:0' "$@" 2>"$tmp/daemon.log" &
+        -o 'http.listen=127.0.0.1:0' -o input.max_backdate_s=0 "$@" 2>"$tmp/daemon.log" &
     daemon_pid=$!
     local ready=""
     for _ in $(seq 400); do
@@ -96,10 +97,12 @@ replay() {
       time "$build/tracesan" replay --connect "$input_ep" "$1" 2>"$tmp/replay.err" ) 2>"$tmp/replay.cpu"
 }
 
+# Waits for the tail and sets got to the points it received (not in $(...):
+# a subshell cannot wait for the tail).
 wait_tail() {
     wait "$tail_pid" || true
     tail_pid=""
-    echo $(( $(wc -l <"$tmp/tail.csv") - 1 ))
+    got=$(( $(wc -l <"$tmp/tail.csv") - 1 ))
 }
 
 cpu_of() { awk '{ printf "%.3f\n", $1 + $2 }' "$1"; }

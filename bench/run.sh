@@ -36,12 +36,12 @@ for run in $(seq "$RUNS"); do
         start_tail "$N"
         t0=$(ms)
         replay "$tmp/points.csv"
-        got=$(wait_tail)
+        wait_tail
         t1=$(ms)
         server_cpu=$(cpu_seconds "$daemon_pid")
         stop_server
         rate=$(awk -v n="$got" -v t="$((t1 - t0))" 'BEGIN { printf "%.0f", n / (t / 1000) }')
-        per_m() { awk -v c="$1" -v n="$got" 'BEGIN { printf "%.2f", n > 0 ? c * 1e6 / n : 0 }'; }
+        per_m() { awk -v c="$1" -v n="$got" 'BEGIN { printf "%.2f", (n > 0) ? c * 1e6 / n : 0 }'; }
         s=$(per_m "$server_cpu"); r=$(per_m "$(cpu_of "$tmp/replay.cpu")"); t=$(per_m "$(cpu_of "$tmp/tail.cpu")")
         echo "bench:   run $run $server: $got/$N points in $((t1 - t0)) ms: $rate points/s; CPU s per M points: server $s, replay $r, tail $t"
         [ "$got" -eq "$N" ] || echo "bench:   run $run $server: WARNING: $((N - got)) points missing"
