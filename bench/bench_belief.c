@@ -51,7 +51,7 @@
 #include "inference/markov.h"
 #include "inference/model_file.h"
 #include "mechanisms/delta_privacy.h"
-#include "mechanisms/geo.h"
+#include "geometry/geo.h"
 #include "mechanisms/lm_delta.h"
 #include "mechanisms/mechanism.h"
 #include "mechanisms/pim.h"
@@ -145,7 +145,7 @@ static int synthetic_model(ts_grid *grid, ts_learned *learned, ts_rng *rng)
         double heading = ts_rng_angle(rng);
         for (uint32_t k = 0; k < steps; k++) {
             ts_learn_point p = {.user = u, .ts_s = 1.2e9 + 60.0 * k};
-            ts_grid_unproject(grid, (pim_vec2){x, y}, &p.lat, &p.lon);
+            ts_grid_unproject(grid, (ts_vec2){x, y}, &p.lat, &p.lon);
             pts[n++] = p;
             if (ts_rng_uniform_open(rng) < 0.3)
                 continue; /* pause */
@@ -191,7 +191,7 @@ static void run(const char *name, int use_pim, const ts_grid *grid,
                                                       capacity);
     ts_belief *b = malloc(ts_belief_bytes(capacity));
     uint32_t *set = malloc(capacity * sizeof *set);
-    pim_vec2 *centres = malloc(capacity * sizeof *centres);
+    ts_vec2 *centres = malloc(capacity * sizeof *centres);
     run_stats s = {0};
     double **cols[] = {&s.total, &s.prior, &s.dset, &s.build, &s.sample,
                        &s.post, &s.support, &s.set_size};
@@ -207,8 +207,8 @@ static void run(const char *name, int use_pim, const ts_grid *grid,
         /* The user moves one tick, and is somewhere inside the cell. */
         if (t > 0)
             truth_cell = sample_next(model, truth_cell, rng);
-        pim_vec2 c = ts_grid_cell_centre(grid, truth_cell);
-        pim_vec2 truth = {
+        ts_vec2 c = ts_grid_cell_centre(grid, truth_cell);
+        ts_vec2 truth = {
             c.x + (ts_rng_uniform_open(rng) - 0.5) * grid->cell_m,
             c.y + (ts_rng_uniform_open(rng) - 0.5) * grid->cell_m};
 
@@ -218,7 +218,7 @@ static void run(const char *name, int use_pim, const ts_grid *grid,
         if (rc == TS_BELIEF_RESET)
             s.resets++;
         size_t n = ts_belief_delta_set(b, delta, 1.0, set, ws);
-        pim_vec2 released = truth;
+        ts_vec2 released = truth;
         if (!ts_delta_set_contains(set, n, truth_cell)) {
             uint32_t sur;
             ts_delta_set_surrogate(grid, set, n, truth, &sur);
@@ -227,7 +227,7 @@ static void run(const char *name, int use_pim, const ts_grid *grid,
         }
         ts_grid_cell_centres(grid, set, n, centres);
         double t2 = now_us();
-        pim_vec2 z;
+        ts_vec2 z;
         double scale = 0.0;
         if (use_pim) {
             rc = pim_context_build(&pim, centres, n, grid->cell_m);

@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "daemon/users.h"
-#include "mechanisms/geo.h"
+#include "geometry/geo.h"
 
 /* Largest accepted timestamp: 9999-12-31T23:59:59.999Z. Bounding it keeps
  * window arithmetic (start + window length) far from int64 overflow. */

@@ -5,7 +5,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "mechanisms/lm_delta.h"
 
 struct ts_belief_workspace {
     ts_markov_workspace product;
@@ -449,14 +448,14 @@ int ts_delta_set_contains(const uint32_t *cells, size_t n, uint32_t cell)
 }
 
 int ts_delta_set_surrogate(const ts_grid *grid, const uint32_t *cells,
-                           size_t n, pim_vec2 truth, uint32_t *surrogate)
+                           size_t n, ts_vec2 truth, uint32_t *surrogate)
 {
     if (n == 0 || !isfinite(truth.x) || !isfinite(truth.y))
         return -1;
     uint32_t best = 0;
     double best_d2 = INFINITY;
     for (size_t i = 0; i < n; i++) {
-        pim_vec2 c = ts_grid_cell_centre(grid, cells[i]);
+        ts_vec2 c = ts_grid_cell_centre(grid, cells[i]);
         double dx = c.x - truth.x, dy = c.y - truth.y;
         double d2 = dx * dx + dy * dy;
         /* Masks, not branches (a ternary here compiles to jumps), so the
@@ -479,7 +478,7 @@ int ts_delta_set_surrogate(const ts_grid *grid, const uint32_t *cells,
 
 /* -------------------------------------------------------------- posterior */
 
-int ts_belief_posterior(ts_belief *b, const ts_grid *grid, pim_vec2 z,
+int ts_belief_posterior(ts_belief *b, const ts_grid *grid, ts_vec2 z,
                         ts_log_emission_fn log_emission,
                         const void *emission_ctx,
                         const ts_belief_params *params,
@@ -553,23 +552,4 @@ int ts_belief_posterior(ts_belief *b, const ts_grid *grid, pim_vec2 z,
     if (certified != NULL)
         *certified = factor * kept;
     return TS_BELIEF_UPDATED;
-}
-
-ts_pim_emission ts_pim_emission_make(const pim_context *pim, double eps)
-{
-    return (ts_pim_emission){.pim = pim, .eps = eps,
-                             .log_norm = pim_log_norm(pim, eps)};
-}
-
-double ts_pim_log_emission(const void *ctx, pim_vec2 z, pim_vec2 s)
-{
-    const ts_pim_emission *e = ctx;
-    return e->log_norm -
-           e->eps * pim_k_norm(e->pim, (pim_vec2){z.x - s.x, z.y - s.y});
-}
-
-double ts_lm_log_emission(const void *ctx, pim_vec2 z, pim_vec2 s)
-{
-    const ts_lm_emission *e = ctx;
-    return lm_delta_log_density(e->scale, z, s);
 }

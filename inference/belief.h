@@ -67,8 +67,7 @@
 
 #include "inference/grid.h"
 #include "inference/markov.h"
-#include "mechanisms/pim.h"
-#include "mechanisms/polygon.h"
+#include "geometry/plane.h"
 
 #define TS_BELIEF_MAX_CAPACITY (1u << 20)
 /* Relative slack of the delta-set mass test (see above). */
@@ -166,39 +165,21 @@ int ts_delta_set_contains(const uint32_t *cells, size_t n, uint32_t cell);
  * -1 when n == 0 or truth is not finite. O(n), the same work wherever truth
  * lies; the release runs it whether or not the point drifted. */
 int ts_delta_set_surrogate(const ts_grid *grid, const uint32_t *cells,
-                           size_t n, pim_vec2 truth, uint32_t *surrogate);
+                           size_t n, ts_vec2 truth, uint32_t *surrogate);
 
 /* log Pr(z | s) per square metre for a release z when the user is at s
  * (metres). Must be a pure function of its arguments. */
-typedef double (*ts_log_emission_fn)(const void *ctx, pim_vec2 z,
-                                     pim_vec2 s);
+typedef double (*ts_log_emission_fn)(const void *ctx, ts_vec2 z,
+                                     ts_vec2 s);
 
 /* Posterior of Equation (1), in place, pruned with params->prune_threshold.
  * Returns TS_BELIEF_UPDATED, TS_BELIEF_UNINFORMATIVE (belief unchanged) or
  * TS_BELIEF_ERROR (empty belief, non-finite z, NaN or +inf likelihood;
  * belief unchanged). O(count) emission calls. */
-int ts_belief_posterior(ts_belief *belief, const ts_grid *grid, pim_vec2 z,
+int ts_belief_posterior(ts_belief *belief, const ts_grid *grid, ts_vec2 z,
                         ts_log_emission_fn log_emission,
                         const void *emission_ctx,
                         const ts_belief_params *params,
                         ts_belief_workspace *ws, double *certified);
-
-/* Emission adaptors. PIM (Section 5.3): pim_log_density of a context built
- * on the SAME delta-set that released z, with the same epsilon; make it
- * with ts_pim_emission_make, which computes the normalising constant once
- * for the whole posterior. LM-delta: lm_delta_log_density with the scale
- * used for the release. */
-typedef struct ts_pim_emission {
-    const pim_context *pim;
-    double eps;
-    double log_norm;         /* pim_log_norm(pim, eps) */
-} ts_pim_emission;
-ts_pim_emission ts_pim_emission_make(const pim_context *pim, double eps);
-double ts_pim_log_emission(const void *ctx, pim_vec2 z, pim_vec2 s);
-
-typedef struct ts_lm_emission {
-    double scale;
-} ts_lm_emission;
-double ts_lm_log_emission(const void *ctx, pim_vec2 z, pim_vec2 s);
 
 #endif

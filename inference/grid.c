@@ -5,7 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "mechanisms/geo.h"
+#include "geometry/geo.h"
 
 #define DEG_TO_RAD (M_PI / 180.0)
 
@@ -55,8 +55,8 @@ int ts_grid_init(ts_grid *grid, double lat_min, double lon_min,
                  100.0 * TS_GRID_MAX_DISTORTION);
         return ts_fail(err, errlen, "%s", message);
     }
-    pim_vec2 sw = ts_grid_project(&g, lat_min, lon_min);
-    pim_vec2 ne = ts_grid_project(&g, lat_max, lon_max);
+    ts_vec2 sw = ts_grid_project(&g, lat_min, lon_min);
+    ts_vec2 ne = ts_grid_project(&g, lat_max, lon_max);
     g.x_min = sw.x;
     g.y_min = sw.y;
     double cols = ceil((ne.x - sw.x) / cell_m);
@@ -82,16 +82,16 @@ double ts_grid_distortion(const ts_grid *grid)
     return distortion_of(grid->lat_min, grid->lat_max, grid->cos_lat0);
 }
 
-pim_vec2 ts_grid_project(const ts_grid *grid, double lat, double lon)
+ts_vec2 ts_grid_project(const ts_grid *grid, double lat, double lon)
 {
-    pim_vec2 xy = {
+    ts_vec2 xy = {
         TS_EARTH_RADIUS_M * (lon - grid->lon0) * DEG_TO_RAD * grid->cos_lat0,
         TS_EARTH_RADIUS_M * (lat - grid->lat0) * DEG_TO_RAD,
     };
     return xy;
 }
 
-void ts_grid_unproject(const ts_grid *grid, pim_vec2 xy, double *lat,
+void ts_grid_unproject(const ts_grid *grid, ts_vec2 xy, double *lat,
                        double *lon)
 {
     double la = grid->lat0 + xy.y / (TS_EARTH_RADIUS_M * DEG_TO_RAD);
@@ -123,14 +123,14 @@ int ts_grid_cell_of_latlon(const ts_grid *grid, double lat, double lon,
     if (!(lat >= grid->lat_min && lat <= grid->lat_max &&
           lon >= grid->lon_min && lon <= grid->lon_max))
         return -1;
-    pim_vec2 xy = ts_grid_project(grid, lat, lon);
+    ts_vec2 xy = ts_grid_project(grid, lat, lon);
     uint32_t col = cell_offset(xy.x - grid->x_min, grid->cell_m, grid->cols);
     uint32_t row = cell_offset(xy.y - grid->y_min, grid->cell_m, grid->rows);
     *cell = row * grid->cols + col;
     return 0;
 }
 
-int ts_grid_cell_of_xy(const ts_grid *grid, pim_vec2 xy, uint32_t *cell)
+int ts_grid_cell_of_xy(const ts_grid *grid, ts_vec2 xy, uint32_t *cell)
 {
     double fx = (xy.x - grid->x_min) / grid->cell_m;
     double fy = (xy.y - grid->y_min) / grid->cell_m;
@@ -150,7 +150,7 @@ void ts_grid_cell_centre_latlon(const ts_grid *grid, uint32_t cell,
 }
 
 void ts_grid_cell_centres(const ts_grid *grid, const uint32_t *cells,
-                          size_t n, pim_vec2 *out)
+                          size_t n, ts_vec2 *out)
 {
     for (size_t i = 0; i < n; i++)
         out[i] = ts_grid_cell_centre(grid, cells[i]);

@@ -5,7 +5,7 @@
  *     x = R * (lon - lon0) * cos(lat0),   y = R * (lat - lat0)
  * with angles in radians, (lat0, lon0) the centre of the box and
  * R = TS_EARTH_RADIUS_M (6371008.8 m, the IUGG mean radius also used by
- * mechanisms/geo.h). Metres in this plane are what PIM and LM-delta work in.
+ * geometry/geo.h). Metres in this plane are what PIM and LM-delta work in.
  *
  * Distortion. North-south distances are exact on the sphere. East-west
  * distances at latitude lat are scaled by cos(lat0) / cos(lat), i.e. off by
@@ -31,7 +31,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "mechanisms/polygon.h"
+#include "geometry/plane.h"
 
 /* Largest relative east-west scale error a box may have (10 %): beyond it
  * cells stop being squares in any useful sense. */
@@ -65,8 +65,8 @@ double ts_grid_distortion(const ts_grid *grid);
 /* Degrees to metres of the plane and back. Unprojection of points far
  * outside the box (released noise can land anywhere) clamps the latitude to
  * [-90, 90] and normalises the longitude to [-180, 180); NaN in, NaN out. */
-pim_vec2 ts_grid_project(const ts_grid *grid, double lat, double lon);
-void ts_grid_unproject(const ts_grid *grid, pim_vec2 xy, double *lat,
+ts_vec2 ts_grid_project(const ts_grid *grid, double lat, double lon);
+void ts_grid_unproject(const ts_grid *grid, ts_vec2 xy, double *lat,
                        double *lon);
 
 /* Cell of a point: 0 and *cell set when inside the box, -1 when outside or
@@ -76,7 +76,7 @@ int ts_grid_cell_of_latlon(const ts_grid *grid, double lat, double lon,
 /* Cell of a point of the plane: inside the cell rectangle
  * [x_min, x_min + cols * cell_m) x [y_min, y_min + rows * cell_m), which
  * may extend past the box. */
-int ts_grid_cell_of_xy(const ts_grid *grid, pim_vec2 xy, uint32_t *cell);
+int ts_grid_cell_of_xy(const ts_grid *grid, ts_vec2 xy, uint32_t *cell);
 
 static inline uint32_t ts_grid_cell_col(const ts_grid *grid, uint32_t cell)
 {
@@ -97,9 +97,9 @@ static inline uint32_t ts_grid_cell_index(const ts_grid *grid, uint32_t row,
 
 /* Centre of a cell in metres of the plane and in degrees (the caller keeps
  * cell < cell_count). */
-static inline pim_vec2 ts_grid_cell_centre(const ts_grid *grid, uint32_t cell)
+static inline ts_vec2 ts_grid_cell_centre(const ts_grid *grid, uint32_t cell)
 {
-    pim_vec2 c = {
+    ts_vec2 c = {
         grid->x_min + ((double)(cell % grid->cols) + 0.5) * grid->cell_m,
         grid->y_min + ((double)(cell / grid->cols) + 0.5) * grid->cell_m,
     };
@@ -110,6 +110,6 @@ void ts_grid_cell_centre_latlon(const ts_grid *grid, uint32_t cell,
 
 /* Centres of n cells, for pim_context_build and lm_delta_sensitivity. */
 void ts_grid_cell_centres(const ts_grid *grid, const uint32_t *cells,
-                          size_t n, pim_vec2 *out);
+                          size_t n, ts_vec2 *out);
 
 #endif

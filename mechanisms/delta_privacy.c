@@ -11,7 +11,7 @@
 #include "inference/grid.h"
 #include "inference/markov.h"
 #include "inference/model_file.h"
-#include "mechanisms/geo.h"
+#include "geometry/geo.h"
 #include "mechanisms/lm_delta.h"
 #include "mechanisms/pim.h"
 
@@ -60,7 +60,7 @@ typedef struct delta_profile {
     ts_belief_workspace *ws;
     ts_belief *work_belief;      /* the candidate state of a release */
     uint32_t *cells;             /* the delta-set, capacity entries */
-    pim_vec2 *centres;
+    ts_vec2 *centres;
     pim_context *pim;
 } delta_profile;
 
@@ -340,7 +340,7 @@ static int public_step_finish(const delta_profile *p,
         : (const void *)&step->lm_emission;
     /* The posterior sees exactly what an observer sees: the snapped
      * published point, projected back to the plane. */
-    pim_vec2 published = ts_grid_project(&p->model->grid, lat, lon);
+    ts_vec2 published = ts_grid_project(&p->model->grid, lat, lon);
     double certified = step->certified;
     if (ts_belief_posterior(belief, &p->model->grid, published,
                             step->emission, emission_ctx, &p->belief_params,
@@ -379,7 +379,7 @@ static int locate(const delta_profile *p, const public_step *step,
                                          truth->lon, &cell) < 0;
     int member = ts_delta_set_contains(p->cells, step->n, cell);
     *drift = outside | !member;
-    pim_vec2 projected = ts_grid_project(&p->model->grid, truth->lat,
+    ts_vec2 projected = ts_grid_project(&p->model->grid, truth->lat,
                                          truth->lon);
     return ts_delta_set_surrogate(&p->model->grid, p->cells, step->n,
                                   projected, surrogate);
@@ -425,14 +425,14 @@ static ts_release_status delta_release(const void *opaque, void *user_state,
     uint32_t surrogate;
     if (locate(p, &step, truth, &drift, &surrogate) < 0)
         return TS_RELEASE_ERROR;
-    pim_vec2 projected = ts_grid_project(grid, truth->lat, truth->lon);
-    pim_vec2 substitute = ts_grid_cell_centre(grid, surrogate);
-    pim_vec2 released = {
+    ts_vec2 projected = ts_grid_project(grid, truth->lat, truth->lon);
+    ts_vec2 substitute = ts_grid_cell_centre(grid, surrogate);
+    ts_vec2 released = {
         .x = drift ? substitute.x : projected.x,
         .y = drift ? substitute.y : projected.y,
     };
 
-    pim_vec2 z;
+    ts_vec2 z;
     if (p->kind == NOISE_PIM) {
         if (pim_sample(p->pim, released, p->epsilon, rng, &z) < 0)
             return TS_RELEASE_ERROR;

@@ -5,7 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "mechanisms/geo.h"
+#include "geometry/geo.h"
 #include "mechanisms/planar_laplace.h"
 
 typedef struct geoind_profile {

@@ -4,12 +4,12 @@
 #include <string.h>
 
 /* > 0 when o -> a -> b turns left (counter-clockwise). */
-static double turn(pim_vec2 o, pim_vec2 a, pim_vec2 b)
+static double turn(ts_vec2 o, ts_vec2 a, ts_vec2 b)
 {
     return (a.x - o.x) * (b.y - o.y) - (a.y - o.y) * (b.x - o.x);
 }
 
-static inline int lex_less(pim_vec2 a, pim_vec2 b)
+static inline int lex_less(ts_vec2 a, ts_vec2 b)
 {
     return a.x < b.x || (a.x == b.x && a.y < b.y);
 }
@@ -18,13 +18,13 @@ static inline int lex_less(pim_vec2 a, pim_vec2 b)
  * of 8 by insertion, then bottom-up merges. Here rather than qsort, whose
  * indirect comparisons cost more than the hull itself; the order is total
  * on finite points with -0.0 normalised, so the result is the same. */
-static void sort_lexicographic(pim_vec2 *v, size_t n, pim_vec2 *tmp)
+static void sort_lexicographic(ts_vec2 *v, size_t n, ts_vec2 *tmp)
 {
     const size_t run = 8;
     for (size_t lo = 0; lo < n; lo += run) {
         size_t hi = lo + run < n ? lo + run : n;
         for (size_t i = lo + 1; i < hi; i++) {
-            pim_vec2 e = v[i];
+            ts_vec2 e = v[i];
             size_t j = i;
             while (j > lo && lex_less(e, v[j - 1])) {
                 v[j] = v[j - 1];
@@ -33,7 +33,7 @@ static void sort_lexicographic(pim_vec2 *v, size_t n, pim_vec2 *tmp)
             v[j] = e;
         }
     }
-    pim_vec2 *from = v, *to = tmp;
+    ts_vec2 *from = v, *to = tmp;
     for (size_t width = run; width < n; width *= 2) {
         for (size_t lo = 0; lo < n; lo += 2 * width) {
             size_t mid = lo + width < n ? lo + width : n;
@@ -46,7 +46,7 @@ static void sort_lexicographic(pim_vec2 *v, size_t n, pim_vec2 *tmp)
             while (j < hi)
                 to[k++] = from[j++];
         }
-        pim_vec2 *t = from;
+        ts_vec2 *t = from;
         from = to;
         to = t;
     }
@@ -55,16 +55,16 @@ static void sort_lexicographic(pim_vec2 *v, size_t n, pim_vec2 *tmp)
 }
 
 /* Rotate v[0..n) left by `by` places in place (three reversals). */
-static void reverse(pim_vec2 *v, size_t lo, size_t hi)
+static void reverse(ts_vec2 *v, size_t lo, size_t hi)
 {
     while (lo + 1 < hi) {
-        pim_vec2 t = v[lo];
+        ts_vec2 t = v[lo];
         v[lo++] = v[--hi];
         v[hi] = t;
     }
 }
 
-static void rotate_to_smallest(pim_vec2 *v, size_t n)
+static void rotate_to_smallest(ts_vec2 *v, size_t n)
 {
     size_t best = 0;
     for (size_t i = 1; i < n; i++)
@@ -85,12 +85,12 @@ static void rotate_to_smallest(pim_vec2 *v, size_t n)
  * cells, so mostly its rim is left for the sort. Points within 1e-9 of the
  * extent of Q's edges are kept, a margin far above rounding, so the hull
  * is the one of all the points. Points must be finite. */
-static size_t drop_interior_points(pim_vec2 *v, size_t n)
+static size_t drop_interior_points(ts_vec2 *v, size_t n)
 {
     if (n < 16)
         return n;
     /* Directions at multiples of 45 degrees, counter-clockwise from -y. */
-    static const pim_vec2 dirs[8] = {{0, -1}, {1, -1}, {1, 0}, {1, 1},
+    static const ts_vec2 dirs[8] = {{0, -1}, {1, -1}, {1, 0}, {1, 1},
                                      {0, 1},  {-1, 1}, {-1, 0}, {-1, -1}};
     size_t best[8] = {0};
     double top[8];
@@ -98,7 +98,7 @@ static size_t drop_interior_points(pim_vec2 *v, size_t n)
         top[d] = -INFINITY;
     double x_lo = INFINITY, x_hi = -INFINITY, y_lo = INFINITY, y_hi = -INFINITY;
     for (size_t i = 0; i < n; i++) {
-        pim_vec2 p = v[i];
+        ts_vec2 p = v[i];
         x_lo = fmin(x_lo, p.x);
         x_hi = fmax(x_hi, p.x);
         y_lo = fmin(y_lo, p.y);
@@ -111,10 +111,10 @@ static size_t drop_interior_points(pim_vec2 *v, size_t n)
             }
         }
     }
-    pim_vec2 q[8];
+    ts_vec2 q[8];
     size_t qn = 0;
     for (int d = 0; d < 8; d++) {
-        pim_vec2 p = v[best[d]];
+        ts_vec2 p = v[best[d]];
         if (qn == 0 || p.x != q[qn - 1].x || p.y != q[qn - 1].y)
             q[qn++] = p;
     }
@@ -125,7 +125,7 @@ static size_t drop_interior_points(pim_vec2 *v, size_t n)
     double span = fmax(x_hi - x_lo, y_hi - y_lo);
     double margin[8];
     for (size_t e = 0; e < qn; e++) {
-        pim_vec2 a = q[e], b = q[(e + 1) % qn];
+        ts_vec2 a = q[e], b = q[(e + 1) % qn];
         margin[e] = 1e-9 * span * fmax(fabs(b.x - a.x), fabs(b.y - a.y));
     }
     size_t m = 0;
@@ -139,7 +139,7 @@ static size_t drop_interior_points(pim_vec2 *v, size_t n)
     return m;
 }
 
-size_t pim_convex_hull(pim_vec2 *points, size_t n, pim_vec2 *hull)
+size_t pim_convex_hull(ts_vec2 *points, size_t n, ts_vec2 *hull)
 {
     if (n == 0)
         return 0;
@@ -184,13 +184,13 @@ size_t pim_convex_hull(pim_vec2 *points, size_t n, pim_vec2 *hull)
 
 /* Angular order of edge directions in [0, 2 pi) without atan2: upper half
  * (angle in [0, pi)) first, then by cross product within a half. */
-static int upper_half(pim_vec2 d)
+static int upper_half(ts_vec2 d)
 {
     return d.y > 0.0 || (d.y == 0.0 && d.x > 0.0);
 }
 
 /* -1, 0, 1 as the angle of a is smaller, equal, larger than that of b. */
-static int angle_compare(pim_vec2 a, pim_vec2 b)
+static int angle_compare(ts_vec2 a, ts_vec2 b)
 {
     int ha = upper_half(a), hb = upper_half(b);
     if (ha != hb)
@@ -202,7 +202,7 @@ static int angle_compare(pim_vec2 a, pim_vec2 b)
 /* Index of the vertex with the smallest y (then smallest x) of sign * v:
  * the walk along the boundary from there visits edges in increasing angle
  * from 0 to 2 pi. */
-static size_t bottom_index(const pim_vec2 *v, size_t n, double sign)
+static size_t bottom_index(const ts_vec2 *v, size_t n, double sign)
 {
     size_t best = 0;
     for (size_t i = 1; i < n; i++) {
@@ -214,44 +214,44 @@ static size_t bottom_index(const pim_vec2 *v, size_t n, double sign)
 }
 
 typedef struct chain {
-    const pim_vec2 *v;
+    const ts_vec2 *v;
     size_t n, start, edges;
     double sign;
 } chain;
 
-static chain chain_of(const pim_vec2 *v, size_t n, double sign)
+static chain chain_of(const ts_vec2 *v, size_t n, double sign)
 {
     return (chain){v, n, bottom_index(v, n, sign), n >= 2 ? n : 0, sign};
 }
 
 /* Vertex reached after `step` edges, without the sign applied. */
-static pim_vec2 chain_vertex(const chain *c, size_t step)
+static ts_vec2 chain_vertex(const chain *c, size_t step)
 {
     return c->v[(c->start + step) % c->n];
 }
 
-static pim_vec2 chain_edge(const chain *c, size_t step)
+static ts_vec2 chain_edge(const chain *c, size_t step)
 {
-    pim_vec2 a = chain_vertex(c, step), b = chain_vertex(c, step + 1);
+    ts_vec2 a = chain_vertex(c, step), b = chain_vertex(c, step + 1);
     /* For sign -1 this is a - b: the exact negation of b - a. */
-    return c->sign > 0 ? (pim_vec2){b.x - a.x, b.y - a.y}
-                       : (pim_vec2){a.x - b.x, a.y - b.y};
+    return c->sign > 0 ? (ts_vec2){b.x - a.x, b.y - a.y}
+                       : (ts_vec2){a.x - b.x, a.y - b.y};
 }
 
 /* P + sign * Q by merging the two edge sequences. Each output vertex is
  * formed by a single addition or subtraction of two input vertices, never
  * by accumulating edges, so rounding does not build up around the loop. */
-static size_t merge(const pim_vec2 *p, size_t np, const pim_vec2 *q, size_t nq,
-                    double sign, pim_vec2 *out)
+static size_t merge(const ts_vec2 *p, size_t np, const ts_vec2 *q, size_t nq,
+                    double sign, ts_vec2 *out)
 {
     if (np == 0 || nq == 0)
         return 0;
     chain cp = chain_of(p, np, 1.0), cq = chain_of(q, nq, sign);
     size_t i = 0, j = 0, count = 0;
     for (;;) {
-        pim_vec2 a = chain_vertex(&cp, i), b = chain_vertex(&cq, j);
-        out[count++] = sign > 0 ? (pim_vec2){a.x + b.x, a.y + b.y}
-                                : (pim_vec2){a.x - b.x, a.y - b.y};
+        ts_vec2 a = chain_vertex(&cp, i), b = chain_vertex(&cq, j);
+        out[count++] = sign > 0 ? (ts_vec2){a.x + b.x, a.y + b.y}
+                                : (ts_vec2){a.x - b.x, a.y - b.y};
         if (i == cp.edges && j == cq.edges)
             break;
         int order;
@@ -274,13 +274,13 @@ static size_t merge(const pim_vec2 *p, size_t np, const pim_vec2 *q, size_t nq,
     return count;
 }
 
-size_t pim_minkowski_sum(const pim_vec2 *p, size_t np, const pim_vec2 *q,
-                         size_t nq, pim_vec2 *sum)
+size_t pim_minkowski_sum(const ts_vec2 *p, size_t np, const ts_vec2 *q,
+                         size_t nq, ts_vec2 *sum)
 {
     return merge(p, np, q, nq, 1.0, sum);
 }
 
-size_t pim_sensitivity_hull(const pim_vec2 *hull, size_t h, pim_vec2 *k)
+size_t pim_sensitivity_hull(const ts_vec2 *hull, size_t h, ts_vec2 *k)
 {
     return merge(hull, h, hull, h, -1.0, k);
 }

@@ -2,7 +2,7 @@
 
 #include <math.h>
 
-int lm_delta_sensitivity(const pim_vec2 *centres, size_t n, double cell_m,
+int lm_delta_sensitivity(const ts_vec2 *centres, size_t n, double cell_m,
                          double *delta_x, double *delta_y)
 {
     if (n == 0 || !(cell_m > 0.0) || !isfinite(cell_m))
@@ -33,12 +33,12 @@ double lm_delta_scale(double delta_x, double delta_y, double eps)
     return isfinite(scale) ? scale : NAN;
 }
 
-int lm_delta_sample(pim_vec2 released, double scale, ts_rng *rng, pim_vec2 *z)
+int lm_delta_sample(ts_vec2 released, double scale, ts_rng *rng, ts_vec2 *z)
 {
     if (!(scale > 0.0) || !isfinite(scale) || !isfinite(released.x) ||
         !isfinite(released.y))
         return -1;
-    pim_vec2 out = {released.x + ts_rng_laplace(rng, scale),
+    ts_vec2 out = {released.x + ts_rng_laplace(rng, scale),
                     released.y + ts_rng_laplace(rng, scale)};
     if (!isfinite(out.x) || !isfinite(out.y))
         return -1;
@@ -46,14 +46,20 @@ int lm_delta_sample(pim_vec2 released, double scale, ts_rng *rng, pim_vec2 *z)
     return 0;
 }
 
-double lm_delta_log_density(double scale, pim_vec2 z, pim_vec2 s)
+double lm_delta_log_density(double scale, ts_vec2 z, ts_vec2 s)
 {
     if (!(scale > 0.0) || !isfinite(scale))
         return NAN;
     return -2.0 * log(2.0 * scale) - (fabs(z.x - s.x) + fabs(z.y - s.y)) / scale;
 }
 
-double lm_delta_density(double scale, pim_vec2 z, pim_vec2 s)
+double lm_delta_density(double scale, ts_vec2 z, ts_vec2 s)
 {
     return exp(lm_delta_log_density(scale, z, s));
+}
+
+double ts_lm_log_emission(const void *ctx, ts_vec2 z, ts_vec2 s)
+{
+    const ts_lm_emission *e = ctx;
+    return lm_delta_log_density(e->scale, z, s);
 }

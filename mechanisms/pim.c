@@ -32,7 +32,7 @@ static int reserve(pim_context *ctx, size_t n)
     if (n <= ctx->capacity)
         return 0;
     /* 3n scratch: n sorted centres followed by the 2n hull stack. */
-    if (n > (SIZE_MAX / sizeof(pim_vec2) - 8) / 3)
+    if (n > (SIZE_MAX / sizeof(ts_vec2) - 8) / 3)
         return -1;
     pim_context_free(ctx);
     ctx->scratch = malloc(3 * n * sizeof *ctx->scratch);
@@ -51,7 +51,7 @@ static int reserve(pim_context *ctx, size_t n)
     return 0;
 }
 
-static int build(pim_context *ctx, const pim_vec2 *centres, size_t n,
+static int build(pim_context *ctx, const ts_vec2 *centres, size_t n,
                  double cell_m)
 {
     if (n == 0 || !(cell_m > 0.0) || !isfinite(cell_m))
@@ -59,7 +59,7 @@ static int build(pim_context *ctx, const pim_vec2 *centres, size_t n,
     if (reserve(ctx, n) != 0)
         return -1;
 
-    pim_vec2 *sorted = ctx->scratch, *stack = ctx->scratch + n;
+    ts_vec2 *sorted = ctx->scratch, *stack = ctx->scratch + n;
     memcpy(sorted, centres, n * sizeof *sorted);
     size_t centre_count = pim_convex_hull(sorted, n, stack);
     if (centre_count == 0)
@@ -69,7 +69,7 @@ static int build(pim_context *ctx, const pim_vec2 *centres, size_t n,
      * the 4n corners, in O(h) instead of sorting 4n points, and without
      * near-duplicate corners of neighbouring cells. */
     double half = 0.5 * cell_m;
-    const pim_vec2 square[4] = {
+    const ts_vec2 square[4] = {
         {-half, -half}, {half, -half}, {half, half}, {-half, half}};
     ctx->hull_count = pim_minkowski_sum(stack, centre_count, square, 4, ctx->hull);
     size_t count = pim_sensitivity_hull(ctx->hull, ctx->hull_count, ctx->k);
@@ -80,12 +80,12 @@ static int build(pim_context *ctx, const pim_vec2 *centres, size_t n,
     if (pim_polygon_second_moment(ctx->k, count, &ctx->moment) != 0 ||
         pim_isotropic_transform(ctx->moment, &ctx->transform, &ctx->inverse) != 0)
         return -1;
-    ctx->det_transform = pim_mat2_det(ctx->transform);
+    ctx->det_transform = ts_mat2_det(ctx->transform);
 
     /* T is symmetric positive definite, so it preserves orientation and
      * K_I stays counter-clockwise and convex. */
     for (size_t i = 0; i < count; i++)
-        ctx->k_iso[i] = pim_mat2_apply(ctx->transform, ctx->k[i]);
+        ctx->k_iso[i] = ts_mat2_apply(ctx->transform, ctx->k[i]);
     if (pim_polygon_fan_table(ctx->k_iso, count, ctx->k_iso_fan) != 0 ||
         pim_gauge_prepare(ctx->k_iso, count, ctx->k_iso_forms) != 0)
         return -1;
@@ -96,10 +96,10 @@ static int build(pim_context *ctx, const pim_vec2 *centres, size_t n,
     /* The gauge's forms pulled back to metres, ||T v||_{K_I} =
      * max_i f_i . T v = max_i (T^T f_i) . v, so that a norm (evaluated for
      * every belief cell in a posterior) skips the transform. */
-    pim_mat2 t = ctx->transform;
+    ts_mat2 t = ctx->transform;
     for (size_t i = 0; i < count; i++) {
-        pim_vec2 f = ctx->k_iso_forms[i];
-        ctx->k_forms[i] = (pim_vec2){t.a * f.x + t.c * f.y,
+        ts_vec2 f = ctx->k_iso_forms[i];
+        ctx->k_forms[i] = (ts_vec2){t.a * f.x + t.c * f.y,
                                      t.b * f.x + t.d * f.y};
     }
     /* K is centrally symmetric (vertex i + count/2 = -vertex i exactly,
@@ -116,7 +116,7 @@ static int build(pim_context *ctx, const pim_vec2 *centres, size_t n,
     return 0;
 }
 
-int pim_context_build(pim_context *ctx, const pim_vec2 *centres, size_t n,
+int pim_context_build(pim_context *ctx, const ts_vec2 *centres, size_t n,
                       double cell_m)
 {
     ctx->k_count = 0;
@@ -133,16 +133,16 @@ static int usable(const pim_context *ctx, double eps)
     return ctx->k_count >= 4 && eps > 0.0 && isfinite(eps);
 }
 
-int pim_sample(const pim_context *ctx, pim_vec2 released, double eps,
-               ts_rng *rng, pim_vec2 *z)
+int pim_sample(const pim_context *ctx, ts_vec2 released, double eps,
+               ts_rng *rng, ts_vec2 *z)
 {
     if (!usable(ctx, eps) || !isfinite(released.x) || !isfinite(released.y))
         return -1;
-    pim_vec2 direction = pim_uniform_in_polygon(ctx->k_iso, ctx->k_count,
+    ts_vec2 direction = pim_uniform_in_polygon(ctx->k_iso, ctx->k_count,
                                                 ctx->k_iso_fan, rng);
     double radius = ts_rng_gamma_int(rng, 3, 1.0 / eps);
-    pim_vec2 offset = pim_mat2_apply(ctx->inverse, direction);
-    pim_vec2 out = {released.x + radius * offset.x, released.y + radius * offset.y};
+    ts_vec2 offset = ts_mat2_apply(ctx->inverse, direction);
+    ts_vec2 out = {released.x + radius * offset.x, released.y + radius * offset.y};
     if (!isfinite(out.x) || !isfinite(out.y))
         return -1;
     *z = out;
@@ -159,7 +159,7 @@ double pim_log_norm(const pim_context *ctx, double eps)
     return 2.0 * log(eps) + ctx->log_norm_unit;
 }
 
-double pim_k_norm(const pim_context *ctx, pim_vec2 v)
+double pim_k_norm(const pim_context *ctx, ts_vec2 v)
 {
     if (ctx->k_count < 4)
         return NAN;
@@ -173,16 +173,29 @@ double pim_k_norm(const pim_context *ctx, pim_vec2 v)
     return best;
 }
 
-double pim_log_density(const pim_context *ctx, double eps, pim_vec2 z,
-                       pim_vec2 s)
+double pim_log_density(const pim_context *ctx, double eps, ts_vec2 z,
+                       ts_vec2 s)
 {
     if (!usable(ctx, eps))
         return NAN;
-    pim_vec2 d = {z.x - s.x, z.y - s.y};
+    ts_vec2 d = {z.x - s.x, z.y - s.y};
     return pim_log_norm(ctx, eps) - eps * pim_k_norm(ctx, d);
 }
 
-double pim_density(const pim_context *ctx, double eps, pim_vec2 z, pim_vec2 s)
+double pim_density(const pim_context *ctx, double eps, ts_vec2 z, ts_vec2 s)
 {
     return exp(pim_log_density(ctx, eps, z, s));
+}
+
+ts_pim_emission ts_pim_emission_make(const pim_context *pim, double eps)
+{
+    return (ts_pim_emission){.pim = pim, .eps = eps,
+                             .log_norm = pim_log_norm(pim, eps)};
+}
+
+double ts_pim_log_emission(const void *ctx, ts_vec2 z, ts_vec2 s)
+{
+    const ts_pim_emission *e = ctx;
+    return e->log_norm -
+           e->eps * pim_k_norm(e->pim, (ts_vec2){z.x - s.x, z.y - s.y});
 }

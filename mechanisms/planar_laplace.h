@@ -9,7 +9,7 @@
 #ifndef TRACESAN_MECHANISMS_PLANAR_LAPLACE_H
 #define TRACESAN_MECHANISMS_PLANAR_LAPLACE_H
 
-#include "mechanisms/geo.h"
+#include "geometry/geo.h"
 #include "mechanisms/rng.h"
 
 /* C(r) = 1 - (1 + eps r) e^{-eps r}. */

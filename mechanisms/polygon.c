@@ -2,30 +2,20 @@
 
 #include <math.h>
 
-static double cross(pim_vec2 a, pim_vec2 b)
+static double cross(ts_vec2 a, ts_vec2 b)
 {
     return a.x * b.y - a.y * b.x;
 }
 
-static pim_vec2 sub(pim_vec2 a, pim_vec2 b)
+static ts_vec2 sub(ts_vec2 a, ts_vec2 b)
 {
-    return (pim_vec2){a.x - b.x, a.y - b.y};
-}
-
-pim_vec2 pim_mat2_apply(pim_mat2 m, pim_vec2 v)
-{
-    return (pim_vec2){m.a * v.x + m.b * v.y, m.c * v.x + m.d * v.y};
-}
-
-double pim_mat2_det(pim_mat2 m)
-{
-    return m.a * m.d - m.b * m.c;
+    return (ts_vec2){a.x - b.x, a.y - b.y};
 }
 
 /* Twice the signed area, as a fan from v[0]: relative coordinates keep the
  * products small when the polygon sits far from the origin, where the
  * textbook sum of cross(v_i, v_{i+1}) would cancel catastrophically. */
-static double twice_signed_area(const pim_vec2 *v, size_t n)
+static double twice_signed_area(const ts_vec2 *v, size_t n)
 {
     double sum = 0.0;
     for (size_t i = 1; i + 1 < n; i++)
@@ -33,17 +23,17 @@ static double twice_signed_area(const pim_vec2 *v, size_t n)
     return sum;
 }
 
-double pim_polygon_signed_area(const pim_vec2 *v, size_t n)
+double pim_polygon_signed_area(const ts_vec2 *v, size_t n)
 {
     return n < 3 ? 0.0 : 0.5 * twice_signed_area(v, n);
 }
 
-double pim_polygon_area(const pim_vec2 *v, size_t n)
+double pim_polygon_area(const ts_vec2 *v, size_t n)
 {
     return fabs(pim_polygon_signed_area(v, n));
 }
 
-int pim_polygon_centroid(const pim_vec2 *v, size_t n, pim_vec2 *centroid)
+int pim_polygon_centroid(const ts_vec2 *v, size_t n, ts_vec2 *centroid)
 {
     if (n < 3)
         return -1;
@@ -51,7 +41,7 @@ int pim_polygon_centroid(const pim_vec2 *v, size_t n, pim_vec2 *centroid)
      * to v[0] for the same reason as the area. */
     double total = 0.0, sx = 0.0, sy = 0.0;
     for (size_t i = 1; i + 1 < n; i++) {
-        pim_vec2 b = sub(v[i], v[0]), c = sub(v[i + 1], v[0]);
+        ts_vec2 b = sub(v[i], v[0]), c = sub(v[i + 1], v[0]);
         double w = cross(b, c);
         total += w;
         sx += w * (b.x + c.x);
@@ -76,16 +66,16 @@ int pim_polygon_centroid(const pim_vec2 *v, size_t n, pim_vec2 *centroid)
  * covers a convex polygon exactly, and with signed areas the sum is right
  * for any vertex order; dividing by the total area gives the moment of the
  * uniform distribution. */
-int pim_polygon_second_moment(const pim_vec2 *v, size_t n, pim_sym2 *moment)
+int pim_polygon_second_moment(const ts_vec2 *v, size_t n, ts_sym2 *moment)
 {
     if (n < 3)
         return -1;
     double total = 0.0, xx = 0.0, xy = 0.0, yy = 0.0;
-    pim_vec2 a = v[0];
+    ts_vec2 a = v[0];
     for (size_t i = 1; i + 1 < n; i++) {
-        pim_vec2 b = v[i], c = v[i + 1];
+        ts_vec2 b = v[i], c = v[i + 1];
         double w = 0.5 * cross(sub(b, a), sub(c, a));
-        pim_vec2 s = {a.x + b.x + c.x, a.y + b.y + c.y};
+        ts_vec2 s = {a.x + b.x + c.x, a.y + b.y + c.y};
         total += w;
         xx += w * (a.x * a.x + b.x * b.x + c.x * c.x + s.x * s.x);
         xy += w * (a.x * a.y + b.x * b.y + c.x * c.y + s.x * s.y);
@@ -103,7 +93,7 @@ int pim_polygon_second_moment(const pim_vec2 *v, size_t n, pim_sym2 *moment)
 /* xx * yy - xy^2 with Kahan's fma trick: exact up to one rounding, so a
  * long thin polygon (nearly singular moment) still gets a determinant with
  * full relative accuracy given its moment. */
-static double sym2_det(pim_sym2 s)
+static double sym2_det(ts_sym2 s)
 {
     double w = s.xy * s.xy;
     double err = fma(-s.xy, s.xy, w);
@@ -117,8 +107,8 @@ static double sym2_det(pim_sym2 s)
  * Every entry is a sum of same-signed terms or a copy of xy: no cancellation
  * beyond the determinant, which sym2_det computes accurately. Equivalent to
  * the eigen-decomposition V diag(lambda^{-1/2}) V^T without an angle. */
-int pim_isotropic_transform(pim_sym2 sigma, pim_mat2 *transform,
-                            pim_mat2 *inverse)
+int pim_isotropic_transform(ts_sym2 sigma, ts_mat2 *transform,
+                            ts_mat2 *inverse)
 {
     if (!isfinite(sigma.xx) || !isfinite(sigma.xy) || !isfinite(sigma.yy) ||
         !(sigma.xx > 0.0) || !(sigma.yy > 0.0))
@@ -131,14 +121,14 @@ int pim_isotropic_transform(pim_sym2 sigma, pim_mat2 *transform,
     double st = s * t;
     if (!(st > 0.0) || !isfinite(st))
         return -1;
-    *transform = (pim_mat2){(sigma.yy + s) / st, -sigma.xy / st,
+    *transform = (ts_mat2){(sigma.yy + s) / st, -sigma.xy / st,
                             -sigma.xy / st, (sigma.xx + s) / st};
-    *inverse = (pim_mat2){(sigma.xx + s) / t, sigma.xy / t, sigma.xy / t,
+    *inverse = (ts_mat2){(sigma.xx + s) / t, sigma.xy / t, sigma.xy / t,
                           (sigma.yy + s) / t};
     return 0;
 }
 
-int pim_polygon_fan_table(const pim_vec2 *v, size_t n, double *cumulative)
+int pim_polygon_fan_table(const ts_vec2 *v, size_t n, double *cumulative)
 {
     if (n < 3)
         return -1;
@@ -153,7 +143,7 @@ int pim_polygon_fan_table(const pim_vec2 *v, size_t n, double *cumulative)
     return sum > 0.0 ? 0 : -1;
 }
 
-pim_vec2 pim_uniform_in_polygon(const pim_vec2 *v, size_t n,
+ts_vec2 pim_uniform_in_polygon(const ts_vec2 *v, size_t n,
                                 const double *cumulative, ts_rng *rng)
 {
     size_t triangles = n - 2;
@@ -168,7 +158,7 @@ pim_vec2 pim_uniform_in_polygon(const pim_vec2 *v, size_t n,
         else
             lo = mid + 1;
     }
-    pim_vec2 a = v[0], b = v[lo + 1], c = v[lo + 2];
+    ts_vec2 a = v[0], b = v[lo + 1], c = v[lo + 2];
     /* (u, w) uniform on the unit square; the half with u + w > 1 is the
      * reflection of the reference triangle through (1/2, 1/2), so folding it
      * back gives a uniform point of the triangle with no rejection. */
@@ -177,7 +167,7 @@ pim_vec2 pim_uniform_in_polygon(const pim_vec2 *v, size_t n,
         u = 1.0 - u;
         w = 1.0 - w;
     }
-    return (pim_vec2){a.x + u * (b.x - a.x) + w * (c.x - a.x),
+    return (ts_vec2){a.x + u * (b.x - a.x) + w * (c.x - a.x),
                       a.y + u * (b.y - a.y) + w * (c.y - a.y)};
 }
 
@@ -187,21 +177,21 @@ pim_vec2 pim_uniform_in_polygon(const pim_vec2 *v, size_t n,
  * exactly when the origin is strictly on the inner side. For a convex
  * polygon every edge line supports it, so p / t is inside iff
  * n_i . p <= t h_i for all i, i.e. gauge(p) = max_i n_i . p / h_i. */
-int pim_gauge_prepare(const pim_vec2 *v, size_t n, pim_vec2 *forms)
+int pim_gauge_prepare(const ts_vec2 *v, size_t n, ts_vec2 *forms)
 {
     if (n < 3)
         return -1;
     for (size_t i = 0; i < n; i++) {
-        pim_vec2 p = v[i], q = v[(i + 1) % n];
+        ts_vec2 p = v[i], q = v[(i + 1) % n];
         double h = cross(p, q);
         if (!(h > 0.0) || !isfinite(h))
             return -1;
-        forms[i] = (pim_vec2){(q.y - p.y) / h, -(q.x - p.x) / h};
+        forms[i] = (ts_vec2){(q.y - p.y) / h, -(q.x - p.x) / h};
     }
     return 0;
 }
 
-double pim_gauge_eval(const pim_vec2 *forms, size_t n, pim_vec2 p)
+double pim_gauge_eval(const ts_vec2 *forms, size_t n, ts_vec2 p)
 {
     if (isnan(p.x) || isnan(p.y))
         return NAN;

@@ -13,52 +13,37 @@
 
 #include <stddef.h>
 
+#include "geometry/plane.h"
 #include "mechanisms/rng.h"
 
-typedef struct pim_vec2 {
-    double x, y;
-} pim_vec2;
-
-/* Row-major 2x2 matrix [[a, b], [c, d]]. */
-typedef struct pim_mat2 {
-    double a, b, c, d;
-} pim_mat2;
-
-/* Symmetric 2x2 matrix [[xx, xy], [xy, yy]] (second moments). */
-typedef struct pim_sym2 {
-    double xx, xy, yy;
-} pim_sym2;
-
-pim_vec2 pim_mat2_apply(pim_mat2 m, pim_vec2 v);
-double pim_mat2_det(pim_mat2 m);
 
 /* Shoelace area: positive for counter-clockwise vertices. 0 for n < 3. */
-double pim_polygon_signed_area(const pim_vec2 *v, size_t n);
-double pim_polygon_area(const pim_vec2 *v, size_t n);
+double pim_polygon_signed_area(const ts_vec2 *v, size_t n);
+double pim_polygon_area(const ts_vec2 *v, size_t n);
 
 /* Centroid of the region. -1 when the area is zero (n < 3 or collinear). */
-int pim_polygon_centroid(const pim_vec2 *v, size_t n, pim_vec2 *centroid);
+int pim_polygon_centroid(const ts_vec2 *v, size_t n, ts_vec2 *centroid);
 
 /* Exact E[y y^T] about the ORIGIN for y uniform on the polygon (for a
  * centrally symmetric polygon centred at 0 this is the covariance).
  * -1 when the area is zero. */
-int pim_polygon_second_moment(const pim_vec2 *v, size_t n, pim_sym2 *moment);
+int pim_polygon_second_moment(const ts_vec2 *v, size_t n, ts_sym2 *moment);
 
 /* T = sigma^{-1/2} (symmetric positive definite) and its inverse
  * T^{-1} = sigma^{1/2}, so that T sigma T^T = I. -1 when sigma is not
  * positive definite or not finite. */
-int pim_isotropic_transform(pim_sym2 sigma, pim_mat2 *transform,
-                            pim_mat2 *inverse);
+int pim_isotropic_transform(ts_sym2 sigma, ts_mat2 *transform,
+                            ts_mat2 *inverse);
 
 /* Triangle-fan table for pim_uniform_in_polygon: cumulative[k] is the area
  * of the triangles (v0, v1, v2) ... (v0, v_{k+1}, v_{k+2}); n - 2 entries
  * (the last one is the polygon's area). Requires a counter-clockwise convex
  * polygon with n >= 3; -1 otherwise (or if the area is zero). */
-int pim_polygon_fan_table(const pim_vec2 *v, size_t n, double *cumulative);
+int pim_polygon_fan_table(const ts_vec2 *v, size_t n, double *cumulative);
 
 /* One point uniform on the polygon, using the table above (so n >= 3 and a
  * successful pim_polygon_fan_table): O(log n). */
-pim_vec2 pim_uniform_in_polygon(const pim_vec2 *v, size_t n,
+ts_vec2 pim_uniform_in_polygon(const ts_vec2 *v, size_t n,
                                 const double *cumulative, ts_rng *rng);
 
 /* Gauge (Minkowski functional) of a convex counter-clockwise polygon with
@@ -70,7 +55,7 @@ pim_vec2 pim_uniform_in_polygon(const pim_vec2 *v, size_t n,
  * for the edge line n_i . x = h_i (n_i the outward normal), so that
  * pim_gauge_eval(p) = max_i forms[i] . p. -1 when n < 3 or the origin is
  * not strictly inside. */
-int pim_gauge_prepare(const pim_vec2 *v, size_t n, pim_vec2 *forms);
-double pim_gauge_eval(const pim_vec2 *forms, size_t n, pim_vec2 p);
+int pim_gauge_prepare(const ts_vec2 *v, size_t n, ts_vec2 *forms);
+double pim_gauge_eval(const ts_vec2 *forms, size_t n, ts_vec2 p);
 
 #endif

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "mechanisms/geo.h"
+#include "geometry/geo.h"
 #include "mechanisms/planar_laplace.h"
 
 #define KMH_TO_MS (1.0 / 3.6)

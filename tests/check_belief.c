@@ -81,7 +81,7 @@ static ts_grid hand_grid(void)
 
 /* Emission 2^(-(|dx| + |dy|) / 100 m): a Laplace product with scale
  * 100 / ln 2 up to its constant, which cancels in the posterior. */
-static double halving_emission(const void *ctx, pim_vec2 z, pim_vec2 s)
+static double halving_emission(const void *ctx, ts_vec2 z, ts_vec2 s)
 {
     (void)ctx;
     return -M_LN2 * (fabs(z.x - s.x) + fabs(z.y - s.y)) / 100.0;
@@ -235,8 +235,8 @@ START_TEST(test_hand_surrogate)
     /* Ties go to the lower cell index whatever the set order: halfway
      * between the centres of 4 and 5, and the centre of 7 against {5, 3}
      * (both at sqrt 2). */
-    pim_vec2 c4 = ts_grid_cell_centre(&g, 4);
-    pim_vec2 mid = {c4.x + 50.0, c4.y};
+    ts_vec2 c4 = ts_grid_cell_centre(&g, 4);
+    ts_vec2 mid = {c4.x + 50.0, c4.y};
     ck_assert_int_eq(ts_delta_set_surrogate(&g, set, 5, mid, &s), 0);
     ck_assert_uint_eq(s, 4);
     const uint32_t pair[2] = {5, 3};
@@ -245,14 +245,14 @@ START_TEST(test_hand_surrogate)
     ck_assert_uint_eq(s, 3);
     /* Exact locations inside a cell: 10 m east of 8's centre is still
      * nearest to 5. */
-    pim_vec2 c8 = ts_grid_cell_centre(&g, 8);
+    ts_vec2 c8 = ts_grid_cell_centre(&g, 8);
     ck_assert_int_eq(ts_delta_set_surrogate(&g, set, 5,
-                                            (pim_vec2){c8.x + 10, c8.y}, &s),
+                                            (ts_vec2){c8.x + 10, c8.y}, &s),
                      0);
     ck_assert_uint_eq(s, 5);
     ck_assert_int_eq(ts_delta_set_surrogate(&g, set, 0, mid, &s), -1);
     ck_assert_int_eq(
-        ts_delta_set_surrogate(&g, set, 5, (pim_vec2){NAN, 0}, &s), -1);
+        ts_delta_set_surrogate(&g, set, 5, (ts_vec2){NAN, 0}, &s), -1);
 }
 END_TEST
 
@@ -288,7 +288,7 @@ START_TEST(test_hand_posterior)
     ts_belief_workspace *ws = ts_belief_workspace_new(9, 9);
     ts_belief *b = new_belief(9);
     ts_belief_params params = {.prune_threshold = 0.0, .max_ticks = 10};
-    pim_vec2 z = ts_grid_cell_centre(&g, 5);
+    ts_vec2 z = ts_grid_cell_centre(&g, 5);
 
     hand_prior(b, ws);
     ck_assert_int_eq(ts_belief_posterior(b, &g, z, halving_emission, NULL,
@@ -320,20 +320,20 @@ START_TEST(test_hand_posterior)
 }
 END_TEST
 
-static double zero_emission(const void *ctx, pim_vec2 z, pim_vec2 s)
+static double zero_emission(const void *ctx, ts_vec2 z, ts_vec2 s)
 {
     (void)ctx, (void)z, (void)s;
     return -INFINITY;
 }
 
-static double nan_on_cell_centre_x(const void *ctx, pim_vec2 z, pim_vec2 s)
+static double nan_on_cell_centre_x(const void *ctx, ts_vec2 z, ts_vec2 s)
 {
     const double *x = ctx;
     (void)z;
     return s.x == *x ? NAN : 0.0;
 }
 
-static double far_emission(const void *ctx, pim_vec2 z, pim_vec2 s)
+static double far_emission(const void *ctx, ts_vec2 z, ts_vec2 s)
 {
     (void)ctx;
     /* exp(-1e4) underflows to 0 as a density; the log form must not. */
@@ -346,7 +346,7 @@ START_TEST(test_posterior_edge_cases)
     ts_belief_workspace *ws = ts_belief_workspace_new(9, 9);
     ts_belief *b = new_belief(9);
     ts_belief_params params = {.prune_threshold = 0.0, .max_ticks = 10};
-    pim_vec2 z = ts_grid_cell_centre(&g, 5);
+    ts_vec2 z = ts_grid_cell_centre(&g, 5);
 
     /* All likelihoods zero: the prior stays. */
     hand_prior(b, ws);
@@ -363,7 +363,7 @@ START_TEST(test_posterior_edge_cases)
                                          &params, ws, NULL),
                      TS_BELIEF_ERROR);
     ck_assert_int_eq(memcmp(before, b->entry, 8 * sizeof *before), 0);
-    ck_assert_int_eq(ts_belief_posterior(b, &g, (pim_vec2){NAN, 0},
+    ck_assert_int_eq(ts_belief_posterior(b, &g, (ts_vec2){NAN, 0},
                                          halving_emission, NULL, &params, ws, NULL),
                      TS_BELIEF_ERROR);
     /* Tiny likelihoods: computed in logs, the result is that of the
@@ -396,13 +396,13 @@ START_TEST(test_pim_emission_adaptor)
 
     uint32_t set[9];
     size_t n = ts_belief_delta_set(b, 0.2, 1.0, set, ws);
-    pim_vec2 centres[9];
+    ts_vec2 centres[9];
     ts_grid_cell_centres(&g, set, n, centres);
     pim_context pim;
     pim_context_init(&pim);
     ck_assert_int_eq(pim_context_build(&pim, centres, n, g.cell_m), 0);
     ts_rng *rng = ts_rng_new_seeded(99);
-    pim_vec2 z;
+    ts_vec2 z;
     ck_assert_int_eq(pim_sample(&pim, ts_grid_cell_centre(&g, 4), 1.0, rng, &z),
                      0);
     ts_pim_emission e = ts_pim_emission_make(&pim, 1.0);
@@ -609,12 +609,12 @@ static double rel_diff(double a, double b)
 /* PIM's emission from the paper's definition in isotropic space, without
  * the context's shortcuts (metre-space forms, cached normaliser):
  * log(eps^2 det T / (2 area(K_I))) - eps ||T (z - s)||_{K_I}. */
-static double isotropic_pim_emission(const void *ctx, pim_vec2 z, pim_vec2 s)
+static double isotropic_pim_emission(const void *ctx, ts_vec2 z, ts_vec2 s)
 {
     const ts_pim_emission *e = ctx;
     const pim_context *pim = e->pim;
-    pim_vec2 d = pim_mat2_apply(pim->transform,
-                                (pim_vec2){z.x - s.x, z.y - s.y});
+    ts_vec2 d = ts_mat2_apply(pim->transform,
+                                (ts_vec2){z.x - s.x, z.y - s.y});
     return 2.0 * log(e->eps) + log(pim->det_transform) -
            log(2.0 * pim->area_k_iso) -
            e->eps * pim_gauge_eval(pim->k_iso_forms, pim->k_count, d);
@@ -649,7 +649,7 @@ START_TEST(test_pim_emission_matches_isotropic_definition)
     ts_belief_params params = {.prune_threshold = 0.0, .max_ticks = 10};
     uint32_t patch[400], set[256];
     double w[200];
-    pim_vec2 centres[256];
+    ts_vec2 centres[256];
     pim_context pim;
     pim_context_init(&pim);
     double worst = 0.0;
@@ -686,12 +686,12 @@ START_TEST(test_pim_emission_matches_isotropic_definition)
             min_set = (int)m < min_set ? (int)m : min_set;
             ts_grid_cell_centres(&g, set, m, centres);
             ck_assert_int_eq(pim_context_build(&pim, centres, m, g.cell_m), 0);
-            pim_vec2 c = ts_grid_cell_centre(&g, top), zs[5];
+            ts_vec2 c = ts_grid_cell_centre(&g, top), zs[5];
             ck_assert_int_eq(pim_sample(&pim, c, 1.0, rng, &zs[0]), 0);
             zs[1] = c;                                      /* on a centre */
-            zs[2] = (pim_vec2){c.x + 123.4, c.y - 56.7};    /* near */
-            zs[3] = (pim_vec2){c.x - 3000.0, c.y + 2500.0}; /* km away */
-            zs[4] = (pim_vec2){c.x + 30000.0, c.y + 7000.0}; /* far */
+            zs[2] = (ts_vec2){c.x + 123.4, c.y - 56.7};    /* near */
+            zs[3] = (ts_vec2){c.x - 3000.0, c.y + 2500.0}; /* km away */
+            zs[4] = (ts_vec2){c.x + 30000.0, c.y + 7000.0}; /* far */
             const double epss[2] = {0.5, 2.0};
             for (int e = 0; e < 2; e++) {
                 ts_pim_emission em = ts_pim_emission_make(&pim, epss[e]);
@@ -1080,7 +1080,7 @@ START_TEST(test_certified_against_dense)
                 break;
             }
         }
-        pim_vec2 z = ts_grid_cell_centre(&g, truth);
+        ts_vec2 z = ts_grid_cell_centre(&g, truth);
         z.x += ts_rng_laplace(rng, 60.0);
         z.y += ts_rng_laplace(rng, 60.0);
         double total = 0.0;

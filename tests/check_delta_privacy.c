@@ -31,7 +31,7 @@
 #include "inference/markov.h"
 #include "inference/model_file.h"
 #include "mechanisms/delta_privacy.h"
-#include "mechanisms/geo.h"
+#include "geometry/geo.h"
 #include "mechanisms/lm_delta.h"
 #include "mechanisms/mechanism.h"
 #include "mechanisms/pim.h"
@@ -363,7 +363,7 @@ static void check_public_state(const ts_mechanism_ops *ops, int use_pim)
     ts_belief_workspace *ws = ts_belief_workspace_new(9, 64);
     ts_belief_params bp = { .prune_threshold = 0.0, .max_ticks = 1000 };
     uint32_t cells[64];
-    pim_vec2 centres[64];
+    ts_vec2 centres[64];
     pim_context pim;
     pim_context_init(&pim);
 
@@ -384,7 +384,7 @@ static void check_public_state(const ts_mechanism_ops *ops, int use_pim)
         size_t n = ts_belief_delta_set(replay, 0.01, 1.0, cells, ws);
         ck_assert_uint_eq(n, out.delta_set_size);
         ts_grid_cell_centres(&model->grid, cells, n, centres);
-        pim_vec2 z = ts_grid_project(&model->grid, out.lat, out.lon);
+        ts_vec2 z = ts_grid_project(&model->grid, out.lat, out.lon);
         if (use_pim) {
             ck_assert_int_eq(pim_context_build(&pim, centres, n, CELL_M), 0);
             ts_pim_emission e = ts_pim_emission_make(&pim, 1.0);
@@ -458,14 +458,14 @@ static void check_drift(const ts_mechanism_ops *ops)
         ck_assert_int_eq(ops->release(profile, state, &p, &budget, rng, &out),
                          TS_RELEASE_OK);
         ck_assert_uint_eq(out.delta_set_size, 2);
-        pim_vec2 z = ts_grid_project(&model->grid, out.lat, out.lon);
+        ts_vec2 z = ts_grid_project(&model->grid, out.lat, out.lon);
         sum[0] += z.x;
         sum[1] += z.y;
         sum2[0] += z.x * z.x;
         sum2[1] += z.y * z.y;
     }
-    pim_vec2 surrogate = ts_grid_cell_centre(&model->grid, 1);
-    pim_vec2 truth = ts_grid_cell_centre(&model->grid, 8);
+    ts_vec2 surrogate = ts_grid_cell_centre(&model->grid, 1);
+    ts_vec2 truth = ts_grid_cell_centre(&model->grid, 8);
     double target[2] = { surrogate.x, surrogate.y };
     double away[2] = { truth.x, truth.y };
     for (int a = 0; a < 2; a++) {
@@ -555,9 +555,9 @@ static void check_outside_surrogate(const ts_mechanism_ops *ops)
     size_t size = ops->user_state_size(profile);
     unsigned char *state_far = calloc(1, size), *state_cell = calloc(1, size);
     unsigned char *observer = calloc(1, size);
-    pim_vec2 c1 = ts_grid_cell_centre(&m.model->grid, 1);
-    pim_vec2 c0 = ts_grid_cell_centre(&m.model->grid, 0);
-    struct { pim_vec2 plane; uint32_t nearest; } cases[2] = {
+    ts_vec2 c1 = ts_grid_cell_centre(&m.model->grid, 1);
+    ts_vec2 c0 = ts_grid_cell_centre(&m.model->grid, 0);
+    struct { ts_vec2 plane; uint32_t nearest; } cases[2] = {
         { { c1.x, c1.y - 1100.0 }, 1 },
         { { c0.x - 1100.0, c0.y }, 0 },
     };

@@ -1,4 +1,4 @@
-/* Unit tests for mechanisms/geo.c: great-circle displacement on the
+/* Unit tests for geometry/geo.c: great-circle displacement on the
  * TS_EARTH_RADIUS_M sphere, haversine distance, WGS84 validity.
  *
  * Random inputs come from a seeded ts_rng, so every run checks the same
@@ -10,7 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "mechanisms/geo.h"
+#include "geometry/geo.h"
 #include "mechanisms/rng.h"
 #include "tests/support/check_run.h"
 

@@ -18,7 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "mechanisms/geo.h"
+#include "geometry/geo.h"
 #include "mechanisms/geoind.h"
 #include "mechanisms/mechanism.h"
 #include "mechanisms/planar_laplace.h"

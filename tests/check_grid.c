@@ -8,7 +8,7 @@
 #include <stdlib.h>
 
 #include "inference/grid.h"
-#include "mechanisms/geo.h"
+#include "geometry/geo.h"
 #include "mechanisms/rng.h"
 #include "tests/support/check_run.h"
 
@@ -52,8 +52,8 @@ START_TEST(test_projection_distances)
 {
     ts_grid g = beijing();
     /* North-south distances are exact on the sphere. */
-    pim_vec2 a = ts_grid_project(&g, 39.8, 116.3);
-    pim_vec2 b = ts_grid_project(&g, 40.05, 116.3);
+    ts_vec2 a = ts_grid_project(&g, 39.8, 116.3);
+    ts_vec2 b = ts_grid_project(&g, 40.05, 116.3);
     double d_sphere = ts_geo_distance_m(39.8, 116.3, 40.05, 116.3);
     ck_assert_double_eq_tol(hypot(b.x - a.x, b.y - a.y), d_sphere,
                             1e-6 * d_sphere);
@@ -63,15 +63,15 @@ START_TEST(test_projection_distances)
     double dist = ts_grid_distortion(&g);
     const double lats[] = {BJ_LAT_MIN, 39.925, BJ_LAT_MAX};
     for (size_t i = 0; i < 3; i++) {
-        pim_vec2 w = ts_grid_project(&g, lats[i], BJ_LON_MIN);
-        pim_vec2 e = ts_grid_project(&g, lats[i], BJ_LON_MAX);
+        ts_vec2 w = ts_grid_project(&g, lats[i], BJ_LON_MIN);
+        ts_vec2 e = ts_grid_project(&g, lats[i], BJ_LON_MAX);
         double plane = hypot(e.x - w.x, e.y - w.y);
         double sphere = ts_geo_distance_m(lats[i], BJ_LON_MIN, lats[i],
                                           BJ_LON_MAX);
         ck_assert_double_le(fabs(plane / sphere - 1.0), dist + 1e-5);
     }
     /* The centre of the box is the origin. */
-    pim_vec2 o = ts_grid_project(&g, g.lat0, g.lon0);
+    ts_vec2 o = ts_grid_project(&g, g.lat0, g.lon0);
     ck_assert_double_eq_tol(o.x, 0.0, 1e-9);
     ck_assert_double_eq_tol(o.y, 0.0, 1e-9);
 }
@@ -100,7 +100,7 @@ START_TEST(test_cell_round_trips)
     for (uint32_t c = 0; c < g.cell_count; c++) {
         uint32_t row = ts_grid_cell_row(&g, c), col = ts_grid_cell_col(&g, c);
         ck_assert_uint_eq(ts_grid_cell_index(&g, row, col), c);
-        pim_vec2 xy = ts_grid_cell_centre(&g, c);
+        ts_vec2 xy = ts_grid_cell_centre(&g, c);
         uint32_t back = UINT32_MAX;
         ck_assert_int_eq(ts_grid_cell_of_xy(&g, xy, &back), 0);
         ck_assert_uint_eq(back, c);
@@ -124,10 +124,10 @@ START_TEST(test_cell_round_trips)
      * (moved 1 mm inwards). */
     const uint32_t probe[] = {0, 1, 113, 5000, 12000};
     for (size_t i = 0; i < sizeof probe / sizeof probe[0]; i++) {
-        pim_vec2 c = ts_grid_cell_centre(&g, probe[i]);
+        ts_vec2 c = ts_grid_cell_centre(&g, probe[i]);
         for (int sx = -1; sx <= 1; sx += 2)
             for (int sy = -1; sy <= 1; sy += 2) {
-                pim_vec2 p = {c.x + sx * (BJ_CELL / 2 - 0.001),
+                ts_vec2 p = {c.x + sx * (BJ_CELL / 2 - 0.001),
                               c.y + sy * (BJ_CELL / 2 - 0.001)};
                 double lat, lon;
                 uint32_t back;
@@ -159,17 +159,17 @@ START_TEST(test_edges)
     ck_assert_int_eq(ts_grid_cell_of_latlon(&g, 39.9, BJ_LON_MAX + 1e-9, &c), -1);
     ck_assert_int_eq(ts_grid_cell_of_latlon(&g, NAN, 116.3, &c), -1);
     ck_assert_int_eq(ts_grid_cell_of_latlon(&g, 39.9, INFINITY, &c), -1);
-    ck_assert_int_eq(ts_grid_cell_of_xy(&g, (pim_vec2){g.x_min - 1e-6, 0}, &c), -1);
+    ck_assert_int_eq(ts_grid_cell_of_xy(&g, (ts_vec2){g.x_min - 1e-6, 0}, &c), -1);
     ck_assert_int_eq(
-        ts_grid_cell_of_xy(&g, (pim_vec2){g.x_min + g.cols * BJ_CELL, 0}, &c),
+        ts_grid_cell_of_xy(&g, (ts_vec2){g.x_min + g.cols * BJ_CELL, 0}, &c),
         -1);
-    ck_assert_int_eq(ts_grid_cell_of_xy(&g, (pim_vec2){NAN, 0}, &c), -1);
+    ck_assert_int_eq(ts_grid_cell_of_xy(&g, (ts_vec2){NAN, 0}, &c), -1);
     /* Unprojecting far-away noise stays valid WGS84. */
     double lat, lon;
-    ts_grid_unproject(&g, (pim_vec2){3e7, 3e7}, &lat, &lon);
+    ts_grid_unproject(&g, (ts_vec2){3e7, 3e7}, &lat, &lon);
     ck_assert(ts_geo_valid(lat, lon));
     ck_assert_double_eq(lat, 90.0);
-    ts_grid_unproject(&g, (pim_vec2){-3e7, -3e7}, &lat, &lon);
+    ts_grid_unproject(&g, (ts_vec2){-3e7, -3e7}, &lat, &lon);
     ck_assert(ts_geo_valid(lat, lon));
     ck_assert_double_eq(lat, -90.0);
 }

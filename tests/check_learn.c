@@ -178,11 +178,11 @@ START_TEST(test_interpolation_and_gaps)
      * the boundaries). At each boundary the interpolated position is a
      * cell centre: (0,0) (1,0) ... (5,0). */
     ts_learn_point pts[16];
-    pim_vec2 start = ts_grid_cell_centre(&g, CELL(0, 0));
+    ts_vec2 start = ts_grid_cell_centre(&g, CELL(0, 0));
     size_t n = 0;
     for (int j = 0; j <= 7; j++) {
         double t = 40.0 * j;
-        pim_vec2 xy = {start.x + 100.0 * t / TICK, start.y};
+        ts_vec2 xy = {start.x + 100.0 * t / TICK, start.y};
         ts_learn_point q = {.user = 0, .ts_s = T0 + t};
         ts_grid_unproject(&g, xy, &q.lat, &q.lon);
         pts[n++] = q;

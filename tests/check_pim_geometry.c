@@ -34,20 +34,20 @@
 
 /* ------------------------------------------------------------- helpers */
 
-static double cross3(pim_vec2 o, pim_vec2 a, pim_vec2 b)
+static double cross3(ts_vec2 o, ts_vec2 a, ts_vec2 b)
 {
     return (a.x - o.x) * (b.y - o.y) - (a.y - o.y) * (b.x - o.x);
 }
 
 static int vec_compare(const void *pa, const void *pb)
 {
-    const pim_vec2 *a = pa, *b = pb;
+    const ts_vec2 *a = pa, *b = pb;
     if (a->x != b->x)
         return a->x < b->x ? -1 : 1;
     return (a->y > b->y) - (a->y < b->y);
 }
 
-static size_t sort_unique(pim_vec2 *v, size_t n)
+static size_t sort_unique(ts_vec2 *v, size_t n)
 {
     if (n == 0)
         return 0;
@@ -65,9 +65,9 @@ static size_t sort_unique(pim_vec2 *v, size_t n)
  * s' - p then fit in a half-open half-plane, so no convex combination of
  * them is 0; conversely take s the clockwise-most direction). O(m^3).
  * Writes the vertices sorted; returns their count. */
-static size_t brute_force_vertices(const pim_vec2 *input, size_t n, pim_vec2 *out)
+static size_t brute_force_vertices(const ts_vec2 *input, size_t n, ts_vec2 *out)
 {
-    static pim_vec2 pts[MAX_SUMS];
+    static ts_vec2 pts[MAX_SUMS];
     memcpy(pts, input, n * sizeof *pts);
     size_t m = sort_unique(pts, n), count = 0;
     for (size_t i = 0; i < m; i++) {
@@ -75,12 +75,12 @@ static size_t brute_force_vertices(const pim_vec2 *input, size_t n, pim_vec2 *ou
         for (size_t j = 0; j < m && !vertex; j++) {
             if (j == i)
                 continue;
-            pim_vec2 d = {pts[j].x - pts[i].x, pts[j].y - pts[i].y};
+            ts_vec2 d = {pts[j].x - pts[i].x, pts[j].y - pts[i].y};
             int ok = 1;
             for (size_t k = 0; k < m && ok; k++) {
                 if (k == i)
                     continue;
-                pim_vec2 e = {pts[k].x - pts[i].x, pts[k].y - pts[i].y};
+                ts_vec2 e = {pts[k].x - pts[i].x, pts[k].y - pts[i].y};
                 double c = d.x * e.y - d.y * e.x;
                 ok = c > 0.0 || (c == 0.0 && d.x * e.x + d.y * e.y > 0.0);
             }
@@ -94,7 +94,7 @@ static size_t brute_force_vertices(const pim_vec2 *input, size_t n, pim_vec2 *ou
 
 /* The output convention of hull.h: strictly convex counter-clockwise and
  * starting at the lexicographically smallest vertex. */
-static int well_formed(const pim_vec2 *v, size_t n)
+static int well_formed(const ts_vec2 *v, size_t n)
 {
     for (size_t i = 1; i < n; i++)
         if (vec_compare(&v[i], &v[0]) <= 0)
@@ -107,9 +107,9 @@ static int well_formed(const pim_vec2 *v, size_t n)
     return 1;
 }
 
-static int same_set(const pim_vec2 *a, size_t na, const pim_vec2 *sorted_b, size_t nb)
+static int same_set(const ts_vec2 *a, size_t na, const ts_vec2 *sorted_b, size_t nb)
 {
-    static pim_vec2 tmp[MAX_SUMS];
+    static ts_vec2 tmp[MAX_SUMS];
     if (na != nb)
         return 0;
     memcpy(tmp, a, na * sizeof *tmp);
@@ -131,32 +131,32 @@ static double uniform(ts_rng *rng, double lo, double hi)
 
 typedef enum point_kind { SMALL_GRID, REALS, CIRCLE, LINE } point_kind;
 
-static void random_points(ts_rng *rng, point_kind kind, pim_vec2 *p, size_t n)
+static void random_points(ts_rng *rng, point_kind kind, ts_vec2 *p, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
         switch (kind) {
         case SMALL_GRID: /* many duplicates and collinear triples */
-            p[i] = (pim_vec2){(double)(ts_rng_u64(rng) % 9), (double)(ts_rng_u64(rng) % 9)};
+            p[i] = (ts_vec2){(double)(ts_rng_u64(rng) % 9), (double)(ts_rng_u64(rng) % 9)};
             break;
         case REALS:
-            p[i] = (pim_vec2){lattice(uniform(rng, -1e3, 1e3)),
+            p[i] = (ts_vec2){lattice(uniform(rng, -1e3, 1e3)),
                               lattice(uniform(rng, -1e3, 1e3))};
             break;
         case CIRCLE: { /* (nearly) every point is a vertex */
             double a = ts_rng_angle(rng);
-            p[i] = (pim_vec2){lattice(1000.0 * cos(a)), lattice(1000.0 * sin(a))};
+            p[i] = (ts_vec2){lattice(1000.0 * cos(a)), lattice(1000.0 * sin(a))};
             break;
         }
         case LINE: { /* all collinear: the hull is a segment */
             double t = (double)(ts_rng_u64(rng) % 50);
-            p[i] = (pim_vec2){3.0 * t - 7.0, -2.0 * t + 11.0};
+            p[i] = (ts_vec2){3.0 * t - 7.0, -2.0 * t + 11.0};
             break;
         }
         }
     }
 }
 
-static int point_in_convex(const pim_vec2 *v, size_t n, pim_vec2 p)
+static int point_in_convex(const ts_vec2 *v, size_t n, ts_vec2 p)
 {
     for (size_t i = 0; i < n; i++)
         if (cross3(v[i], v[(i + 1) % n], p) < 0.0)
@@ -167,9 +167,9 @@ static int point_in_convex(const pim_vec2 *v, size_t n, pim_vec2 p)
 /* A sensitivity hull of the kind PIM builds: random cells of a 340 m grid. */
 static size_t random_cell_k(ts_rng *rng, size_t cells, pim_context *ctx)
 {
-    pim_vec2 centres[MAX_POINTS];
+    ts_vec2 centres[MAX_POINTS];
     for (size_t i = 0; i < cells; i++)
-        centres[i] = (pim_vec2){340.0 * (double)(ts_rng_u64(rng) % 7) + 12345.0,
+        centres[i] = (ts_vec2){340.0 * (double)(ts_rng_u64(rng) % 7) + 12345.0,
                                 340.0 * (double)(ts_rng_u64(rng) % 5) - 6789.0};
     ck_assert_int_eq(pim_context_build(ctx, centres, cells, 340.0), 0);
     return ctx->k_count;
@@ -181,7 +181,7 @@ START_TEST(test_hull_matches_brute_force)
 {
     static const point_kind kinds[] = {SMALL_GRID, REALS, CIRCLE, LINE};
     ts_rng *rng = ts_rng_new_seeded(1001);
-    pim_vec2 pts[MAX_POINTS], work[MAX_POINTS], hull[2 * MAX_POINTS], brute[MAX_POINTS];
+    ts_vec2 pts[MAX_POINTS], work[MAX_POINTS], hull[2 * MAX_POINTS], brute[MAX_POINTS];
     int mismatches = 0, malformed = 0, trials = 0;
     size_t max_vertices = 0;
     for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++)
@@ -208,31 +208,31 @@ END_TEST
 
 START_TEST(test_hull_degenerate_inputs)
 {
-    pim_vec2 hull[16];
-    pim_vec2 one[3] = {{2.0, 3.0}, {2.0, 3.0}, {2.0, 3.0}};
+    ts_vec2 hull[16];
+    ts_vec2 one[3] = {{2.0, 3.0}, {2.0, 3.0}, {2.0, 3.0}};
     ck_assert_uint_eq(pim_convex_hull(one, 3, hull), 1);
     ck_assert(hull[0].x == 2.0 && hull[0].y == 3.0);
 
-    pim_vec2 two[4] = {{5.0, 1.0}, {-1.0, 4.0}, {5.0, 1.0}, {-1.0, 4.0}};
+    ts_vec2 two[4] = {{5.0, 1.0}, {-1.0, 4.0}, {5.0, 1.0}, {-1.0, 4.0}};
     ck_assert_uint_eq(pim_convex_hull(two, 4, hull), 2);
     ck_assert(hull[0].x == -1.0 && hull[1].x == 5.0);
 
     /* Collinear with interior points, and points on a square's edges. */
-    pim_vec2 line[5] = {{0, 0}, {2, 2}, {1, 1}, {4, 4}, {3, 3}};
+    ts_vec2 line[5] = {{0, 0}, {2, 2}, {1, 1}, {4, 4}, {3, 3}};
     ck_assert_uint_eq(pim_convex_hull(line, 5, hull), 2);
-    pim_vec2 square[8] = {{0, 0}, {1, 0}, {2, 0}, {2, 1}, {2, 2}, {1, 2}, {0, 2}, {0, 1}};
+    ts_vec2 square[8] = {{0, 0}, {1, 0}, {2, 0}, {2, 1}, {2, 2}, {1, 2}, {0, 2}, {0, 1}};
     ck_assert_uint_eq(pim_convex_hull(square, 8, hull), 4);
     ck_assert(hull[0].x == 0 && hull[0].y == 0 && hull[1].x == 2 && hull[1].y == 0 &&
               hull[2].x == 2 && hull[2].y == 2 && hull[3].x == 0 && hull[3].y == 2);
 
     /* -0.0 and +0.0 are one point, whatever order they come in. */
-    pim_vec2 zeros[3] = {{-0.0, 0.0}, {0.0, -0.0}, {1.0, 0.0}};
+    ts_vec2 zeros[3] = {{-0.0, 0.0}, {0.0, -0.0}, {1.0, 0.0}};
     ck_assert_uint_eq(pim_convex_hull(zeros, 3, hull), 2);
     ck_assert(!signbit(hull[0].x) && !signbit(hull[0].y));
 
-    pim_vec2 bad[2] = {{0.0, NAN}, {1.0, 1.0}};
+    ts_vec2 bad[2] = {{0.0, NAN}, {1.0, 1.0}};
     ck_assert_uint_eq(pim_convex_hull(bad, 2, hull), 0);
-    pim_vec2 inf[2] = {{INFINITY, 0.0}, {1.0, 1.0}};
+    ts_vec2 inf[2] = {{INFINITY, 0.0}, {1.0, 1.0}};
     ck_assert_uint_eq(pim_convex_hull(inf, 2, hull), 0);
     ck_assert_uint_eq(pim_convex_hull(bad, 0, hull), 0);
 }
@@ -242,14 +242,14 @@ END_TEST
 START_TEST(test_hull_order_independent)
 {
     ts_rng *rng = ts_rng_new_seeded(1002);
-    pim_vec2 pts[40], shuffled[40], h1[80], h2[80];
+    ts_vec2 pts[40], shuffled[40], h1[80], h2[80];
     int differ = 0;
     for (int trial = 0; trial < 100; trial++) {
         random_points(rng, SMALL_GRID, pts, 40);
         memcpy(shuffled, pts, sizeof pts);
         for (size_t i = 39; i > 0; i--) {
             size_t j = (size_t)(ts_rng_u64(rng) % (i + 1));
-            pim_vec2 t = shuffled[i];
+            ts_vec2 t = shuffled[i];
             shuffled[i] = shuffled[j];
             shuffled[j] = t;
         }
@@ -274,7 +274,7 @@ START_TEST(test_hull_large_n_matches_brute_force)
     static const point_kind kinds[] = {SMALL_GRID, REALS, CIRCLE, LINE};
     static const size_t sizes[] = {65, 66, 71, 72, 100, 127, 128, 129, 200, 257, 300, 317};
     ts_rng *rng = ts_rng_new_seeded(1009);
-    static pim_vec2 pts[LARGE_POINTS], work[LARGE_POINTS], hull[2 * LARGE_POINTS],
+    static ts_vec2 pts[LARGE_POINTS], work[LARGE_POINTS], hull[2 * LARGE_POINTS],
         brute[LARGE_POINTS];
     int mismatches = 0, malformed = 0, trials = 0;
     size_t max_vertices = 0;
@@ -320,11 +320,11 @@ typedef enum centre_kind {
 static const char *const centre_kind_name[C_KINDS] = {
     "random", "patch", "holes", "row", "circle", "duplicates", "diamond"};
 
-static void shuffle_points(ts_rng *rng, pim_vec2 *p, size_t n)
+static void shuffle_points(ts_rng *rng, ts_vec2 *p, size_t n)
 {
     for (size_t i = n; i-- > 1;) {
         size_t j = (size_t)(ts_rng_u64(rng) % (i + 1));
-        pim_vec2 t = p[i];
+        ts_vec2 t = p[i];
         p[i] = p[j];
         p[j] = t;
     }
@@ -332,15 +332,15 @@ static void shuffle_points(ts_rng *rng, pim_vec2 *p, size_t n)
 
 /* Writes up to `room` centres; returns how many. */
 static size_t random_centres(ts_rng *rng, centre_kind kind, double x0, double y0, double cell,
-                             pim_vec2 *p, size_t room)
+                             ts_vec2 *p, size_t room)
 {
-#define CELL(c, r) ((pim_vec2){x0 + cell * (double)(c), y0 + cell * (double)(r)})
+#define CELL(c, r) ((ts_vec2){x0 + cell * (double)(c), y0 + cell * (double)(r)})
     size_t n = 0;
     switch (kind) {
     case C_RANDOM: {
         size_t want = 16 + (size_t)(ts_rng_u64(rng) % 200);
         for (; n < want; n++)
-            p[n] = (pim_vec2){x0 + lattice(uniform(rng, -2e3, 2e3)),
+            p[n] = (ts_vec2){x0 + lattice(uniform(rng, -2e3, 2e3)),
                               y0 + lattice(uniform(rng, -2e3, 2e3))};
         break;
     }
@@ -377,7 +377,7 @@ static size_t random_centres(ts_rng *rng, centre_kind kind, double x0, double y0
         size_t want = 16 + (size_t)(ts_rng_u64(rng) % 250);
         for (; n < want; n++) {
             double a = ts_rng_angle(rng);
-            p[n] = (pim_vec2){x0 + lattice(1500.0 * cos(a)), y0 + lattice(1500.0 * sin(a))};
+            p[n] = (ts_vec2){x0 + lattice(1500.0 * cos(a)), y0 + lattice(1500.0 * sin(a))};
         }
         break;
     }
@@ -415,7 +415,7 @@ static size_t random_centres(ts_rng *rng, centre_kind kind, double x0, double y0
 
 /* Same vertex sets up to tol: as many vertices, and a one-to-one match. */
 #define CTX_POINTS 512
-static int same_set_tol(const pim_vec2 *a, size_t na, const pim_vec2 *b, size_t nb, double tol)
+static int same_set_tol(const ts_vec2 *a, size_t na, const ts_vec2 *b, size_t nb, double tol)
 {
     static int used[4 * CTX_POINTS];
     ck_assert_uint_le(na, 4 * CTX_POINTS);
@@ -448,7 +448,7 @@ START_TEST(test_context_hull_matches_brute_force)
         double x0, y0, cell;
     } grids[] = {{12345.0, -6789.0, 340.0}, {0.0, 0.0, 100.25}, {451234.5, 4412345.25, 340.0}};
     ts_rng *rng = ts_rng_new_seeded(1010);
-    static pim_vec2 centres[CTX_POINTS], centre_hull[CTX_POINTS],
+    static ts_vec2 centres[CTX_POINTS], centre_hull[CTX_POINTS],
         corners[4 * CTX_POINTS], brute[4 * CTX_POINTS];
     pim_context ctx;
     pim_context_init(&ctx);
@@ -473,10 +473,10 @@ START_TEST(test_context_hull_matches_brute_force)
                 size_t h = brute_force_vertices(centres, n, centre_hull);
                 size_t nc = 0;
                 for (size_t i = 0; i < h; i++) {
-                    corners[nc++] = (pim_vec2){centre_hull[i].x - half, centre_hull[i].y - half};
-                    corners[nc++] = (pim_vec2){centre_hull[i].x + half, centre_hull[i].y - half};
-                    corners[nc++] = (pim_vec2){centre_hull[i].x + half, centre_hull[i].y + half};
-                    corners[nc++] = (pim_vec2){centre_hull[i].x - half, centre_hull[i].y + half};
+                    corners[nc++] = (ts_vec2){centre_hull[i].x - half, centre_hull[i].y - half};
+                    corners[nc++] = (ts_vec2){centre_hull[i].x + half, centre_hull[i].y - half};
+                    corners[nc++] = (ts_vec2){centre_hull[i].x + half, centre_hull[i].y + half};
+                    corners[nc++] = (ts_vec2){centre_hull[i].x - half, centre_hull[i].y + half};
                 }
                 size_t b = brute_force_vertices(corners, nc, brute);
 
@@ -513,7 +513,7 @@ START_TEST(test_sensitivity_hull_matches_brute_force)
 {
     static const point_kind kinds[] = {SMALL_GRID, REALS, CIRCLE, LINE};
     ts_rng *rng = ts_rng_new_seeded(1003);
-    static pim_vec2 pts[MAX_POINTS], work[MAX_POINTS], hull[2 * MAX_POINTS],
+    static ts_vec2 pts[MAX_POINTS], work[MAX_POINTS], hull[2 * MAX_POINTS],
         k[4 * MAX_POINTS], diffs[MAX_SUMS], brute[MAX_SUMS];
     int mismatches = 0, malformed = 0, asymmetric = 0, trials = 0;
     for (size_t kind = 0; kind < sizeof kinds / sizeof kinds[0]; kind++)
@@ -528,7 +528,7 @@ START_TEST(test_sensitivity_hull_matches_brute_force)
             size_t nd = 0;
             for (size_t i = 0; i < n; i++)
                 for (size_t j = 0; j < n; j++)
-                    diffs[nd++] = (pim_vec2){pts[i].x - pts[j].x, pts[i].y - pts[j].y};
+                    diffs[nd++] = (ts_vec2){pts[i].x - pts[j].x, pts[i].y - pts[j].y};
             size_t b = brute_force_vertices(diffs, nd, brute);
             mismatches += !same_set(k, m, brute, b);
             malformed += !well_formed(k, m);
@@ -552,7 +552,7 @@ START_TEST(test_minkowski_sum_matches_brute_force)
 {
     static const point_kind kinds[] = {SMALL_GRID, REALS, CIRCLE, LINE};
     ts_rng *rng = ts_rng_new_seeded(1004);
-    static pim_vec2 a[MAX_POINTS], b[MAX_POINTS], work[MAX_POINTS], ha[2 * MAX_POINTS],
+    static ts_vec2 a[MAX_POINTS], b[MAX_POINTS], work[MAX_POINTS], ha[2 * MAX_POINTS],
         hb[2 * MAX_POINTS], sum[4 * MAX_POINTS], sums[MAX_SUMS], brute[MAX_SUMS];
     int mismatches = 0, malformed = 0, trials = 0;
     for (size_t ka = 0; ka < 4; ka++)
@@ -570,7 +570,7 @@ START_TEST(test_minkowski_sum_matches_brute_force)
                 size_t ns = 0;
                 for (size_t i = 0; i < na; i++)
                     for (size_t j = 0; j < nb; j++)
-                        sums[ns++] = (pim_vec2){a[i].x + b[j].x, a[i].y + b[j].y};
+                        sums[ns++] = (ts_vec2){a[i].x + b[j].x, a[i].y + b[j].y};
                 size_t nbf = brute_force_vertices(sums, ns, brute);
                 mismatches += !same_set(sum, m, brute, nbf);
                 malformed += !well_formed(sum, m);
@@ -589,11 +589,11 @@ START_TEST(test_area_centroid_moment_closed_forms)
 {
     /* Unit right triangle: area 1/2, centroid (1/3, 1/3), E[x^2] = 1/6,
      * E[xy] = 1/12 (direct integration). */
-    pim_vec2 tri[3] = {{0, 0}, {1, 0}, {0, 1}};
-    pim_sym2 m;
-    pim_vec2 c;
+    ts_vec2 tri[3] = {{0, 0}, {1, 0}, {0, 1}};
+    ts_sym2 m;
+    ts_vec2 c;
     ck_assert_double_eq_tol(pim_polygon_signed_area(tri, 3), 0.5, 1e-15);
-    pim_vec2 tri_cw[3] = {{0, 0}, {0, 1}, {1, 0}};
+    ts_vec2 tri_cw[3] = {{0, 0}, {0, 1}, {1, 0}};
     ck_assert_double_eq_tol(pim_polygon_signed_area(tri_cw, 3), -0.5, 1e-15);
     ck_assert_double_eq_tol(pim_polygon_area(tri_cw, 3), 0.5, 1e-15);
     ck_assert_int_eq(pim_polygon_centroid(tri, 3, &c), 0);
@@ -607,7 +607,7 @@ START_TEST(test_area_centroid_moment_closed_forms)
     /* Rectangle [-a, a] x [-b, b]: E[x^2] = a^2 / 3, E[y^2] = b^2 / 3, and
      * translated by (u, v): E[x^2] = a^2/3 + u^2, E[xy] = u v. */
     double a = 300.0, b = 40.0, u = 5e4, v = -2e4;
-    pim_vec2 rect[4] = {{-a + u, -b + v}, {a + u, -b + v}, {a + u, b + v}, {-a + u, b + v}};
+    ts_vec2 rect[4] = {{-a + u, -b + v}, {a + u, -b + v}, {a + u, b + v}, {-a + u, b + v}};
     ck_assert_double_eq_tol(pim_polygon_area(rect, 4), 4 * a * b, 1e-9);
     ck_assert_int_eq(pim_polygon_centroid(rect, 4, &c), 0);
     ck_assert_double_eq_tol(c.x, u, 1e-9);
@@ -618,7 +618,7 @@ START_TEST(test_area_centroid_moment_closed_forms)
     ck_assert_double_eq_tol(m.yy / (b * b / 3 + v * v), 1.0, 1e-13);
 
     /* Degenerate polygons have no uniform distribution. */
-    pim_vec2 seg[3] = {{0, 0}, {1, 1}, {2, 2}};
+    ts_vec2 seg[3] = {{0, 0}, {1, 1}, {2, 2}};
     ck_assert_int_eq(pim_polygon_second_moment(seg, 3, &m), -1);
     ck_assert_int_eq(pim_polygon_centroid(seg, 3, &c), -1);
     ck_assert_int_eq(pim_polygon_second_moment(seg, 2, &m), -1);
@@ -632,10 +632,10 @@ END_TEST
  * of the exact value AND within 1 % (of the entry for the diagonal, of
  * sqrt(xx yy) for the off-diagonal, which can be near 0), and we require
  * 5 SE < 1 %, i.e. N large enough that the 1 % criterion is meaningful. */
-static void check_moment_by_monte_carlo(const pim_vec2 *v, size_t n, ts_rng *rng,
+static void check_moment_by_monte_carlo(const ts_vec2 *v, size_t n, ts_rng *rng,
                                         const char *what)
 {
-    pim_sym2 exact;
+    ts_sym2 exact;
     ck_assert_int_eq(pim_polygon_second_moment(v, n, &exact), 0);
     double x0 = INFINITY, x1 = -INFINITY, y0 = INFINITY, y1 = -INFINITY;
     for (size_t i = 0; i < n; i++) {
@@ -645,7 +645,7 @@ static void check_moment_by_monte_carlo(const pim_vec2 *v, size_t n, ts_rng *rng
     double s[3] = {0}, s2[3] = {0};
     long accepted = 0;
     for (long i = 0; i < 2000000; i++) {
-        pim_vec2 p = {uniform(rng, x0, x1), uniform(rng, y0, y1)};
+        ts_vec2 p = {uniform(rng, x0, x1), uniform(rng, y0, y1)};
         if (!point_in_convex(v, n, p))
             continue;
         double q[3] = {p.x * p.x, p.x * p.y, p.y * p.y};
@@ -671,7 +671,7 @@ static void check_moment_by_monte_carlo(const pim_vec2 *v, size_t n, ts_rng *rng
 START_TEST(test_second_moment_monte_carlo)
 {
     ts_rng *rng = ts_rng_new_seeded(1005);
-    pim_vec2 pts[20], hull[40];
+    ts_vec2 pts[20], hull[40];
     /* A generic convex polygon away from the origin (moment about 0). */
     random_points(rng, REALS, pts, 20);
     size_t h = pim_convex_hull(pts, 20, hull);
@@ -682,9 +682,9 @@ START_TEST(test_second_moment_monte_carlo)
     size_t m = random_cell_k(rng, 6, &ctx);
     check_moment_by_monte_carlo(ctx.k, m, rng, "cell K");
     /* A thin tilted one: a diagonal row of cells. */
-    pim_vec2 diag[6];
+    ts_vec2 diag[6];
     for (int i = 0; i < 6; i++)
-        diag[i] = (pim_vec2){100.0 * i, 60.0 * i};
+        diag[i] = (ts_vec2){100.0 * i, 60.0 * i};
     ck_assert_int_eq(pim_context_build(&ctx, diag, 6, 50.0), 0);
     check_moment_by_monte_carlo(ctx.k, ctx.k_count, rng, "thin K");
     pim_context_free(&ctx);
@@ -694,16 +694,16 @@ END_TEST
 
 /* ------------------------------------------------- isotropic transform */
 
-static double isotropy_error(pim_sym2 sigma, pim_mat2 t, pim_mat2 inv)
+static double isotropy_error(ts_sym2 sigma, ts_mat2 t, ts_mat2 inv)
 {
-    pim_mat2 s = {sigma.xx, sigma.xy, sigma.xy, sigma.yy};
+    ts_mat2 s = {sigma.xx, sigma.xy, sigma.xy, sigma.yy};
     /* T S T^T */
-    pim_mat2 ts = {t.a * s.a + t.b * s.c, t.a * s.b + t.b * s.d, t.c * s.a + t.d * s.c,
+    ts_mat2 ts = {t.a * s.a + t.b * s.c, t.a * s.b + t.b * s.d, t.c * s.a + t.d * s.c,
                    t.c * s.b + t.d * s.d};
-    pim_mat2 r = {ts.a * t.a + ts.b * t.b, ts.a * t.c + ts.b * t.d, ts.c * t.a + ts.d * t.b,
+    ts_mat2 r = {ts.a * t.a + ts.b * t.b, ts.a * t.c + ts.b * t.d, ts.c * t.a + ts.d * t.b,
                   ts.c * t.c + ts.d * t.d};
     /* T^{-1} T */
-    pim_mat2 q = {inv.a * t.a + inv.b * t.c, inv.a * t.b + inv.b * t.d,
+    ts_mat2 q = {inv.a * t.a + inv.b * t.c, inv.a * t.b + inv.b * t.d,
                   inv.c * t.a + inv.d * t.c, inv.c * t.b + inv.d * t.d};
     double e = fmax(fmax(fabs(r.a - 1), fabs(r.d - 1)), fmax(fabs(r.b), fabs(r.c)));
     e = fmax(e, fmax(fmax(fabs(q.a - 1), fabs(q.d - 1)), fmax(fabs(q.b), fabs(q.c))));
@@ -722,9 +722,9 @@ START_TEST(test_isotropic_transform_exact)
         double e = isotropy_error(ctx.moment, ctx.transform, ctx.inverse);
         worst = fmax(worst, e);
         not_symmetric += ctx.transform.b != ctx.transform.c;
-        not_positive += !(ctx.transform.a > 0 && pim_mat2_det(ctx.transform) > 0);
+        not_positive += !(ctx.transform.a > 0 && ts_mat2_det(ctx.transform) > 0);
         /* The transformed polygon really is isotropic: E[y y^T] = I. */
-        pim_sym2 iso;
+        ts_sym2 iso;
         ck_assert_int_eq(pim_polygon_second_moment(ctx.k_iso, ctx.k_count, &iso), 0);
         worst = fmax(worst, fmax(fmax(fabs(iso.xx - 1), fabs(iso.yy - 1)), fabs(iso.xy)));
     }
@@ -734,8 +734,8 @@ START_TEST(test_isotropic_transform_exact)
     for (int trial = 0; trial < 1000; trial++) {
         double l1 = exp(uniform(rng, -5, 15)), l2 = l1 * exp(uniform(rng, -6.9, 6.9));
         double th = ts_rng_angle(rng), c = cos(th), s = sin(th);
-        pim_sym2 sigma = {l1 * c * c + l2 * s * s, (l1 - l2) * c * s, l1 * s * s + l2 * c * c};
-        pim_mat2 t, inv;
+        ts_sym2 sigma = {l1 * c * c + l2 * s * s, (l1 - l2) * c * s, l1 * s * s + l2 * c * c};
+        ts_mat2 t, inv;
         ck_assert_int_eq(pim_isotropic_transform(sigma, &t, &inv), 0);
         worst = fmax(worst, isotropy_error(sigma, t, inv));
     }
@@ -744,11 +744,11 @@ START_TEST(test_isotropic_transform_exact)
     ck_assert_int_eq(not_symmetric, 0);
     ck_assert_int_eq(not_positive, 0);
 
-    pim_mat2 t, inv;
-    ck_assert_int_eq(pim_isotropic_transform((pim_sym2){1, 1, 1}, &t, &inv), -1);  /* singular */
-    ck_assert_int_eq(pim_isotropic_transform((pim_sym2){1, 2, 1}, &t, &inv), -1);  /* indefinite */
-    ck_assert_int_eq(pim_isotropic_transform((pim_sym2){-1, 0, -1}, &t, &inv), -1);
-    ck_assert_int_eq(pim_isotropic_transform((pim_sym2){NAN, 0, 1}, &t, &inv), -1);
+    ts_mat2 t, inv;
+    ck_assert_int_eq(pim_isotropic_transform((ts_sym2){1, 1, 1}, &t, &inv), -1);  /* singular */
+    ck_assert_int_eq(pim_isotropic_transform((ts_sym2){1, 2, 1}, &t, &inv), -1);  /* indefinite */
+    ck_assert_int_eq(pim_isotropic_transform((ts_sym2){-1, 0, -1}, &t, &inv), -1);
+    ck_assert_int_eq(pim_isotropic_transform((ts_sym2){NAN, 0, 1}, &t, &inv), -1);
     pim_context_free(&ctx);
     ts_rng_free(rng);
 }
@@ -764,21 +764,21 @@ END_TEST
  * statistic is chi-square with (regions - 1) degrees of freedom; we fail
  * above its 0.999 quantile (gsl_cdf_chisq_Qinv). */
 #define SUBDIV 5
-typedef pim_vec2 (*sampler_fn)(const pim_vec2 *v, size_t n, const double *fan, ts_rng *rng);
+typedef ts_vec2 (*sampler_fn)(const ts_vec2 *v, size_t n, const double *fan, ts_rng *rng);
 
-static double chi_square_statistic(const pim_vec2 *v, size_t n, sampler_fn sample, long draws,
+static double chi_square_statistic(const ts_vec2 *v, size_t n, sampler_fn sample, long draws,
                                    ts_rng *rng, int *dof)
 {
     double fan[4 * MAX_POINTS];
     ck_assert_int_eq(pim_polygon_fan_table(v, n, fan), 0);
-    pim_vec2 c;
+    ts_vec2 c;
     ck_assert_int_eq(pim_polygon_centroid(v, n, &c), 0);
     double area = pim_polygon_area(v, n);
     size_t regions = n * SUBDIV * SUBDIV * 2; /* upright and inverted slots */
     long *counts = calloc(regions, sizeof *counts);
     long lost = 0;
     for (long i = 0; i < draws; i++) {
-        pim_vec2 p = sample(v, n, fan, rng);
+        ts_vec2 p = sample(v, n, fan, rng);
         size_t t = n;
         for (size_t k = 0; k < n && t == n; k++)
             if (cross3(c, v[k], p) >= 0.0 && cross3(c, p, v[(k + 1) % n]) >= 0.0)
@@ -787,9 +787,9 @@ static double chi_square_statistic(const pim_vec2 *v, size_t n, sampler_fn sampl
             lost++;
             continue;
         }
-        pim_vec2 e1 = {v[t].x - c.x, v[t].y - c.y}, e2 = {v[(t + 1) % n].x - c.x,
+        ts_vec2 e1 = {v[t].x - c.x, v[t].y - c.y}, e2 = {v[(t + 1) % n].x - c.x,
                                                           v[(t + 1) % n].y - c.y};
-        pim_vec2 d = {p.x - c.x, p.y - c.y};
+        ts_vec2 d = {p.x - c.x, p.y - c.y};
         double det = e1.x * e2.y - e1.y * e2.x;
         double l1 = SUBDIV * (d.x * e2.y - d.y * e2.x) / det;
         double l2 = SUBDIV * (e1.x * d.y - e1.y * d.x) / det;
@@ -810,7 +810,7 @@ static double chi_square_statistic(const pim_vec2 *v, size_t n, sampler_fn sampl
     double chi2 = 0.0;
     int used = 0;
     for (size_t t = 0; t < n; t++) {
-        pim_vec2 tri[3] = {c, v[t], v[(t + 1) % n]};
+        ts_vec2 tri[3] = {c, v[t], v[(t + 1) % n]};
         double expected = (double)draws * pim_polygon_area(tri, 3) / (SUBDIV * SUBDIV) / area;
         for (int a = 0; a < SUBDIV; a++)
             for (int b = 0; b < SUBDIV; b++)
@@ -829,7 +829,7 @@ static double chi_square_statistic(const pim_vec2 *v, size_t n, sampler_fn sampl
 }
 
 /* Broken samplers for "test the test". */
-static pim_vec2 triangle_chosen_uniformly(const pim_vec2 *v, size_t n, const double *fan,
+static ts_vec2 triangle_chosen_uniformly(const ts_vec2 *v, size_t n, const double *fan,
                                           ts_rng *rng)
 {
     (void)fan;
@@ -837,11 +837,11 @@ static pim_vec2 triangle_chosen_uniformly(const pim_vec2 *v, size_t n, const dou
     double u = ts_rng_uniform_open(rng), w = ts_rng_uniform_open(rng);
     if (u + w > 1)
         u = 1 - u, w = 1 - w;
-    return (pim_vec2){v[0].x + u * (v[k + 1].x - v[0].x) + w * (v[k + 2].x - v[0].x),
+    return (ts_vec2){v[0].x + u * (v[k + 1].x - v[0].x) + w * (v[k + 2].x - v[0].x),
                       v[0].y + u * (v[k + 1].y - v[0].y) + w * (v[k + 2].y - v[0].y)};
 }
 
-static pim_vec2 naive_barycentric(const pim_vec2 *v, size_t n, const double *fan, ts_rng *rng)
+static ts_vec2 naive_barycentric(const ts_vec2 *v, size_t n, const double *fan, ts_rng *rng)
 {
     /* Triangle picked by area like the real sampler, but (u, w) drawn as
      * u uniform, w uniform on (0, 1 - u): crowds the apex v[k+2]. */
@@ -850,7 +850,7 @@ static pim_vec2 naive_barycentric(const pim_vec2 *v, size_t n, const double *fan
     while (k + 1 < n - 2 && fan[k] <= target)
         k++;
     double u = ts_rng_uniform_open(rng), w = (1 - u) * ts_rng_uniform_open(rng);
-    return (pim_vec2){v[0].x + u * (v[k + 1].x - v[0].x) + w * (v[k + 2].x - v[0].x),
+    return (ts_vec2){v[0].x + u * (v[k + 1].x - v[0].x) + w * (v[k + 2].x - v[0].x),
                       v[0].y + u * (v[k + 1].y - v[0].y) + w * (v[k + 2].y - v[0].y)};
 }
 
@@ -859,13 +859,13 @@ START_TEST(test_uniform_sampler_chi_square)
     ts_rng *rng = ts_rng_new_seeded(1007);
     pim_context ctx;
     pim_context_init(&ctx);
-    pim_vec2 pts[12], hull[24];
+    ts_vec2 pts[12], hull[24];
     random_points(rng, REALS, pts, 12);
     size_t h = pim_convex_hull(pts, 12, hull);
     random_cell_k(rng, 7, &ctx);
     struct {
         const char *what;
-        const pim_vec2 *v;
+        const ts_vec2 *v;
         size_t n;
     } polys[2] = {{"random hull", hull, h}, {"K_I of cells", ctx.k_iso, ctx.k_count}};
     for (int p = 0; p < 2; p++) {
@@ -894,16 +894,16 @@ END_TEST
 /* -------------------------------------------------------------- gauge */
 
 /* Independent gauge: bisection on t with a point-in-polygon test of p / t. */
-static double gauge_by_bisection(const pim_vec2 *v, size_t n, pim_vec2 p)
+static double gauge_by_bisection(const ts_vec2 *v, size_t n, ts_vec2 p)
 {
     double lo = 0.0, hi = 1.0;
-    while (point_in_convex(v, n, (pim_vec2){p.x / hi, p.y / hi}))
+    while (point_in_convex(v, n, (ts_vec2){p.x / hi, p.y / hi}))
         hi *= 0.5;
-    while (!point_in_convex(v, n, (pim_vec2){p.x / hi, p.y / hi}))
+    while (!point_in_convex(v, n, (ts_vec2){p.x / hi, p.y / hi}))
         lo = hi, hi *= 2.0;
     for (int i = 0; i < 200 && hi - lo > 1e-15 * hi; i++) {
         double mid = 0.5 * (lo + hi);
-        if (point_in_convex(v, n, (pim_vec2){p.x / mid, p.y / mid}))
+        if (point_in_convex(v, n, (ts_vec2){p.x / mid, p.y / mid}))
             hi = mid;
         else
             lo = mid;
@@ -916,25 +916,25 @@ START_TEST(test_gauge_properties)
     ts_rng *rng = ts_rng_new_seeded(1008);
     pim_context ctx;
     pim_context_init(&ctx);
-    pim_vec2 forms[4 * MAX_POINTS];
+    ts_vec2 forms[4 * MAX_POINTS];
     double worst_vertex = 0.0, worst_scale = 0.0, worst_bisect = 0.0, worst_sym = 0.0;
     int inside_bad = 0, outside_bad = 0;
     for (int trial = 0; trial < 100; trial++) {
         size_t m = random_cell_k(rng, 1 + (size_t)(ts_rng_u64(rng) % 10), &ctx);
-        const pim_vec2 *polys[2] = {ctx.k, ctx.k_iso};
+        const ts_vec2 *polys[2] = {ctx.k, ctx.k_iso};
         for (int which = 0; which < 2; which++) {
-            const pim_vec2 *k = polys[which];
+            const ts_vec2 *k = polys[which];
             ck_assert_int_eq(pim_gauge_prepare(k, m, forms), 0);
             for (size_t i = 0; i < m; i++) {
                 worst_vertex = fmax(worst_vertex, fabs(pim_gauge_eval(forms, m, k[i]) - 1.0));
                 /* Just outside a vertex: > 1. */
-                outside_bad += !(pim_gauge_eval(forms, m, (pim_vec2){1.001 * k[i].x,
+                outside_bad += !(pim_gauge_eval(forms, m, (ts_vec2){1.001 * k[i].x,
                                                                      1.001 * k[i].y}) > 1.0);
             }
             for (int j = 0; j < 50; j++) {
                 /* Random convex combination of the vertices, shrunk: strictly inside. */
                 double w_sum = 0.0;
-                pim_vec2 p = {0, 0};
+                ts_vec2 p = {0, 0};
                 for (size_t i = 0; i < m; i++) {
                     double w = ts_rng_uniform_open(rng);
                     w_sum += w;
@@ -945,22 +945,22 @@ START_TEST(test_gauge_properties)
                 inside_bad += !(pim_gauge_eval(forms, m, p) < 1.0);
 
                 /* Positive homogeneity, symmetry, and agreement with bisection. */
-                pim_vec2 q = {uniform(rng, -3, 3) * k[0].x + uniform(rng, -3, 3) * k[1].x,
+                ts_vec2 q = {uniform(rng, -3, 3) * k[0].x + uniform(rng, -3, 3) * k[1].x,
                               uniform(rng, -3, 3) * k[0].y + uniform(rng, -3, 3) * k[1].y};
                 double g = pim_gauge_eval(forms, m, q);
                 double t = exp(uniform(rng, -7, 7));
                 worst_scale = fmax(worst_scale,
-                                   fabs(pim_gauge_eval(forms, m, (pim_vec2){t * q.x, t * q.y}) /
+                                   fabs(pim_gauge_eval(forms, m, (ts_vec2){t * q.x, t * q.y}) /
                                             (t * g) - 1.0));
                 worst_sym = fmax(worst_sym,
-                                 fabs(pim_gauge_eval(forms, m, (pim_vec2){-q.x, -q.y}) / g - 1.0));
+                                 fabs(pim_gauge_eval(forms, m, (ts_vec2){-q.x, -q.y}) / g - 1.0));
                 worst_bisect = fmax(worst_bisect, fabs(gauge_by_bisection(k, m, q) / g - 1.0));
             }
         }
         /* K-norm through the context (evaluated in K_I space) equals the
          * gauge of K itself: ||T v||_{TK} = ||v||_K. */
         ck_assert_int_eq(pim_gauge_prepare(ctx.k, m, forms), 0);
-        pim_vec2 d = {uniform(rng, -2e3, 2e3), uniform(rng, -2e3, 2e3)};
+        ts_vec2 d = {uniform(rng, -2e3, 2e3), uniform(rng, -2e3, 2e3)};
         worst_scale = fmax(worst_scale,
                            fabs(pim_k_norm(&ctx, d) / pim_gauge_eval(forms, m, d) - 1.0));
     }
@@ -973,20 +973,20 @@ START_TEST(test_gauge_properties)
     ck_assert_double_lt(worst_bisect, 1e-9);
     ck_assert_int_eq(inside_bad, 0);
     ck_assert_int_eq(outside_bad, 0);
-    ck_assert_double_eq(pim_gauge_eval(forms, ctx.k_count, (pim_vec2){0, 0}), 0.0);
-    ck_assert(isnan(pim_gauge_eval(forms, ctx.k_count, (pim_vec2){NAN, 0})));
+    ck_assert_double_eq(pim_gauge_eval(forms, ctx.k_count, (ts_vec2){0, 0}), 0.0);
+    ck_assert(isnan(pim_gauge_eval(forms, ctx.k_count, (ts_vec2){NAN, 0})));
 
     /* Origin on the boundary or outside: no gauge. */
-    pim_vec2 corner[4] = {{0, 0}, {1, 0}, {1, 1}, {0, 1}};
+    ts_vec2 corner[4] = {{0, 0}, {1, 0}, {1, 1}, {0, 1}};
     ck_assert_int_eq(pim_gauge_prepare(corner, 4, forms), -1);
-    pim_vec2 away[3] = {{1, 1}, {2, 1}, {1, 2}};
+    ts_vec2 away[3] = {{1, 1}, {2, 1}, {1, 2}};
     ck_assert_int_eq(pim_gauge_prepare(away, 3, forms), -1);
     /* A non-symmetric polygon around the origin still gets its gauge. */
-    pim_vec2 skew[3] = {{-1, -1}, {4, 0}, {0, 2}};
+    ts_vec2 skew[3] = {{-1, -1}, {4, 0}, {0, 2}};
     ck_assert_int_eq(pim_gauge_prepare(skew, 3, forms), 0);
     for (int i = 0; i < 3; i++)
         ck_assert_double_eq_tol(pim_gauge_eval(forms, 3, skew[i]), 1.0, 1e-14);
-    ck_assert_double_eq_tol(pim_gauge_eval(forms, 3, (pim_vec2){2, 1}), 1.0, 1e-14);
+    ck_assert_double_eq_tol(pim_gauge_eval(forms, 3, (ts_vec2){2, 1}), 1.0, 1e-14);
 
     pim_context_free(&ctx);
     ts_rng_free(rng);

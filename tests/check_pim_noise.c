@@ -37,14 +37,14 @@
  * projection origin (as real local coordinates are). */
 static const int demo_cells[][2] = {{0, 0}, {1, 0}, {2, 0}, {2, 1}, {0, 2}, {3, 3}, {1, 1}};
 #define DEMO_COUNT (sizeof demo_cells / sizeof demo_cells[0])
-static const pim_vec2 grid_origin = {23456.0, -9876.0};
+static const ts_vec2 grid_origin = {23456.0, -9876.0};
 
-static pim_vec2 cell_centre(int i, int j)
+static ts_vec2 cell_centre(int i, int j)
 {
-    return (pim_vec2){grid_origin.x + (i + 0.5) * CELL, grid_origin.y + (j + 0.5) * CELL};
+    return (ts_vec2){grid_origin.x + (i + 0.5) * CELL, grid_origin.y + (j + 0.5) * CELL};
 }
 
-static void demo_centres(pim_vec2 *out)
+static void demo_centres(ts_vec2 *out)
 {
     for (size_t i = 0; i < DEMO_COUNT; i++)
         out[i] = cell_centre(demo_cells[i][0], demo_cells[i][1]);
@@ -81,9 +81,9 @@ static double now_s(void)
 #define INTEGRATION_TOL 1e-3
 #define INTEGRATION_GRID 2500
 
-typedef double (*density_fn)(const void *ctx, pim_vec2 z);
+typedef double (*density_fn)(const void *ctx, ts_vec2 z);
 
-static double integrate(density_fn f, const void *ctx, pim_vec2 centre, double half_x,
+static double integrate(density_fn f, const void *ctx, ts_vec2 centre, double half_x,
                         double half_y, int n)
 {
     double hx = 2.0 * half_x / n, hy = 2.0 * half_y / n;
@@ -92,7 +92,7 @@ static double integrate(density_fn f, const void *ctx, pim_vec2 centre, double h
         double row = 0.0;
         double y = centre.y - half_y + (i + 0.5) * hy;
         for (int j = 0; j < n; j++)
-            row += f(ctx, (pim_vec2){centre.x - half_x + (j + 0.5) * hx, y});
+            row += f(ctx, (ts_vec2){centre.x - half_x + (j + 0.5) * hx, y});
         sum += row;
     }
     return sum * hx * hy;
@@ -101,10 +101,10 @@ static double integrate(density_fn f, const void *ctx, pim_vec2 centre, double h
 typedef struct pim_at {
     const pim_context *ctx;
     double eps;
-    pim_vec2 s;
+    ts_vec2 s;
 } pim_at;
 
-static double pim_at_density(const void *p, pim_vec2 z)
+static double pim_at_density(const void *p, ts_vec2 z)
 {
     const pim_at *a = p;
     return pim_density(a->ctx, a->eps, z, a->s);
@@ -112,7 +112,7 @@ static double pim_at_density(const void *p, pim_vec2 z)
 
 START_TEST(test_pim_density_integrates_to_one)
 {
-    pim_vec2 centres[DEMO_COUNT];
+    ts_vec2 centres[DEMO_COUNT];
     demo_centres(centres);
     pim_context ctx;
     pim_context_init(&ctx);
@@ -123,7 +123,7 @@ START_TEST(test_pim_density_integrates_to_one)
         kx = fmax(kx, fabs(ctx.k[i].x)), ky = fmax(ky, fabs(ctx.k[i].y));
     /* The K-norm's forms in metres: forms of K_I composed with T. */
     double max_form = 0.0;
-    pim_vec2 forms[64];
+    ts_vec2 forms[64];
     ck_assert_int_eq(pim_gauge_prepare(ctx.k, ctx.k_count, forms), 0);
     for (size_t i = 0; i < ctx.k_count; i++)
         max_form = fmax(max_form, hypot(forms[i].x, forms[i].y));
@@ -152,8 +152,8 @@ START_TEST(test_pim_density_integrates_to_one)
     double worst = 0.0;
     for (int i = -20; i <= 20; i++)
         for (int j = -20; j <= 20; j++) {
-            pim_vec2 z = {centres[0].x + 97.0 * i, centres[0].y + 61.0 * j};
-            pim_vec2 d = {z.x - centres[5].x, z.y - centres[5].y};
+            ts_vec2 z = {centres[0].x + 97.0 * i, centres[0].y + 61.0 * j};
+            ts_vec2 d = {z.x - centres[5].x, z.y - centres[5].y};
             double direct = log(1.5 * 1.5 / (2.0 * ctx.area_k)) -
                             1.5 * pim_gauge_eval(forms, ctx.k_count, d);
             worst = fmax(worst, fabs(pim_log_density(&ctx, 1.5, z, centres[5]) - direct));
@@ -166,10 +166,10 @@ END_TEST
 
 typedef struct lm_at {
     double scale;
-    pim_vec2 s;
+    ts_vec2 s;
 } lm_at;
 
-static double lm_at_density(const void *p, pim_vec2 z)
+static double lm_at_density(const void *p, ts_vec2 z)
 {
     const lm_at *a = p;
     return lm_delta_density(a->scale, z, a->s);
@@ -177,7 +177,7 @@ static double lm_at_density(const void *p, pim_vec2 z)
 
 START_TEST(test_lm_density_integrates_to_one)
 {
-    pim_vec2 centres[DEMO_COUNT];
+    ts_vec2 centres[DEMO_COUNT];
     demo_centres(centres);
     double dx, dy;
     ck_assert_int_eq(lm_delta_sensitivity(centres, DEMO_COUNT, CELL, &dx, &dy), 0);
@@ -214,7 +214,7 @@ static double gamma2_cdf(double x, double scale)
 
 START_TEST(test_pim_noise_law)
 {
-    pim_vec2 centres[DEMO_COUNT];
+    ts_vec2 centres[DEMO_COUNT];
     demo_centres(centres);
     pim_context ctx;
     pim_context_init(&ctx);
@@ -222,12 +222,12 @@ START_TEST(test_pim_noise_law)
     ts_rng *rng = ts_rng_new_seeded(2001);
     double *norms = malloc(KS_SAMPLES * sizeof *norms);
     double eps = 0.7, sx = 0.0, sy = 0.0, sq = 0.0, sq2 = 0.0;
-    pim_vec2 x = centres[4];
+    ts_vec2 x = centres[4];
     int failed = 0;
     for (size_t i = 0; i < KS_SAMPLES; i++) {
-        pim_vec2 z;
+        ts_vec2 z;
         failed += pim_sample(&ctx, x, eps, rng, &z) != 0;
-        pim_vec2 d = {z.x - x.x, z.y - x.y};
+        ts_vec2 d = {z.x - x.x, z.y - x.y};
         norms[i] = pim_k_norm(&ctx, d);
         sx += d.x, sy += d.y;
         double r2 = d.x * d.x + d.y * d.y;
@@ -268,10 +268,10 @@ START_TEST(test_lm_noise_law)
     ts_rng *rng = ts_rng_new_seeded(2002);
     double *l1 = malloc(KS_SAMPLES * sizeof *l1);
     double scale = 1234.5;
-    pim_vec2 x = {100.0, -200.0};
+    ts_vec2 x = {100.0, -200.0};
     int failed = 0;
     for (size_t i = 0; i < KS_SAMPLES; i++) {
-        pim_vec2 z;
+        ts_vec2 z;
         failed += lm_delta_sample(x, scale, rng, &z) != 0;
         l1[i] = fabs(z.x - x.x) + fabs(z.y - x.y);
     }
@@ -323,24 +323,24 @@ typedef struct audit_result {
     double z, max_abs_log_ratio, worst_excess;
 } audit_result;
 
-typedef int (*release_fn)(const void *mech, pim_vec2 secret, ts_rng *rng, pim_vec2 *z);
+typedef int (*release_fn)(const void *mech, ts_vec2 secret, ts_rng *rng, ts_vec2 *z);
 
 typedef struct audit_setup {
-    pim_mat2 to_bins; /* metres -> bin coordinates (before scaling) */
-    pim_vec2 centre;
+    ts_mat2 to_bins; /* metres -> bin coordinates (before scaling) */
+    ts_vec2 centre;
     double side;
 } audit_setup;
 
 static void collect(const audit_setup *a, release_fn release, const void *mech,
-                    pim_vec2 secret, ts_rng *rng, audit_grid *g)
+                    ts_vec2 secret, ts_rng *rng, audit_grid *g)
 {
     memset(g, 0, sizeof *g);
     int failed = 0;
     double half = 0.5 * AUDIT_BINS;
     for (long i = 0; i < AUDIT_SAMPLES; i++) {
-        pim_vec2 z;
+        ts_vec2 z;
         failed += release(mech, secret, rng, &z) != 0;
-        pim_vec2 u = pim_mat2_apply(a->to_bins, (pim_vec2){z.x - a->centre.x, z.y - a->centre.y});
+        ts_vec2 u = ts_mat2_apply(a->to_bins, (ts_vec2){z.x - a->centre.x, z.y - a->centre.y});
         double fx = floor(u.x / a->side + half), fy = floor(u.y / a->side + half);
         if (fx >= 0 && fy >= 0 && fx < AUDIT_BINS && fy < AUDIT_BINS)
             g->counts[(int)fy][(int)fx]++;
@@ -381,7 +381,7 @@ typedef struct pim_mech {
     double eps;
 } pim_mech;
 
-static int pim_release(const void *m, pim_vec2 secret, ts_rng *rng, pim_vec2 *z)
+static int pim_release(const void *m, ts_vec2 secret, ts_rng *rng, ts_vec2 *z)
 {
     const pim_mech *p = m;
     return pim_sample(p->ctx, secret, p->eps, rng, z);
@@ -391,7 +391,7 @@ typedef struct lm_mech {
     double scale;
 } lm_mech;
 
-static int lm_release(const void *m, pim_vec2 secret, ts_rng *rng, pim_vec2 *z)
+static int lm_release(const void *m, ts_vec2 secret, ts_rng *rng, ts_vec2 *z)
 {
     return lm_delta_sample(secret, ((const lm_mech *)m)->scale, rng, z);
 }
@@ -399,15 +399,15 @@ static int lm_release(const void *m, pim_vec2 secret, ts_rng *rng, pim_vec2 *z)
 START_TEST(test_pim_privacy_audit)
 {
     static audit_grid g1, g2;
-    pim_vec2 centres[DEMO_COUNT];
+    ts_vec2 centres[DEMO_COUNT];
     demo_centres(centres);
     pim_context ctx;
     pim_context_init(&ctx);
     ck_assert_int_eq(pim_context_build(&ctx, centres, DEMO_COUNT, CELL), 0);
 
     /* The two farthest cells of the set: (0, 0) and (3, 3). */
-    pim_vec2 s1 = centres[0], s2 = centres[5];
-    double k_dist = pim_k_norm(&ctx, (pim_vec2){s1.x - s2.x, s1.y - s2.y});
+    ts_vec2 s1 = centres[0], s2 = centres[5];
+    double k_dist = pim_k_norm(&ctx, (ts_vec2){s1.x - s2.x, s1.y - s2.y});
     ck_assert_double_le(k_dist, 1.0); /* same delta-set: eps-neighbours */
     ck_assert_double_ge(k_dist, 0.5);
     double eps = 1.25 / k_dist; /* eps ||s1 - s2||_K = 1.25, as in the geoind audit */
@@ -442,7 +442,7 @@ START_TEST(test_pim_privacy_audit)
      * same audit must catch it too. */
     pim_context small;
     pim_context_init(&small);
-    pim_vec2 partial[4] = {centres[0], centres[1], centres[2], centres[3]};
+    ts_vec2 partial[4] = {centres[0], centres[1], centres[2], centres[3]};
     ck_assert_int_eq(pim_context_build(&small, partial, 4, CELL), 0);
     pim_mech shrunk = {&small, eps};
     collect(&a, pim_release, &shrunk, s1, rng, &g1);
@@ -460,11 +460,11 @@ END_TEST
 START_TEST(test_lm_privacy_audit)
 {
     static audit_grid g1, g2;
-    pim_vec2 centres[DEMO_COUNT];
+    ts_vec2 centres[DEMO_COUNT];
     demo_centres(centres);
     double dx, dy;
     ck_assert_int_eq(lm_delta_sensitivity(centres, DEMO_COUNT, CELL, &dx, &dy), 0);
-    pim_vec2 s1 = centres[0], s2 = centres[5];
+    ts_vec2 s1 = centres[0], s2 = centres[5];
     double eps = 2.0;
     double scale = lm_delta_scale(dx, dy, eps);
     /* Exact worst ratio for these two secrets: the L1 distance / scale. */
@@ -497,12 +497,12 @@ END_TEST
 
 /* ------------------------------------------------------ degenerate sets */
 
-static void check_finite_samples(const pim_context *ctx, pim_vec2 x)
+static void check_finite_samples(const pim_context *ctx, ts_vec2 x)
 {
     ts_rng *rng = ts_rng_new_seeded(2005);
     int bad = 0;
     for (int i = 0; i < 10000; i++) {
-        pim_vec2 z;
+        ts_vec2 z;
         bad += pim_sample(ctx, x, 0.5, rng, &z) != 0 || !isfinite(z.x) || !isfinite(z.y);
         double ld = pim_log_density(ctx, 0.5, z, x);
         bad += !isfinite(ld);
@@ -518,7 +518,7 @@ START_TEST(test_degenerate_sets)
     const double c = CELL;
 
     /* One cell: the hull is the cell's square, K = [-c, c]^2. */
-    pim_vec2 one = cell_centre(4, 7);
+    ts_vec2 one = cell_centre(4, 7);
     ck_assert_int_eq(pim_context_build(&ctx, &one, 1, c), 0);
     ck_assert_uint_eq(ctx.hull_count, 4);
     ck_assert_uint_eq(ctx.k_count, 4);
@@ -531,12 +531,12 @@ START_TEST(test_degenerate_sets)
     check_finite_samples(&ctx, one);
 
     /* The same cell several times is still one cell. */
-    pim_vec2 same[3] = {one, one, one};
+    ts_vec2 same[3] = {one, one, one};
     ck_assert_int_eq(pim_context_build(&ctx, same, 3, c), 0);
     ck_assert_uint_eq(ctx.k_count, 4);
 
     /* Two adjacent cells: K = [-2c, 2c] x [-c, c]. */
-    pim_vec2 two[2] = {cell_centre(0, 0), cell_centre(1, 0)};
+    ts_vec2 two[2] = {cell_centre(0, 0), cell_centre(1, 0)};
     ck_assert_int_eq(pim_context_build(&ctx, two, 2, c), 0);
     ck_assert_uint_eq(ctx.k_count, 4);
     ck_assert_double_eq_tol(ctx.area_k, 8 * c * c, 1e-6);
@@ -544,7 +544,7 @@ START_TEST(test_degenerate_sets)
 
     /* Five collinear cells on a diagonal: segment (8c, 8c) + [-c, c]^2, a
      * hexagon of area 4c^2 + |w| * width = 4c^2 + 8 sqrt2 c * 2 sqrt2 c. */
-    pim_vec2 diag[5];
+    ts_vec2 diag[5];
     for (int i = 0; i < 5; i++)
         diag[i] = cell_centre(i, i);
     ck_assert_int_eq(pim_context_build(&ctx, diag, 5, c), 0);
@@ -553,7 +553,7 @@ START_TEST(test_degenerate_sets)
     check_finite_samples(&ctx, diag[2]);
 
     /* Ten collinear cells in a row: a 20c x 2c rectangle. */
-    pim_vec2 row[10];
+    ts_vec2 row[10];
     for (int i = 0; i < 10; i++)
         row[i] = cell_centre(i, 3);
     ck_assert_int_eq(pim_context_build(&ctx, row, 10, c), 0);
@@ -562,7 +562,7 @@ START_TEST(test_degenerate_sets)
     check_finite_samples(&ctx, row[9]);
     /* Every pair of cells of the set is within K-distance 1. */
     for (int i = 0; i < 10; i++)
-        ck_assert_double_le(pim_k_norm(&ctx, (pim_vec2){row[i].x - row[0].x, 0.0}), 1.0);
+        ck_assert_double_le(pim_k_norm(&ctx, (ts_vec2){row[i].x - row[0].x, 0.0}), 1.0);
 
     /* LM on one cell: extents c, scale 2c / eps. */
     double dx, dy;
@@ -578,19 +578,19 @@ START_TEST(test_invalid_input_fails_closed)
     pim_context ctx;
     pim_context_init(&ctx);
     ts_rng *rng = ts_rng_new_seeded(2006);
-    pim_vec2 z = {7.0, 7.0}, x = {0.0, 0.0};
+    ts_vec2 z = {7.0, 7.0}, x = {0.0, 0.0};
 
     /* Not built yet. */
     ck_assert_int_eq(pim_sample(&ctx, x, 1.0, rng, &z), -1);
     ck_assert(isnan(pim_log_density(&ctx, 1.0, z, x)));
 
-    pim_vec2 centres[DEMO_COUNT];
+    ts_vec2 centres[DEMO_COUNT];
     demo_centres(centres);
     ck_assert_int_eq(pim_context_build(&ctx, centres, 0, CELL), -1);
     ck_assert_int_eq(pim_context_build(&ctx, centres, DEMO_COUNT, 0.0), -1);
     ck_assert_int_eq(pim_context_build(&ctx, centres, DEMO_COUNT, NAN), -1);
     ck_assert_int_eq(pim_context_build(&ctx, centres, DEMO_COUNT, INFINITY), -1);
-    pim_vec2 with_nan[2] = {centres[0], {NAN, 0.0}};
+    ts_vec2 with_nan[2] = {centres[0], {NAN, 0.0}};
     ck_assert_int_eq(pim_context_build(&ctx, with_nan, 2, CELL), -1);
     ck_assert_int_eq(pim_sample(&ctx, x, 1.0, rng, &z), -1); /* a failed build is unusable */
 
@@ -599,7 +599,7 @@ START_TEST(test_invalid_input_fails_closed)
     ck_assert_int_eq(pim_sample(&ctx, x, -1.0, rng, &z), -1);
     ck_assert_int_eq(pim_sample(&ctx, x, NAN, rng, &z), -1);
     ck_assert_int_eq(pim_sample(&ctx, x, INFINITY, rng, &z), -1);
-    ck_assert_int_eq(pim_sample(&ctx, (pim_vec2){NAN, 0.0}, 1.0, rng, &z), -1);
+    ck_assert_int_eq(pim_sample(&ctx, (ts_vec2){NAN, 0.0}, 1.0, rng, &z), -1);
     ck_assert(z.x == 7.0 && z.y == 7.0); /* untouched on failure */
     ck_assert(isnan(pim_log_density(&ctx, 0.0, z, x)));
 
@@ -631,11 +631,11 @@ START_TEST(test_context_deterministic_and_reusable)
     int differ = 0;
     for (int trial = 0; trial < 50; trial++) {
         size_t n = 1 + (size_t)(ts_rng_u64(rng) % 60);
-        pim_vec2 centres[120];
+        ts_vec2 centres[120];
         for (size_t i = 0; i < n; i++)
             centres[i] = cell_centre((int)(ts_rng_u64(rng) % 20), (int)(ts_rng_u64(rng) % 20));
         /* Reversed with duplicates appended. */
-        pim_vec2 shuffled[120];
+        ts_vec2 shuffled[120];
         for (size_t i = 0; i < n; i++)
             shuffled[i] = centres[n - 1 - i];
         memcpy(shuffled + n, centres, n * sizeof *centres);
@@ -660,7 +660,7 @@ END_TEST
 START_TEST(test_cost_report)
 {
     ts_rng *rng = ts_rng_new_seeded(2008);
-    pim_vec2 centres[400];
+    ts_vec2 centres[400];
     for (int i = 0; i < 400; i++)
         centres[i] = cell_centre((int)(ts_rng_u64(rng) % 40), (int)(ts_rng_u64(rng) % 40));
     pim_context ctx;
@@ -671,7 +671,7 @@ START_TEST(test_cost_report)
     for (int i = 0; i < builds; i++)
         failed += pim_context_build(&ctx, centres, 100, CELL) != 0;
     double t1 = now_s();
-    pim_vec2 z = {0, 0}, acc = {0, 0};
+    ts_vec2 z = {0, 0}, acc = {0, 0};
     for (int i = 0; i < samples; i++) {
         pim_sample(&ctx, centres[0], 1.0, rng, &z);
         acc.x += z.x;

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "mechanisms/geo.h"
+#include "geometry/geo.h"
 #include "tools/poi_index.h"
 #include "tests/support/check_run.h"
 

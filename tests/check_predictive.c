@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "daemon/pipeline.h"
-#include "mechanisms/geo.h"
+#include "geometry/geo.h"
 #include "mechanisms/geoind.h"
 #include "mechanisms/predictive.h"
 #include "mechanisms/rng.h"

@@ -41,7 +41,7 @@
 
 #include <gsl/gsl_cdf.h>
 
-#include "mechanisms/geo.h"
+#include "geometry/geo.h"
 #include "mechanisms/geoind.h"
 #include "mechanisms/mechanism.h"
 #include "mechanisms/planar_laplace.h"

@@ -17,8 +17,8 @@
  * refuse noise that puts non-negligible mass beyond
  * TS_GEO_MAX_NOISE_RADIUS_M (ts_planar_laplace_fits_sphere).
  */
-#ifndef TRACESAN_MECHANISMS_GEO_H
-#define TRACESAN_MECHANISMS_GEO_H
+#ifndef TRACESAN_GEOMETRY_GEO_H
+#define TRACESAN_GEOMETRY_GEO_H
 
 #define TS_EARTH_RADIUS_M 6371008.8
 

@@ -1,4 +1,4 @@
-#include "mechanisms/geo.h"
+#include "geometry/geo.h"
 
 #include <math.h>
 
