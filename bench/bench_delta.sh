@@ -51,7 +51,7 @@ trap 'rm -rf "$tmp"' EXIT
 
 model=$tmp/model.bin
 "$build/tracesan" learn --region "$region" --cell-m 340 --tick-s "$tick" \
-    --exclude-users "$test_users" -o "$model" "$data" 2>"$tmp/learn.log" ||
+    --exclude-users "$test_users" --output "$model" "$data" 2>"$tmp/learn.log" ||
     { cat "$tmp/learn.log" >&2; exit 1; }
 tail -n 1 "$tmp/learn.log" | sed 's/^/bench_delta: /'
 

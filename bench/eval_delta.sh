@@ -89,7 +89,7 @@ if [ "${IN_SAMPLE:-0}" = 1 ]; then
 fi
 model=$tmp/model.bin
 "$tracesan" learn --region "$region" --cell-m 340 --tick-s "$tick" \
-    "${exclude[@]}" -o "$model" "$data" 2>"$tmp/learn.log" ||
+    "${exclude[@]}" --output "$model" "$data" 2>"$tmp/learn.log" ||
     { cat "$tmp/learn.log" >&2; exit 1; }
 tail -n 3 "$tmp/learn.log" | sed 's/^/eval_delta: learn: /' >&2
 

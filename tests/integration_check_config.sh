@@ -108,7 +108,7 @@ for i in $(seq 0 30); do
     printf 'a,%d,39.91%02d,116.31%02d\n' $((1700000000 + 60 * i)) "$i" "$i"
 done >>"$TMPD/learn.csv"
 if "$TRACESAN" learn --region 39.9,116.3,39.95,116.36 --cell-m 500 \
-        --tick-s 60 -o "$MODEL" "$TMPD/learn.csv" 2>"$TMPD/learn.err"; then
+        --tick-s 60 --output "$MODEL" "$TMPD/learn.csv" 2>"$TMPD/learn.err"; then
     run_check enabled --check-config "$SHIPPED_CONF" -o "profiles.pim.model=$MODEL"
     check_eq "pim enabled by -o model=PATH: exit status" 0 "$rc"
     check_eq "pim enabled: stdout" "$SHIPPED_CONF: configuration OK" "$out"

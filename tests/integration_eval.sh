@@ -245,7 +245,7 @@ awk 'BEGIN {
 }' >"$DFEED"
 DROWS=$(data_rows "$DFEED")
 if ! "$TRACESAN" learn --region 39.9,116.3,39.92,116.32 --cell-m 300 \
-        --tick-s 60 -o "$DMODEL" "$DFEED" 2>"$TMPD/drift_learn.log"; then
+        --tick-s 60 --output "$DMODEL" "$DFEED" 2>"$TMPD/drift_learn.log"; then
     show_file "$TMPD/drift_learn.log"
     fatal "tracesan learn failed"
 fi

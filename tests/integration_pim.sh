@@ -41,7 +41,7 @@ ROWS=$(data_rows "$FEED")
 AWAY=3
 
 if ! "$TRACESAN" learn --region 39.9,116.3,39.95,116.36 --cell-m 500 \
-        --tick-s 60 -o "$MODEL" "$FEED" 2>"$TMPD/learn.log"; then
+        --tick-s 60 --output "$MODEL" "$FEED" 2>"$TMPD/learn.log"; then
     show_file "$TMPD/learn.log"
     fatal "tracesan learn failed"
 fi
@@ -272,7 +272,7 @@ done
 # model per pseudonym and reproduces every published |ΔX|.
 MODEL_PU=$TMPD/pim_model_personal.bin
 "$TRACESAN" learn --region 39.9,116.3,39.95,116.36 --cell-m 500 \
-    --tick-s 60 --per-user -o "$MODEL_PU" "$FEED" 2>"$TMPD/learn_pu.log" ||
+    --tick-s 60 --per-user --output "$MODEL_PU" "$FEED" 2>"$TMPD/learn_pu.log" ||
     { show_file "$TMPD/learn_pu.log"; fatal "tracesan learn --per-user failed"; }
 PROFILES_PU=(-o profiles.pim.mechanism=pim -o "profiles.pim.model=\"$MODEL_PU\""
              -o profiles.pim.points_per_window=1000

@@ -55,33 +55,26 @@
  *
  * The output holds aggregates only, never a coordinate.
  */
-#include <getopt.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <uthash.h>
-#include <zlib.h>
 
-#include "daemon/config.h"
 #include "daemon/pipeline.h"
 #include "mechanisms/delta_privacy.h"
-#include "mechanisms/geo.h"
-#include "mechanisms/rng.h"
+#include "geometry/geo.h"
 #include "tools/commands.h"
 #include "tools/csv.h"
 #include "tools/name_index.h"
 #include "tools/poi_index.h"
 
 #define ERR_MAX 512
-#define MAX_LINE_BYTES (1u << 16)
 /* eps values are printed with %.9g: equal values agree to ~1e-8. */
 #define WINDOW_START_TOLERANCE 1e-7
 #define OVERALL_LABEL "(all)"
 #define DEFAULT_KNN 5
-#define MAX_FIELDS 256
 /* profile_slot of a sanitized row whose profile column is absent or empty
  * (taken to be the replayed profile), or names no profile of eval's
  * configuration (never replayed). */
@@ -159,7 +152,7 @@ static void usage(FILE *out)
     fputs(
         "usage: " TS_TOOL_NAME " eval [--format table|csv] [--series FILE]\n"
         "                     [--config FILE] [--profile NAME] "
-        "[-o path=value]...\n"
+        "[-o PATH=VALUE]...\n"
         "                     [--poi FILE [--knn K] [--knn-returned K2]]\n"
         "                     TRUE.csv SANITIZED.csv\n"
         "\n"
@@ -175,26 +168,30 @@ static void usage(FILE *out)
         "report adds rmse_m and the mean, median and minimum |ΔX|.\n"
         "\n"
         "options:\n"
-        "  -f, --format F  'table' (aligned text, default) or 'csv'\n"
-        "  -s, --series F  also write user,ts,delta_set_size,error_m per\n"
-        "                  matched row (time order) to F (and drifted, 0/1,\n"
-        "                  when the drift ratio is computed)\n"
-        "  -c, --config F  the sanitizer's configuration, -p, --profile NAME\n"
-        "                  its profile (default: default_profile) and\n"
-        "  -o path=value   its overrides, exactly as given to sanitize: with\n"
-        "                  a pim or lm-delta profile, adds drift_ratio (share\n"
-        "                  of releases whose true cell was outside ΔX,\n"
-        "                  replayed from the published points)\n"
-        "      --poi F     CSV of points of interest (header with lat and lon;\n"
-        "                  gzip accepted): adds knn_precision and knn_recall\n"
-        "      --knn K     k of the true kNN set (default 5)\n"
-        "      --knn-returned K2\n"
-        "                  k' of the kNN set of the released point (default K,\n"
-        "                  at least K)\n"
+        "  -c, --config FILE       the sanitizer's configuration,\n"
+        "  -p, --profile NAME      its profile (default: default_profile) and\n"
+        "  -o, --override PATH=VALUE\n"
+        "                          its overrides, exactly as given to\n"
+        "                          sanitize: with a pim or lm-delta profile,\n"
+        "                          adds drift_ratio (share of releases whose\n"
+        "                          true cell was outside ΔX, replayed from the\n"
+        "                          published points)\n"
+        "  -f, --format FORMAT     'table' (aligned text, default) or 'csv'\n"
+        "  -s, --series FILE       also write user,ts,delta_set_size,error_m\n"
+        "                          per matched row (time order) to FILE (and\n"
+        "                          drifted, 0/1, when the drift ratio is\n"
+        "                          computed)\n"
+        "      --poi FILE          CSV of points of interest (header with lat\n"
+        "                          and lon; gzip accepted): adds knn_precision\n"
+        "                          and knn_recall\n"
+        "      --knn K             k of the true kNN set (default 5)\n"
+        "      --knn-returned K2   k' of the kNN set of the released point\n"
+        "                          (default K, at least K)\n"
+        "  -h, --help              show this help\n"
+        "\n"
         "The columns drift_ratio, knn_precision, knn_recall are appended\n"
         "when --config, --profile, -o or --poi is given (\"-\" when not\n"
-        "computed). See docs/evaluation.md.\n"
-        "  -h, --help      show this help\n",
+        "computed). See docs/evaluation.md.\n",
         out);
 }
 
@@ -320,66 +317,11 @@ static const char *const sanitized_columns[S_COLUMNS] = {
     "predicted",
 };
 
-/* Splits a CSV line in place (RFC 4180 quoting, no embedded newlines: the
- * sanitized CSV never has them). Returns the number of fields or -1. */
-static int split_fields(char *line, char **fields, int max_fields)
+/* A field that is present, a number and finite. */
+static int is_number(const char *field, double *out)
 {
-    int n = 0;
-    char *p = line;
-    for (;;) {
-        if (n == max_fields)
-            return -1;
-        if (*p == '"') {
-            char *out = ++p;
-            fields[n++] = out;
-            for (;;) {
-                if (*p == '\0')
-                    return -1;
-                if (*p == '"') {
-                    if (p[1] == '"') {
-                        *out++ = '"';
-                        p += 2;
-                        continue;
-                    }
-                    p++;
-                    break;
-                }
-                *out++ = *p++;
-            }
-            *out = '\0';
-            if (*p == '\0')
-                return n;
-            if (*p != ',')
-                return -1;
-            p++;
-        } else {
-            fields[n++] = p;
-            char *comma = strchr(p, ',');
-            if (comma == NULL)
-                return n;
-            *comma = '\0';
-            p = comma + 1;
-        }
-    }
-}
-
-static int parse_number(const char *text, double *out)
-{
-    if (text == NULL || *text == '\0')
-        return -1;
-    char *end = NULL;
-    double v = strtod(text, &end);
-    if (*end != '\0' || !isfinite(v))
-        return -1;
-    *out = v;
-    return 0;
-}
-
-static void chomp(char *line)
-{
-    size_t len = strlen(line);
-    while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r'))
-        line[--len] = '\0';
+    return field != NULL && ts_csv_parse_number(field, out) == 1 &&
+           isfinite(*out);
 }
 
 /* Which of the configuration's profiles a sanitized row names. */
@@ -399,31 +341,16 @@ static int profile_slot(const eval_data *data, const char *name)
 
 static int load_sanitized(eval_data *data, const char *path)
 {
-    gzFile gz = strcmp(path, "-") == 0 ? gzdopen(0, "rb") : gzopen(path, "rb");
-    if (gz == NULL) {
-        fprintf(stderr, TS_TOOL_NAME ": cannot open %s\n", path);
+    char err[ERR_MAX];
+    ts_csv_reader *reader = ts_csv_open_table(path, err, sizeof err);
+    if (reader == NULL) {
+        fprintf(stderr, TS_TOOL_NAME ": %s\n", err);
         return -1;
     }
     int status = -1;
-    char *line = malloc(MAX_LINE_BYTES);
-    if (line == NULL) {
-        fprintf(stderr, TS_TOOL_NAME ": out of memory\n");
-        goto out;
-    }
-    char *fields[MAX_FIELDS];
     int column[S_COLUMNS];
-    int delta_column = -1, profile_column = -1;
-    if (gzgets(gz, line, MAX_LINE_BYTES) == NULL) {
-        fprintf(stderr, TS_TOOL_NAME ": %s: empty file\n", path);
-        goto out;
-    }
-    chomp(line);
-    int n_header = split_fields(line, fields, MAX_FIELDS);
     for (int c = 0; c < S_COLUMNS; c++) {
-        column[c] = -1;
-        for (int f = 0; f < n_header; f++)
-            if (strcasecmp(fields[f], sanitized_columns[c]) == 0)
-                column[c] = f;
+        column[c] = ts_csv_column(reader, sanitized_columns[c]);
         if (column[c] < 0) {
             fprintf(stderr, TS_TOOL_NAME ": %s: header has no '%s' column "
                     "(expected " TS_CSV_SANITIZED_HEADER ")\n", path,
@@ -431,42 +358,37 @@ static int load_sanitized(eval_data *data, const char *path)
             goto out;
         }
     }
-    for (int f = 0; f < n_header; f++) {
-        if (strcasecmp(fields[f], "delta_set_size") == 0)
-            delta_column = f;
-        if (strcasecmp(fields[f], "profile") == 0)
-            profile_column = f;
-    }
+    int delta_column = ts_csv_column(reader, "delta_set_size");
+    int profile_column = ts_csv_column(reader, "profile");
     data->has_delta = delta_column >= 0;
-    uint64_t line_no = 1, unmatched = 0, bad = 0;
-    while (gzgets(gz, line, MAX_LINE_BYTES) != NULL) {
-        line_no++;
-        chomp(line);
-        if (line[0] == '\0')
-            continue;
-        int n = split_fields(line, fields, MAX_FIELDS);
-        double ts_s, lat, lon, eps_point, eps_spent, eps_remaining;
-        int ok = n > 0;
+    uint64_t unmatched = 0, bad = 0;
+    size_t line;
+    int rc;
+    while ((rc = ts_csv_next(reader, &line, err, sizeof err)) != TS_CSV_EOF) {
+        if (rc == TS_CSV_IO_ERROR) {
+            fprintf(stderr, TS_TOOL_NAME ": %s: %s\n", path, err);
+            goto out;
+        }
+        const char *field[S_COLUMNS];
+        double value[S_COLUMNS];
+        int ok = rc == TS_CSV_ROW;
         for (int c = 0; ok && c < S_COLUMNS; c++)
-            ok = column[c] < n;
-        ok = ok && parse_number(fields[column[S_TS]], &ts_s) == 0 &&
-             parse_number(fields[column[S_LAT]], &lat) == 0 &&
-             parse_number(fields[column[S_LON]], &lon) == 0 &&
-             parse_number(fields[column[S_EPS_POINT]], &eps_point) == 0 &&
-             parse_number(fields[column[S_EPS_SPENT]], &eps_spent) == 0 &&
-             parse_number(fields[column[S_EPS_REMAINING]], &eps_remaining) ==
-                 0 &&
-             fabs(ts_s) < 9.0e15;
-        if (!ok) {
+            ok = (field[c] = ts_csv_field(reader, column[c])) != NULL;
+        for (int c = S_TS; ok && c <= S_EPS_REMAINING; c++)
+            ok = is_number(field[c], &value[c]);
+        if (!ok || !(fabs(value[S_TS]) < 9.0e15)) {
             if (bad++ < 5)
-                fprintf(stderr, "eval: %s: line %" PRIu64 " is not a "
-                        "sanitized row, ignored\n", path, line_no);
+                fprintf(stderr, "eval: %s: line %zu is not a sanitized row, "
+                        "ignored\n", path, line);
             continue;
         }
+        double lat = value[S_LAT], lon = value[S_LON];
+        double eps_point = value[S_EPS_POINT];
+        double eps_spent = value[S_EPS_SPENT];
         uint32_t user;
         key_entry *entry =
-            ts_name_index_find(data->users, fields[column[S_USER]], &user)
-                ? find_key(data, user, llround(ts_s * 1000.0))
+            ts_name_index_find(data->users, field[S_USER], &user)
+                ? find_key(data, user, llround(value[S_TS] * 1000.0))
                 : NULL;
         if (entry == NULL || entry->used == entry->count) {
             unmatched++;
@@ -477,34 +399,28 @@ static int load_sanitized(eval_data *data, const char *path)
         r->released_lat = lat;
         r->released_lon = lon;
         r->eps_point = eps_point;
-        if (profile_column >= 0 && profile_column < n)
-            r->profile_slot = profile_slot(data, fields[profile_column]);
+        const char *profile = ts_csv_field(reader, profile_column);
+        if (profile != NULL)
+            r->profile_slot = profile_slot(data, profile);
         r->error_m = ts_geo_distance_m(r->lat, r->lon, lat, lon);
-        double budget = eps_spent + eps_remaining;
+        double budget = eps_spent + value[S_EPS_REMAINING];
         r->rho = budget > 0.0 ? eps_point / budget : NAN;
         r->window_start =
             eps_point > 0.0 &&
             fabs(eps_spent - eps_point) <= WINDOW_START_TOLERANCE * budget;
-        const char *flag = fields[column[S_PREDICTED]];
+        const char *flag = field[S_PREDICTED];
         r->predicted = flag[0] == '\0' ? -1 : (strcmp(flag, "1") == 0);
         double size;
-        if (delta_column >= 0 && delta_column < n &&
-            parse_number(fields[delta_column], &size) == 0 && size >= 0.0)
+        if (is_number(ts_csv_field(reader, delta_column), &size) &&
+            size >= 0.0)
             r->delta_set_size = size;
-    }
-    int errnum = Z_OK;
-    gzerror(gz, &errnum);
-    if (errnum != Z_OK) {
-        fprintf(stderr, TS_TOOL_NAME ": %s: read error\n", path);
-        goto out;
     }
     if (unmatched != 0)
         fprintf(stderr, "eval: %" PRIu64 " sanitized rows have no true row "
                 "with their (user, ts); ignored\n", unmatched);
     status = 0;
 out:
-    free(line);
-    gzclose(gz);
+    ts_csv_close(reader);
     return status;
 }
 
@@ -631,68 +547,36 @@ typedef struct poi_set {
     size_t n, cap;
 } poi_set;
 
-static int is_column(const char *field, const char *const *names)
-{
-    for (; *names != NULL; names++)
-        if (strcasecmp(field, *names) == 0)
-            return 1;
-    return 0;
-}
-
 /* A CSV with a header naming lat and lon columns; other columns ignored.
  * Invalid rows are counted and skipped; errors name lines, not fields. */
 static int load_pois(const char *path, poi_set *pois)
 {
-    static const char *const lat_names[] = { "lat", "latitude", NULL };
-    static const char *const lon_names[] = { "lon", "lng", "longitude",
-                                             NULL };
-    gzFile gz = strcmp(path, "-") == 0 ? gzdopen(0, "rb") : gzopen(path, "rb");
-    if (gz == NULL) {
-        fprintf(stderr, TS_TOOL_NAME ": cannot open %s\n", path);
+    char err[ERR_MAX];
+    ts_csv_reader *reader = ts_csv_open_table(path, err, sizeof err);
+    if (reader == NULL) {
+        fprintf(stderr, TS_TOOL_NAME ": %s\n", err);
         return -1;
     }
     int status = -1;
-    char *fields[MAX_FIELDS];
-    char *line = malloc(MAX_LINE_BYTES);
-    if (line == NULL) {
-        fprintf(stderr, TS_TOOL_NAME ": out of memory\n");
-        goto out;
-    }
-    if (gzgets(gz, line, MAX_LINE_BYTES) == NULL) {
-        fprintf(stderr, TS_TOOL_NAME ": %s: empty file\n", path);
-        goto out;
-    }
-    chomp(line);
-    int n_header = split_fields(line, fields, MAX_FIELDS);
-    int lat_column = -1, lon_column = -1;
-    for (int f = 0; f < n_header; f++) {
-        if (lat_column < 0 && is_column(fields[f], lat_names))
-            lat_column = f;
-        if (lon_column < 0 && is_column(fields[f], lon_names))
-            lon_column = f;
-    }
+    int lat_column = ts_csv_column(reader, "lat|latitude");
+    int lon_column = ts_csv_column(reader, "lon|lng|longitude");
     if (lat_column < 0 || lon_column < 0) {
         fprintf(stderr, TS_TOOL_NAME ": %s: header has no '%s' column\n",
                 path, lat_column < 0 ? "lat" : "lon");
         goto out;
     }
-    uint64_t line_no = 1, bad = 0;
-    while (gzgets(gz, line, MAX_LINE_BYTES) != NULL) {
-        line_no++;
-        size_t len = strlen(line);
-        if (len == MAX_LINE_BYTES - 1 && line[len - 1] != '\n') {
-            fprintf(stderr, TS_TOOL_NAME ": %s: line %" PRIu64 " is longer "
-                    "than %u bytes\n", path, line_no, MAX_LINE_BYTES - 1);
+    uint64_t bad = 0;
+    size_t line;
+    int rc;
+    while ((rc = ts_csv_next(reader, &line, err, sizeof err)) != TS_CSV_EOF) {
+        if (rc == TS_CSV_IO_ERROR) {
+            fprintf(stderr, TS_TOOL_NAME ": %s: %s\n", path, err);
             goto out;
         }
-        chomp(line);
-        if (line[0] == '\0')
-            continue;
-        int n = split_fields(line, fields, MAX_FIELDS);
         double lat, lon;
-        if (n <= lat_column || n <= lon_column ||
-            parse_number(fields[lat_column], &lat) != 0 ||
-            parse_number(fields[lon_column], &lon) != 0 ||
+        if (rc != TS_CSV_ROW ||
+            !is_number(ts_csv_field(reader, lat_column), &lat) ||
+            !is_number(ts_csv_field(reader, lon_column), &lon) ||
             !ts_geo_valid(lat, lon)) {
             bad++;
             continue;
@@ -713,12 +597,6 @@ static int load_pois(const char *path, poi_set *pois)
         pois->lon[pois->n] = lon;
         pois->n++;
     }
-    int errnum = Z_OK;
-    gzerror(gz, &errnum);
-    if (errnum != Z_OK) {
-        fprintf(stderr, TS_TOOL_NAME ": %s: read error\n", path);
-        goto out;
-    }
     if (bad != 0)
         fprintf(stderr, "eval: %s: %" PRIu64 " rows without a valid lat/lon "
                 "ignored\n", path, bad);
@@ -727,8 +605,7 @@ static int load_pois(const char *path, poi_set *pois)
 oom:
     fprintf(stderr, TS_TOOL_NAME ": out of memory\n");
 out:
-    free(line);
-    gzclose(gz);
+    ts_csv_close(reader);
     return status;
 }
 
@@ -1106,146 +983,69 @@ out:
     return status;
 }
 
-/* The profile to replay, from the sanitizer's configuration: NULL (nothing
- * to replay, reported) when it is not a delta-location-set profile; -1 on
- * an error. */
-static int find_replay_profile(const ts_pipeline *pipeline,
-                               const char *profile_name,
-                               const ts_profile **profile, int *slot)
+/* The profile to replay, found in its pipeline as slot *slot; NULL
+ * (reported) when it is not a delta-location-set profile. */
+static const ts_profile *replayable(const ts_pipeline *pipeline,
+                                    const ts_profile *profile, int *slot)
 {
-    *profile = profile_name != NULL
-                   ? ts_pipeline_find_profile(pipeline, profile_name)
-                   : ts_pipeline_default_profile(pipeline);
-    if (*profile == NULL) {
-        fprintf(stderr, TS_TOOL_NAME ": unknown profile '%s'\n",
-                profile_name != NULL ? profile_name : "(default)");
-        return -1;
-    }
-    if ((*profile)->ops->replay == NULL) {
+    if (profile->ops->replay == NULL) {
         fprintf(stderr, "eval: profile '%s' uses mechanism %s, which has "
-                "no replay: no drift ratio\n", (*profile)->name,
-                (*profile)->ops->name);
-        *profile = NULL;
-        return 0;
+                "no replay: no drift ratio\n", profile->name,
+                profile->ops->name);
+        return NULL;
     }
     size_t n = ts_pipeline_profile_count(pipeline);
     for (size_t i = 0; i < n; i++)
-        if (ts_pipeline_profile_at(pipeline, i) == *profile)
+        if (ts_pipeline_profile_at(pipeline, i) == profile)
             *slot = (int)i;
-    return 0;
-}
-
-static int parse_count(const char *option, const char *text, size_t *out)
-{
-    uint64_t value;
-    if (ts_tool_parse_u64(text, &value) != 0 || value == 0 ||
-        value > UINT32_MAX) {
-        fprintf(stderr, TS_TOOL_NAME ": %s needs a positive integer, got "
-                "'%s'\n", option, text);
-        return -1;
-    }
-    *out = (size_t)value;
-    return 0;
+    return profile;
 }
 
 int cmd_eval(int argc, char **argv)
 {
-    enum { OPT_POI = 1000, OPT_KNN, OPT_KNN_RETURNED };
-    static const struct option long_options[] = {
-        { "format", required_argument, NULL, 'f' },
-        { "series", required_argument, NULL, 's' },
-        { "config", required_argument, NULL, 'c' },
-        { "profile", required_argument, NULL, 'p' },
-        { "poi", required_argument, NULL, OPT_POI },
-        { "knn", required_argument, NULL, OPT_KNN },
-        { "knn-returned", required_argument, NULL, OPT_KNN_RETURNED },
-        { "help", no_argument, NULL, 'h' },
-        { NULL, 0, NULL, 0 },
-    };
+    static const char *const formats[] = { "table", "csv", NULL };
     int csv = 0;
     const char *series_path = NULL;
-    const char *config_path = NULL;
-    const char *profile_name = NULL;
-    const char *overrides[TS_TOOL_MAX_OVERRIDES];
-    size_t n_overrides = 0;
     const char *poi_path = NULL;
-    size_t knn = DEFAULT_KNN, knn_returned = 0;
-    int c;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "f:s:c:p:o:h", long_options, NULL)) !=
-           -1) {
-        switch (c) {
-        case 'f':
-            if (strcmp(optarg, "csv") == 0)
-                csv = 1;
-            else if (strcmp(optarg, "table") == 0)
-                csv = 0;
-            else {
-                fprintf(stderr, TS_TOOL_NAME ": --format must be 'table' or "
-                        "'csv'\n");
-                return 1;
-            }
-            break;
-        case 's':
-            series_path = optarg;
-            break;
-        case 'c':
-            config_path = optarg;
-            break;
-        case 'p':
-            profile_name = optarg;
-            break;
-        case 'o':
-            if (ts_tool_add_override(overrides, &n_overrides, optarg) != 0)
-                return 1;
-            break;
-        case OPT_POI:
-            poi_path = optarg;
-            break;
-        case OPT_KNN:
-            if (parse_count("--knn", optarg, &knn) != 0)
-                return 1;
-            break;
-        case OPT_KNN_RETURNED:
-            if (parse_count("--knn-returned", optarg, &knn_returned) != 0)
-                return 1;
-            break;
-        case 'h':
-            usage(stdout);
-            return 0;
-        default:
-            usage(stderr);
-            return 1;
-        }
-    }
-    if (optind + 2 != argc) {
-        fprintf(stderr, TS_TOOL_NAME ": eval needs TRUE.csv and "
-                "SANITIZED.csv\n");
-        usage(stderr);
-        return 1;
-    }
+    uint64_t knn = DEFAULT_KNN, knn_returned = 0;
+    const ts_tool_option options[] = {
+        { "format", 'f', TS_ARG_CHOICE, .dest = &csv, .choices = formats },
+        { "series", 's', TS_ARG_STRING, .dest = &series_path },
+        { "poi", 0, TS_ARG_STRING, .dest = &poi_path },
+        { "knn", 0, TS_ARG_U64, .dest = &knn, .min = 1, .max = UINT32_MAX },
+        { "knn-returned", 0, TS_ARG_U64, .dest = &knn_returned, .min = 1,
+          .max = UINT32_MAX },
+        { 0 },
+    };
+    const ts_tool_command command = {
+        "eval", TS_OPT_CONFIG | TS_OPT_OVERRIDE | TS_OPT_PROFILE, options, 2,
+        "TRUE.csv and SANITIZED.csv", usage,
+    };
+    ts_tool_common common;
+    int first = ts_tool_parse(&command, argc, argv, &common);
+    if (first <= 0)
+        return first == 0 ? 0 : 1;
+    const char *true_path = argv[first], *sanitized_path = argv[first + 1];
     if (knn_returned == 0)
         knn_returned = knn;
     if (knn_returned < knn) {
-        fprintf(stderr, TS_TOOL_NAME ": --knn-returned must be at least "
+        fprintf(stderr, TS_TOOL_NAME " eval: --knn-returned must be at least "
                 "--knn\n");
         return 1;
     }
-    int stdin_uses = (strcmp(argv[optind], "-") == 0) +
-                     (strcmp(argv[optind + 1], "-") == 0) +
+    int stdin_uses = (strcmp(true_path, "-") == 0) +
+                     (strcmp(sanitized_path, "-") == 0) +
                      (poi_path != NULL && strcmp(poi_path, "-") == 0);
     if (stdin_uses > 1) {
-        fprintf(stderr, TS_TOOL_NAME ": only one of the files can be stdin\n");
+        fprintf(stderr, TS_TOOL_NAME " eval: only one of the files can be "
+                "stdin\n");
         return 1;
     }
 
     eval_data data;
     memset(&data, 0, sizeof data);
     int status = 1;
-    char err[ERR_MAX];
-    ts_config *config = NULL;
-    ts_rng *rng = NULL;
-    ts_pipeline *pipeline = NULL;
+    ts_tool_pipeline tool = { 0 };
     const ts_profile *replay_profile = NULL;
     int replay_slot = PROFILE_UNKNOWN;
     data.users = ts_name_index_new();
@@ -1253,49 +1053,31 @@ int cmd_eval(int argc, char **argv)
         fprintf(stderr, TS_TOOL_NAME ": out of memory\n");
         goto out;
     }
-    if (config_path != NULL || profile_name != NULL || n_overrides != 0) {
-        config = ts_config_load(config_path, overrides, n_overrides, err,
-                                sizeof err);
-        if (config == NULL) {
-            fprintf(stderr, TS_TOOL_NAME ": %s\n", err);
-            goto out;
-        }
+    if (common.config_path != NULL || common.profile != NULL ||
+        common.n_overrides != 0) {
         /* The pipeline only lends its profiles here; nothing is released,
          * so its generator is never drawn from. */
-        rng = ts_rng_new_seeded(0);
-        if (rng == NULL) {
-            fprintf(stderr, TS_TOOL_NAME ": out of memory\n");
+        common.seed_given = 1;
+        if (ts_tool_pipeline_open(&common, &tool) != 0)
             goto out;
-        }
-        pipeline = ts_config_make_pipeline(config, rng, err, sizeof err);
-        if (pipeline == NULL) {
-            fprintf(stderr, TS_TOOL_NAME ": %s\n", err);
-            goto out;
-        }
-        if (find_replay_profile(pipeline, profile_name, &replay_profile,
-                                &replay_slot) != 0)
-            goto out;
-        data.pipeline = pipeline;
+        replay_profile = replayable(tool.pipeline, tool.profile, &replay_slot);
+        data.pipeline = tool.pipeline;
     }
     data.has_drift = replay_profile != NULL;
     /* The layout depends on the options only, not on the profile found. */
-    data.has_extra = pipeline != NULL || poi_path != NULL;
-    if (load_truth(&data, argv[optind]) == 0 &&
-        load_sanitized(&data, argv[optind + 1]) == 0 &&
+    data.has_extra = tool.pipeline != NULL || poi_path != NULL;
+    if (load_truth(&data, true_path) == 0 &&
+        load_sanitized(&data, sanitized_path) == 0 &&
         (replay_profile == NULL ||
          replay_drift(&data, replay_profile, replay_slot) == 0) &&
         (poi_path == NULL ||
-         compute_knn(&data, poi_path, knn, knn_returned) == 0) &&
+         compute_knn(&data, poi_path, (size_t)knn, (size_t)knn_returned) ==
+             0) &&
         report(&data, csv) == 0 &&
         (series_path == NULL || write_series(&data, series_path) == 0))
         status = 0;
 out:
     free_data(&data);
-    if (pipeline != NULL)
-        ts_pipeline_free(pipeline);
-    if (rng != NULL)
-        ts_rng_free(rng);
-    if (config != NULL)
-        ts_config_free(config);
+    ts_tool_pipeline_close(&tool);
     return status;
 }

@@ -7,7 +7,6 @@
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,8 +32,8 @@ static void usage(FILE *out)
         "daemon's allow-list and pass --curve-key PREFIX to replay/tail.\n"
         "\n"
         "options:\n"
-        "  --out PREFIX  path prefix of the two files\n"
-        "  -h, --help    show this help\n",
+        "      --out PREFIX        path prefix of the two files\n"
+        "  -h, --help              show this help\n",
         out);
 }
 
@@ -78,30 +77,18 @@ static int write_new_file(const char *path, const char *text, mode_t mode)
 
 int cmd_keygen(int argc, char **argv)
 {
-    static const struct option long_options[] = {
-        { "out", required_argument, NULL, 'O' },
-        { "help", no_argument, NULL, 'h' },
-        { NULL, 0, NULL, 0 },
-    };
     const char *prefix = NULL;
-    int c;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "h", long_options, NULL)) != -1) {
-        switch (c) {
-        case 'O':
-            prefix = optarg;
-            break;
-        case 'h':
-            usage(stdout);
-            return 0;
-        default:
-            usage(stderr);
-            return 1;
-        }
-    }
-    if (prefix == NULL || prefix[0] == '\0' || optind != argc) {
-        fprintf(stderr, TS_TOOL_NAME ": keygen needs --out PREFIX and no "
-                "other arguments\n");
+    const ts_tool_option options[] = {
+        { "out", 0, TS_ARG_STRING, .dest = &prefix },
+        { 0 },
+    };
+    const ts_tool_command command = { "keygen", 0, options, 0, NULL, usage };
+    ts_tool_common common;
+    int first = ts_tool_parse(&command, argc, argv, &common);
+    if (first <= 0)
+        return first == 0 ? 0 : 1;
+    if (prefix == NULL || prefix[0] == '\0') {
+        fprintf(stderr, TS_TOOL_NAME " keygen: --out PREFIX is required\n");
         usage(stderr);
         return 1;
     }

@@ -2,11 +2,10 @@
  *
  * Reads user,ts,lat,lon rows (tools/csv.h), learns the popular model and
  * optionally one personal model per user (inference/learn.h), and writes a
- * model file (inference/model_file.h) to -o FILE or to stdout. Prints the
- * model's size and the learning time on stderr. Messages never show
+ * model file (inference/model_file.h) to --output FILE or to stdout. Prints
+ * the model's size and the learning time on stderr. Messages never show
  * coordinates: a skipped row is named by its line number only.
  */
-#include <getopt.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -18,7 +17,7 @@
 #include "inference/grid.h"
 #include "inference/learn.h"
 #include "inference/model_file.h"
-#include "mechanisms/geo.h"
+#include "geometry/geo.h"
 #include "tools/commands.h"
 #include "tools/csv.h"
 
@@ -33,7 +32,7 @@ static void usage(FILE *out)
     fputs(
         "usage: " TS_TOOL_NAME " learn --region LAT_MIN,LON_MIN,LAT_MAX,LON_MAX\n"
         "                      --cell-m METRES --tick-s SECONDS [options]\n"
-        "                      IN.csv > model.bin\n"
+        "                      [--output FILE] IN.csv\n"
         "\n"
         "Learns a Markov mobility model over a grid of square cells from the\n"
         "traces in IN.csv (header naming user,ts,lat,lon; gzip read\n"
@@ -42,21 +41,27 @@ static void usage(FILE *out)
         "at the maximum speed within one tick. See docs/inference.md.\n"
         "\n"
         "options:\n"
-        "  --region LAT_MIN,LON_MIN,LAT_MAX,LON_MAX  bounding box, degrees\n"
-        "  --cell-m METRES       side of a cell\n"
-        "  --tick-s SECONDS      model tick: one step of the transition matrix\n"
-        "  --max-speed-kmh V     fastest plausible movement (default 120)\n"
-        "  --max-gap-s S         fixes further apart break a trace\n"
-        "                        (default: the larger of 60 s and 2 ticks)\n"
-        "  --alpha A             smoothing pseudo-count per reachable cell\n"
-        "                        (default 0.01; 0 disables smoothing)\n"
-        "  --per-user            also learn one personal model per user (users\n"
-        "                        without transitions use the popular model)\n"
-        "  --users LIST          learn only from these users (comma-separated)\n"
-        "  --exclude-users LIST  learn from every user except these\n"
-        "  -o, --output FILE     write the model to FILE (atomically, by\n"
-        "                        rename) instead of stdout\n"
-        "  -h, --help            show this help\n"
+        "      --region LAT_MIN,LON_MIN,LAT_MAX,LON_MAX\n"
+        "                          bounding box, degrees\n"
+        "      --cell-m METRES     side of a cell\n"
+        "      --tick-s SECONDS    model tick: one step of the transition\n"
+        "                          matrix\n"
+        "      --max-speed-kmh V   fastest plausible movement (default 120)\n"
+        "      --max-gap-s S       fixes further apart break a trace\n"
+        "                          (default: the larger of 60 s and 2 ticks)\n"
+        "      --alpha A           smoothing pseudo-count per reachable cell\n"
+        "                          (default 0.01; 0 disables smoothing)\n"
+        "      --per-user          also learn one personal model per user\n"
+        "                          (users without transitions use the popular\n"
+        "                          model)\n"
+        "      --users LIST        learn only from these users\n"
+        "                          (comma-separated)\n"
+        "      --exclude-users LIST\n"
+        "                          learn from every user except these\n"
+        "      --output FILE       write the model to FILE (atomically, by\n"
+        "                          rename) instead of stdout; '-o FILE' is\n"
+        "                          deprecated\n"
+        "  -h, --help              show this help\n"
         "\n"
         "stderr: learning statistics, the model's size and the learning time.\n"
         "Exit status: 0 on success, 1 on a usage, input or output error.\n",
@@ -196,123 +201,84 @@ static int sort_points(point_array *a)
 
 /* ------------------------------------------------------------------ main */
 
-static int parse_region(const char *text, double v[4])
+/* --region: four finite numbers. */
+static const char *take_region(void *dest, const char *text)
 {
+    double *v = dest;
+    static const char *const needs = "needs LAT_MIN,LON_MIN,LAT_MAX,LON_MAX";
     char *copy = strdup(text);
     if (copy == NULL)
-        return -1;
+        return needs;
     int n = 0;
     char *save = NULL;
     for (char *item = strtok_r(copy, ",", &save); item != NULL;
          item = strtok_r(NULL, ",", &save)) {
         if (n == 4 || ts_tool_parse_double(item, &v[n]) != 0) {
             free(copy);
-            return -1;
+            return needs;
         }
         n++;
     }
     free(copy);
-    return n == 4 ? 0 : -1;
+    return n == 4 ? NULL : needs;
+}
+
+static const char *take_user_list(void *dest, const char *list)
+{
+    user_entry **set = dest;
+    if (*set != NULL)
+        return "is given twice";
+    return parse_user_list(list, set) == 0
+               ? NULL
+               : "needs a non-empty comma-separated list of users";
+}
+
+/* -o meant --output here before every other command took -o for an
+ * override; old scripts keep working, warned. */
+static const char *take_deprecated_output(void *dest, const char *path)
+{
+    fprintf(stderr, TS_TOOL_NAME " learn: -o FILE is deprecated, use "
+            "--output FILE\n");
+    *(const char **)dest = path;
+    return NULL;
 }
 
 int cmd_learn(int argc, char **argv)
 {
-    enum {
-        OPT_REGION = 256, OPT_CELL, OPT_TICK, OPT_SPEED, OPT_GAP, OPT_ALPHA,
-        OPT_PER_USER, OPT_USERS, OPT_EXCLUDE
-    };
-    static const struct option options[] = {
-        {"region", required_argument, NULL, OPT_REGION},
-        {"cell-m", required_argument, NULL, OPT_CELL},
-        {"tick-s", required_argument, NULL, OPT_TICK},
-        {"max-speed-kmh", required_argument, NULL, OPT_SPEED},
-        {"max-gap-s", required_argument, NULL, OPT_GAP},
-        {"alpha", required_argument, NULL, OPT_ALPHA},
-        {"per-user", no_argument, NULL, OPT_PER_USER},
-        {"users", required_argument, NULL, OPT_USERS},
-        {"exclude-users", required_argument, NULL, OPT_EXCLUDE},
-        {"output", required_argument, NULL, 'o'},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
-    };
     double region[4] = {NAN, NAN, NAN, NAN};
     double cell_m = NAN, max_speed_kmh = DEFAULT_MAX_SPEED_KMH;
     ts_learn_params params = {.tick_s = NAN, .max_gap_s = NAN,
                               .alpha = DEFAULT_ALPHA};
-    int per_user = 0, have_region = 0;
+    int per_user = 0;
     const char *output = NULL;
     user_entry *only = NULL, *exclude = NULL;
     int status = 1;
-
-    optind = 1;
-    opterr = 0;
-    int opt, longindex = -1;
-    while ((opt = getopt_long(argc, argv, ":ho:", options, &longindex)) !=
-           -1) {
-        int bad = 0;
-        switch (opt) {
-        case OPT_REGION:
-            bad = parse_region(optarg, region) != 0;
-            have_region = !bad;
-            break;
-        case OPT_CELL:
-            bad = ts_tool_parse_double(optarg, &cell_m) != 0;
-            break;
-        case OPT_TICK:
-            bad = ts_tool_parse_double(optarg, &params.tick_s) != 0;
-            break;
-        case OPT_SPEED:
-            bad = ts_tool_parse_double(optarg, &max_speed_kmh) != 0 ||
-                  !(max_speed_kmh > 0.0);
-            break;
-        case OPT_GAP:
-            bad = ts_tool_parse_double(optarg, &params.max_gap_s) != 0 ||
-                  !(params.max_gap_s > 0.0);
-            break;
-        case OPT_ALPHA:
-            bad = ts_tool_parse_double(optarg, &params.alpha) != 0 ||
-                  params.alpha < 0.0;
-            break;
-        case OPT_PER_USER:
-            per_user = 1;
-            break;
-        case OPT_USERS:
-            bad = only != NULL || parse_user_list(optarg, &only) != 0;
-            break;
-        case OPT_EXCLUDE:
-            bad = exclude != NULL || parse_user_list(optarg, &exclude) != 0;
-            break;
-        case 'o':
-            output = optarg;
-            break;
-        case 'h':
-            usage(stdout);
-            status = 0;
-            goto out;
-        case ':':
-            fprintf(stderr, TS_TOOL_NAME " learn: option '%s' needs a value\n",
-                    argv[optind - 1]);
-            usage(stderr);
-            goto out;
-        default:
-            fprintf(stderr, TS_TOOL_NAME " learn: unknown option '%s'\n",
-                    argv[optind - 1]);
-            usage(stderr);
-            goto out;
-        }
-        if (bad) {
-            fprintf(stderr, TS_TOOL_NAME " learn: invalid value for --%s\n",
-                    longindex >= 0 ? options[longindex].name : "?");
-            goto out;
-        }
-        longindex = -1;
-    }
-    if (optind != argc - 1) {
-        fprintf(stderr, TS_TOOL_NAME " learn: expected one input file\n");
-        usage(stderr);
+    const ts_tool_option options[] = {
+        {"region", 0, TS_ARG_HANDLER, .dest = region, .handle = take_region},
+        {"cell-m", 0, TS_ARG_NUMBER, .dest = &cell_m},
+        {"tick-s", 0, TS_ARG_NUMBER, .dest = &params.tick_s},
+        {"max-speed-kmh", 0, TS_ARG_POSITIVE, .dest = &max_speed_kmh},
+        {"max-gap-s", 0, TS_ARG_POSITIVE, .dest = &params.max_gap_s},
+        {"alpha", 0, TS_ARG_NON_NEGATIVE, .dest = &params.alpha},
+        {"per-user", 0, TS_ARG_FLAG, .dest = &per_user},
+        {"users", 0, TS_ARG_HANDLER, .dest = &only, .handle = take_user_list},
+        {"exclude-users", 0, TS_ARG_HANDLER, .dest = &exclude,
+         .handle = take_user_list},
+        {"output", 0, TS_ARG_STRING, .dest = &output},
+        {NULL, 'o', TS_ARG_HANDLER, .dest = &output,
+         .handle = take_deprecated_output},
+        {0},
+    };
+    const ts_tool_command command = {"learn", 0, options, 1,
+                                     "one input file", usage};
+    ts_tool_common common;
+    int first = ts_tool_parse(&command, argc, argv, &common);
+    if (first <= 0) {
+        status = first == 0 ? 0 : 1;
         goto out;
     }
-    if (!have_region || !isfinite(cell_m) || !isfinite(params.tick_s)) {
+    if (!isfinite(region[0]) || !isfinite(cell_m) ||
+        !isfinite(params.tick_s)) {
         fprintf(stderr, TS_TOOL_NAME
                 " learn: --region, --cell-m and --tick-s are required\n");
         usage(stderr);
@@ -326,7 +292,7 @@ int cmd_learn(int argc, char **argv)
     if (output == NULL && isatty(STDOUT_FILENO)) {
         fprintf(stderr, TS_TOOL_NAME
                 " learn: refusing to write a binary model to a terminal: "
-                "redirect stdout or use -o FILE\n");
+                "redirect stdout or use --output FILE\n");
         goto out;
     }
     params.max_speed_mps = max_speed_kmh / 3.6;
@@ -344,7 +310,7 @@ int cmd_learn(int argc, char **argv)
 
     /* Read. */
     double started = ts_tool_now();
-    const char *path = argv[optind];
+    const char *path = argv[first];
     ts_csv_reader *reader = ts_csv_open(path, err, sizeof err);
     if (reader == NULL) {
         fprintf(stderr, TS_TOOL_NAME " learn: %s\n", err);

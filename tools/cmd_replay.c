@@ -6,7 +6,6 @@
  * skipped here.
  */
 #include <errno.h>
-#include <getopt.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -33,28 +32,14 @@
 #define PUB_CONNECT_TIMEOUT_S 10.0
 #define MAX_SKIP_WARNINGS 100
 
-typedef struct replay_options {
-    const char *endpoint;
-    const char *config_path;
-    const char *overrides[TS_TOOL_MAX_OVERRIDES];
-    size_t n_overrides;
-    double rate;             /* points/s, 0 = unlimited */
-    uint64_t batch;
-    int use_pub;
-    const char *profile;
-    const char *topic;       /* NULL: one-frame messages */
-    const char *input_path;
-    const char *curve_server_key; /* server's public key file */
-    const char *curve_key;        /* client key pair prefix */
-} replay_options;
-
 static void usage(FILE *out)
 {
     fputs(
         "usage: " TS_TOOL_NAME " replay [--connect ENDPOINT] [--rate N] "
         "[--batch N]\n"
         "                       [--socket push|pub] [--profile NAME] "
-        "[--topic T] IN.csv\n"
+        "[--topic T]\n"
+        "                       [--config FILE] [-o PATH=VALUE]... IN.csv\n"
         "\n"
         "Sends the rows of a CSV trace (same format as sanitize reads) to a\n"
         "running tracesand as LocationBatch messages, in file order. Values\n"
@@ -64,117 +49,25 @@ static void usage(FILE *out)
         "options:\n"
         "  -C, --connect ENDPOINT  the daemon's input endpoint (default: from\n"
         "                          --config/-o if given, else " TS_TOOL_DEFAULT_INPUT ")\n"
+        "  -c, --config FILE       read the default endpoint from this\n"
+        "                          configuration\n"
+        "  -o, --override PATH=VALUE\n"
+        "                          override its settings; repeatable\n"
+        "  -p, --profile NAME      profile for rows without one\n"
+        "      --curve-server-key FILE --curve-key PREFIX\n"
+        "                          connect with CURVE: the daemon's public\n"
+        "                          key, and this client's PREFIX.key/.pub\n"
         "  -r, --rate N            send at most N points per second\n"
         "  -b, --batch N           updates per message (default 100)\n"
         "      --socket push|pub   socket type matching input.type pull|sub\n"
         "                          (default push)\n"
-        "  -p, --profile NAME      profile for rows without one\n"
         "  -t, --topic T           send two-frame messages [T][payload]\n"
-        "  -c, --config FILE, -o path=value\n"
-        "                          read the default endpoint from a config\n"
-        "      --curve-server-key FILE --curve-key PREFIX\n"
-        "                          connect with CURVE: the daemon's public\n"
-        "                          key, and this client's PREFIX.key/.pub\n"
         "  -h, --help              show this help\n"
         "\n"
         "Waits until every message has been handed to the network, then\n"
         "prints 'replay: sent N updates in M messages' on stderr. Exit status\n"
         "0 on success, 1 on a usage, I/O or connection error.\n",
         out);
-}
-
-static int parse_options(int argc, char **argv, replay_options *opts)
-{
-    enum { OPT_SOCKET = 1000, OPT_CURVE_SERVER_KEY, OPT_CURVE_KEY };
-    static const struct option long_options[] = {
-        { "connect", required_argument, NULL, 'C' },
-        { "rate", required_argument, NULL, 'r' },
-        { "batch", required_argument, NULL, 'b' },
-        { "socket", required_argument, NULL, OPT_SOCKET },
-        { "curve-server-key", required_argument, NULL, OPT_CURVE_SERVER_KEY },
-        { "curve-key", required_argument, NULL, OPT_CURVE_KEY },
-        { "profile", required_argument, NULL, 'p' },
-        { "topic", required_argument, NULL, 't' },
-        { "config", required_argument, NULL, 'c' },
-        { "help", no_argument, NULL, 'h' },
-        { NULL, 0, NULL, 0 },
-    };
-    memset(opts, 0, sizeof *opts);
-    opts->batch = DEFAULT_BATCH;
-    int c;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "C:r:b:p:t:c:o:h", long_options,
-                            NULL)) != -1) {
-        switch (c) {
-        case 'C':
-            opts->endpoint = optarg;
-            break;
-        case 'r':
-            if (ts_tool_parse_double(optarg, &opts->rate) != 0 ||
-                !(opts->rate > 0.0)) {
-                fprintf(stderr, TS_TOOL_NAME ": --rate needs a positive "
-                        "number, got '%s'\n", optarg);
-                return -1;
-            }
-            break;
-        case 'b':
-            if (ts_tool_parse_u64(optarg, &opts->batch) != 0 ||
-                opts->batch == 0 || opts->batch > 100000000) {
-                fprintf(stderr, TS_TOOL_NAME ": --batch needs a positive "
-                        "integer, got '%s'\n", optarg);
-                return -1;
-            }
-            break;
-        case OPT_SOCKET:
-            if (strcmp(optarg, "push") == 0) {
-                opts->use_pub = 0;
-            } else if (strcmp(optarg, "pub") == 0) {
-                opts->use_pub = 1;
-            } else {
-                fprintf(stderr, TS_TOOL_NAME ": --socket is push or pub, "
-                        "got '%s'\n", optarg);
-                return -1;
-            }
-            break;
-        case OPT_CURVE_SERVER_KEY:
-            opts->curve_server_key = optarg;
-            break;
-        case OPT_CURVE_KEY:
-            opts->curve_key = optarg;
-            break;
-        case 'p':
-            opts->profile = optarg;
-            break;
-        case 't':
-            opts->topic = optarg;
-            break;
-        case 'c':
-            opts->config_path = optarg;
-            break;
-        case 'o':
-            if (ts_tool_add_override(opts->overrides, &opts->n_overrides,
-                                     optarg) != 0)
-                return -1;
-            break;
-        case 'h':
-            usage(stdout);
-            return 1;
-        default:
-            usage(stderr);
-            return -1;
-        }
-    }
-    if (ts_tool_check_curve_options(opts->curve_server_key, opts->curve_key) !=
-        0)
-        return -1;
-    if (optind + 1 != argc) {
-        fprintf(stderr, TS_TOOL_NAME ": replay needs exactly one input file "
-                "('-' for stdin)\n");
-        usage(stderr);
-        return -1;
-    }
-    opts->input_path = argv[optind];
-    return 0;
 }
 
 typedef struct sender {
@@ -249,31 +142,6 @@ static int wait_for_subscription(void *socket)
     }
 }
 
-/* With CURVE the daemon's verdict on our key comes back as a handshake
- * event: waiting for it turns a refused key into an error here instead of
- * messages silently dropped with the connection. */
-static void *open_handshake_monitor(void *context, void *socket)
-{
-    char address[128];
-    snprintf(address, sizeof address, "inproc://replay-handshake-%p", socket);
-    if (zmq_socket_monitor(socket, address,
-                           ZMQ_EVENT_HANDSHAKE_SUCCEEDED |
-                               ZMQ_EVENT_HANDSHAKE_FAILED_AUTH |
-                               ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
-                               ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL) != 0)
-        return NULL;
-    void *monitor = zmq_socket(context, ZMQ_PAIR);
-    if (monitor == NULL)
-        return NULL;
-    int linger = 0;
-    zmq_setsockopt(monitor, ZMQ_LINGER, &linger, sizeof linger);
-    if (zmq_connect(monitor, address) != 0) {
-        zmq_close(monitor);
-        return NULL;
-    }
-    return monitor;
-}
-
 /* 0 once a CURVE handshake succeeded, -1 (reported) when the daemon
  * refused it or nothing happened in time. */
 static int wait_for_handshake(void *monitor, const char *endpoint)
@@ -320,31 +188,43 @@ static int set_int_option(void *socket, int option, int value)
 
 int cmd_replay(int argc, char **argv)
 {
-    replay_options opts;
-    int rc = parse_options(argc, argv, &opts);
-    if (rc != 0)
-        return rc > 0 ? 0 : 1;
+    double rate = 0.0; /* points/s, 0 = unlimited */
+    uint64_t batch = DEFAULT_BATCH;
+    int use_pub = 0;
+    const char *topic = NULL; /* NULL: one-frame messages */
+    static const char *const socket_types[] = { "push", "pub", NULL };
+    const ts_tool_option options[] = {
+        { "rate", 'r', TS_ARG_POSITIVE, .dest = &rate },
+        { "batch", 'b', TS_ARG_U64, .dest = &batch, .min = 1,
+          .max = 100000000 },
+        { "socket", 0, TS_ARG_CHOICE, .dest = &use_pub,
+          .choices = socket_types },
+        { "topic", 't', TS_ARG_STRING, .dest = &topic },
+        { 0 },
+    };
+    const ts_tool_command command = {
+        "replay", TS_OPT_CONNECT | TS_OPT_CONFIG | TS_OPT_OVERRIDE |
+                      TS_OPT_PROFILE | TS_OPT_CURVE,
+        options, 1, "one input file ('-' for stdin)", usage,
+    };
+    ts_tool_common common;
+    int first = ts_tool_parse(&command, argc, argv, &common);
+    if (first <= 0)
+        return first == 0 ? 0 : 1;
+    const char *input_path = argv[first];
+    char endpoint[ENDPOINT_MAX];
+    if (ts_tool_endpoint(&common, 1, endpoint, sizeof endpoint) != 0)
+        return 1;
 
     char err[ERR_MAX];
-    char endpoint[ENDPOINT_MAX];
-    if (opts.endpoint != NULL) {
-        snprintf(endpoint, sizeof endpoint, "%s", opts.endpoint);
-    } else if (ts_tool_default_endpoint(opts.config_path, opts.overrides,
-                                        opts.n_overrides, 1, endpoint,
-                                        sizeof endpoint, err,
-                                        sizeof err) != 0) {
-        fprintf(stderr, TS_TOOL_NAME ": %s\n", err);
-        return 1;
-    }
-
-    ts_csv_reader *reader = ts_csv_open(opts.input_path, err, sizeof err);
+    ts_csv_reader *reader = ts_csv_open(input_path, err, sizeof err);
     if (reader == NULL) {
         fprintf(stderr, TS_TOOL_NAME ": %s\n", err);
         return 1;
     }
 
     int status = 1;
-    sender s = { .topic = opts.topic, .rate = opts.rate };
+    sender s = { .topic = topic, .rate = rate };
     void *monitor = NULL;
     void *context = zmq_ctx_new();
     if (context == NULL) {
@@ -353,7 +233,7 @@ int cmd_replay(int argc, char **argv)
     }
     /* XPUB rather than PUB: it hands us the subscriber's subscription,
      * so we can start sending when it has arrived instead of guessing. */
-    s.socket = zmq_socket(context, opts.use_pub ? ZMQ_XPUB : ZMQ_PUSH);
+    s.socket = zmq_socket(context, use_pub ? ZMQ_XPUB : ZMQ_PUSH);
     if (s.socket == NULL ||
         set_int_option(s.socket, ZMQ_SNDHWM, SEND_HWM) != 0 ||
         set_int_option(s.socket, ZMQ_SNDTIMEO, SEND_TIMEOUT_MS) != 0 ||
@@ -362,14 +242,20 @@ int cmd_replay(int argc, char **argv)
                 zmq_strerror(zmq_errno()));
         goto out;
     }
-    if (opts.curve_key != NULL &&
-        ts_curve_client_setup(s.socket, opts.curve_server_key, opts.curve_key,
-                              err, sizeof err) != 0) {
-        fprintf(stderr, TS_TOOL_NAME ": %s\n", err);
-        goto out;
-    }
-    if (opts.curve_key != NULL) {
-        monitor = open_handshake_monitor(context, s.socket);
+    if (common.curve_key != NULL) {
+        if (ts_curve_client_setup(s.socket, common.curve_server_key,
+                                  common.curve_key, err, sizeof err) != 0) {
+            fprintf(stderr, TS_TOOL_NAME ": %s\n", err);
+            goto out;
+        }
+        /* The daemon's verdict on our key comes back as a handshake
+         * event: waiting for it turns a refused key into an error here
+         * instead of messages silently dropped with the connection. */
+        monitor = ts_tool_monitor_open(
+            context, s.socket,
+            ZMQ_EVENT_HANDSHAKE_SUCCEEDED | ZMQ_EVENT_HANDSHAKE_FAILED_AUTH |
+                ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
+                ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL);
         if (monitor == NULL) {
             fprintf(stderr, TS_TOOL_NAME ": cannot monitor the socket: %s\n",
                     zmq_strerror(zmq_errno()));
@@ -381,9 +267,9 @@ int cmd_replay(int argc, char **argv)
                 zmq_strerror(zmq_errno()));
         goto out;
     }
-    if (opts.curve_key != NULL && wait_for_handshake(monitor, endpoint) != 0)
+    if (common.curve_key != NULL && wait_for_handshake(monitor, endpoint) != 0)
         goto out;
-    if (opts.use_pub && wait_for_subscription(s.socket) != 0) {
+    if (use_pub && wait_for_subscription(s.socket) != 0) {
         fprintf(stderr, TS_TOOL_NAME ": no subscriber at %s within %.0f s\n",
                 endpoint, PUB_CONNECT_TIMEOUT_S);
         goto out;
@@ -393,11 +279,11 @@ int cmd_replay(int argc, char **argv)
     uint64_t skipped = 0;
     ts_csv_row row;
     for (;;) {
-        rc = ts_csv_read(reader, &row, err, sizeof err);
+        int rc = ts_csv_read(reader, &row, err, sizeof err);
         if (rc == TS_CSV_EOF)
             break;
         if (rc == TS_CSV_IO_ERROR) {
-            fprintf(stderr, TS_TOOL_NAME ": %s: %s\n", opts.input_path, err);
+            fprintf(stderr, TS_TOOL_NAME ": %s: %s\n", input_path, err);
             goto out;
         }
         if (rc == TS_CSV_BAD_ROW) {
@@ -406,22 +292,14 @@ int cmd_replay(int argc, char **argv)
                         row.line, err);
             continue;
         }
-        ts_input input = {
-            .user_id = row.user,
-            .ts_ms = row.ts_ms,
-            .lat = row.lat,
-            .lon = row.lon,
-            .has_accuracy = row.has_accuracy,
-            .accuracy_m = row.accuracy_m,
-            .profile = row.profile != NULL ? row.profile : opts.profile,
-        };
+        ts_input input = ts_csv_input(&row, common.profile);
         /* Repeated fields concatenate, so appending one update at a time
          * builds the batch without keeping rows around. */
         if (ts_codec_encode_batch(&input, 1, &s.payload) != 0) {
             fprintf(stderr, TS_TOOL_NAME ": out of memory\n");
             goto out;
         }
-        if (++s.pending == opts.batch && flush_batch(&s) != 0)
+        if (++s.pending == batch && flush_batch(&s) != 0)
             goto out;
     }
     if (flush_batch(&s) != 0)

@@ -18,14 +18,13 @@
  * The output holds true coordinates (it is a query trace to be sanitized,
  * not a published one) in the sanitize input format: user,ts,lat,lon.
  */
-#include <getopt.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "mechanisms/geo.h"
+#include "geometry/geo.h"
 #include "mechanisms/rng.h"
 #include "tools/commands.h"
 #include "tools/csv.h"
@@ -70,12 +69,13 @@ static void usage(FILE *out)
         "accepted). OUT.csv: user,ts,lat,lon, sorted by user then time.\n"
         "\n"
         "options:\n"
-        "  -s, --seed N           seed of the sampling (required)\n"
-        "  -p, --p P              probability of a long gap, 0..1 (required)\n"
-        "      --max-speed-kmh S  speed limit of query stretches (default 15)\n"
-        "      --short-gap-s S    short gap in seconds (default 60)\n"
-        "      --long-gap-s S     long gap in seconds (default 3600)\n"
-        "  -h, --help             show this help\n"
+        "  -s, --seed N            seed of the sampling (required)\n"
+        "  -p, --p P               probability of a long gap, 0..1 (required)\n"
+        "      --max-speed-kmh S   speed limit of query stretches (default 15)\n"
+        "      --short-gap-s S     short gap in seconds (default 60)\n"
+        "      --long-gap-s S      long gap in seconds (default 3600)\n"
+        "  -h, --help              show this help\n"
+        "\n"
         "stderr: sample: rows=N users=N slow=N sampled=N [skipped=N]\n",
         out);
 }
@@ -175,78 +175,33 @@ static int write_row(const sample_data *data, const sample_row *row)
 
 int cmd_sample(int argc, char **argv)
 {
-    enum { OPT_MAX_SPEED = 1000, OPT_SHORT_GAP, OPT_LONG_GAP };
-    static const struct option long_options[] = {
-        { "seed", required_argument, NULL, 's' },
-        { "p", required_argument, NULL, 'p' },
-        { "max-speed-kmh", required_argument, NULL, OPT_MAX_SPEED },
-        { "short-gap-s", required_argument, NULL, OPT_SHORT_GAP },
-        { "long-gap-s", required_argument, NULL, OPT_LONG_GAP },
-        { "help", no_argument, NULL, 'h' },
-        { NULL, 0, NULL, 0 },
-    };
-    uint64_t seed = 0;
-    int have_seed = 0, have_p = 0;
-    double p = 0.0, max_speed_kmh = DEFAULT_MAX_SPEED_KMH;
+    double p = NAN, max_speed_kmh = DEFAULT_MAX_SPEED_KMH;
     double short_gap_s = DEFAULT_SHORT_GAP_S, long_gap_s = DEFAULT_LONG_GAP_S;
-    int c;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "s:p:h", long_options, NULL)) != -1) {
-        double *target = NULL;
-        const char *name = NULL;
-        switch (c) {
-        case 's':
-            if (ts_tool_parse_u64(optarg, &seed) != 0) {
-                fprintf(stderr, TS_TOOL_NAME ": --seed needs a non-negative "
-                        "integer, got '%s'\n", optarg);
-                return 1;
-            }
-            have_seed = 1;
-            continue;
-        case 'p':
-            target = &p, name = "--p";
-            have_p = 1;
-            break;
-        case OPT_MAX_SPEED:
-            target = &max_speed_kmh, name = "--max-speed-kmh";
-            break;
-        case OPT_SHORT_GAP:
-            target = &short_gap_s, name = "--short-gap-s";
-            break;
-        case OPT_LONG_GAP:
-            target = &long_gap_s, name = "--long-gap-s";
-            break;
-        case 'h':
-            usage(stdout);
-            return 0;
-        default:
-            usage(stderr);
-            return 1;
-        }
-        if (ts_tool_parse_double(optarg, target) != 0) {
-            fprintf(stderr, TS_TOOL_NAME ": %s needs a number, got '%s'\n",
-                    name, optarg);
-            return 1;
-        }
-    }
-    if (!have_seed || !have_p) {
-        fprintf(stderr, TS_TOOL_NAME ": sample needs --seed and --p\n");
+    const ts_tool_option options[] = {
+        { "p", 'p', TS_ARG_NUMBER, .dest = &p },
+        { "max-speed-kmh", 0, TS_ARG_POSITIVE, .dest = &max_speed_kmh },
+        { "short-gap-s", 0, TS_ARG_POSITIVE, .dest = &short_gap_s },
+        { "long-gap-s", 0, TS_ARG_POSITIVE, .dest = &long_gap_s },
+        { 0 },
+    };
+    const ts_tool_command command = {
+        "sample", TS_OPT_SEED, options, 1, "one input file ('-' for stdin)",
+        usage,
+    };
+    ts_tool_common common;
+    int first = ts_tool_parse(&command, argc, argv, &common);
+    if (first <= 0)
+        return first == 0 ? 0 : 1;
+    if (!common.seed_given || isnan(p)) {
+        fprintf(stderr, TS_TOOL_NAME " sample: --seed and --p are required\n");
         usage(stderr);
         return 1;
     }
-    if (!(p >= 0.0 && p <= 1.0) || !(max_speed_kmh > 0.0) ||
-        !(short_gap_s > 0.0) || !(long_gap_s > 0.0)) {
-        fprintf(stderr, TS_TOOL_NAME ": --p must be in [0, 1] and speeds and "
-                "gaps positive\n");
+    if (!(p >= 0.0 && p <= 1.0)) {
+        fprintf(stderr, TS_TOOL_NAME " sample: --p must be in [0, 1]\n");
         return 1;
     }
-    if (optind + 1 != argc) {
-        fprintf(stderr, TS_TOOL_NAME ": sample needs exactly one input file "
-                "('-' for stdin)\n");
-        usage(stderr);
-        return 1;
-    }
-    const char *input_path = argv[optind];
+    const char *input_path = argv[first];
 
     int status = 1;
     char err[ERR_MAX];
@@ -299,7 +254,7 @@ int cmd_sample(int argc, char **argv)
     }
     qsort(data.rows, data.n_rows, sizeof *data.rows, compare_rows);
 
-    rng = ts_rng_new_seeded(seed);
+    rng = ts_rng_new_seeded(common.seed);
     if (rng == NULL) {
         fprintf(stderr, TS_TOOL_NAME ": out of memory\n");
         goto out;

@@ -5,15 +5,12 @@
  * stream through the daemon produce the same kind of output (the noise
  * differs unless --seed is given, which only the CLI allows).
  */
-#include <getopt.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "daemon/config.h"
 #include "daemon/pipeline.h"
-#include "mechanisms/rng.h"
 #include "tools/commands.h"
 #include "tools/csv.h"
 
@@ -25,7 +22,7 @@ static void usage(FILE *out)
     fputs(
         "usage: " TS_TOOL_NAME " sanitize [--config FILE] [--profile NAME] "
         "[--seed N]\n"
-        "                         [-o path=value]... IN.csv > OUT.csv\n"
+        "                         [-o PATH=VALUE]... IN.csv > OUT.csv\n"
         "\n"
         "Runs the tracesand pipeline (validation, per-user state and budget,\n"
         "mechanism) over a CSV trace. IN.csv has a header naming the columns\n"
@@ -34,15 +31,17 @@ static void usage(FILE *out)
         "gzip-compressed input is read transparently; '-' reads stdin.\n"
         "\n"
         "options:\n"
-        "  -c, --config FILE   tracesand configuration (profiles, limits);\n"
-        "                      built-in defaults when absent\n"
-        "  -p, --profile NAME  profile for rows without a profile column or\n"
-        "                      with an empty one (must exist); default: the\n"
-        "                      configuration's default_profile\n"
-        "  -s, --seed N        deterministic noise from seed N (testing only:\n"
-        "                      seeded noise is not secret); default: OS entropy\n"
-        "  -o path=value       override a configuration setting; repeatable\n"
-        "  -h, --help          show this help\n"
+        "  -c, --config FILE       tracesand configuration (profiles, limits);\n"
+        "                          built-in defaults when absent\n"
+        "  -o, --override PATH=VALUE\n"
+        "                          override a configuration setting; repeatable\n"
+        "  -p, --profile NAME      profile for rows without a profile column or\n"
+        "                          with an empty one (must exist); default: the\n"
+        "                          configuration's default_profile\n"
+        "  -s, --seed N            deterministic noise from seed N (testing\n"
+        "                          only: seeded noise is not secret); default:\n"
+        "                          OS entropy\n"
+        "  -h, --help              show this help\n"
         "\n"
         "stdout: CSV with header\n"
         "  " TS_CSV_SANITIZED_HEADER "\n"
@@ -115,93 +114,24 @@ static void print_summary(const ts_pipeline *pipeline, uint64_t rows)
 
 int cmd_sanitize(int argc, char **argv)
 {
-    static const struct option long_options[] = {
-        { "config", required_argument, NULL, 'c' },
-        { "profile", required_argument, NULL, 'p' },
-        { "seed", required_argument, NULL, 's' },
-        { "help", no_argument, NULL, 'h' },
-        { NULL, 0, NULL, 0 },
+    static const ts_tool_command command = {
+        "sanitize", TS_OPT_CONFIG | TS_OPT_OVERRIDE | TS_OPT_PROFILE |
+                        TS_OPT_SEED,
+        NULL, 1, "one input file ('-' for stdin)", usage,
     };
-    const char *config_path = NULL;
-    const char *profile_name = NULL;
-    const char *overrides[TS_TOOL_MAX_OVERRIDES];
-    size_t n_overrides = 0;
-    int seeded = 0;
-    uint64_t seed = 0;
-    int c;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "c:p:s:o:h", long_options, NULL)) !=
-           -1) {
-        switch (c) {
-        case 'c':
-            config_path = optarg;
-            break;
-        case 'p':
-            profile_name = optarg;
-            break;
-        case 's':
-            if (ts_tool_parse_u64(optarg, &seed) != 0) {
-                fprintf(stderr, TS_TOOL_NAME ": --seed needs a non-negative "
-                        "integer, got '%s'\n", optarg);
-                return 1;
-            }
-            seeded = 1;
-            break;
-        case 'o':
-            if (ts_tool_add_override(overrides, &n_overrides, optarg) != 0)
-                return 1;
-            break;
-        case 'h':
-            usage(stdout);
-            return 0;
-        default:
-            usage(stderr);
-            return 1;
-        }
-    }
-    if (optind + 1 != argc) {
-        fprintf(stderr, TS_TOOL_NAME ": sanitize needs exactly one input "
-                "file ('-' for stdin)\n");
-        usage(stderr);
-        return 1;
-    }
-    const char *input_path = argv[optind];
+    ts_tool_common common;
+    int first = ts_tool_parse(&command, argc, argv, &common);
+    if (first <= 0)
+        return first == 0 ? 0 : 1;
+    const char *input_path = argv[first];
 
+    ts_tool_pipeline tool;
+    if (ts_tool_pipeline_open(&common, &tool) != 0)
+        return 1;
+    ts_pipeline *pipeline = tool.pipeline;
     int status = 1;
     char err[ERR_MAX];
-    ts_rng *rng = NULL;
-    ts_pipeline *pipeline = NULL;
-    ts_csv_reader *reader = NULL;
-    ts_config *config =
-        ts_config_load(config_path, overrides, n_overrides, err, sizeof err);
-    if (config == NULL) {
-        fprintf(stderr, TS_TOOL_NAME ": %s\n", err);
-        goto out;
-    }
-    rng = seeded ? ts_rng_new_seeded(seed) : ts_rng_new_secure();
-    if (rng == NULL) {
-        fprintf(stderr, TS_TOOL_NAME ": %s\n",
-                seeded ? "out of memory"
-                       : "secure random generator unavailable");
-        goto out;
-    }
-    pipeline = ts_config_make_pipeline(config, rng, err, sizeof err);
-    if (pipeline == NULL) {
-        fprintf(stderr, TS_TOOL_NAME ": %s\n", err);
-        goto out;
-    }
-    if (profile_name != NULL &&
-        ts_pipeline_find_profile(pipeline, profile_name) == NULL) {
-        if (ts_pipeline_profile_disabled(pipeline, profile_name))
-            fprintf(stderr, TS_TOOL_NAME ": profile '%s' is disabled: it "
-                    "has no model configured (set -o profiles.%s.model=PATH, "
-                    "see `tracesan learn`)\n", profile_name, profile_name);
-        else
-            fprintf(stderr, TS_TOOL_NAME ": unknown profile '%s'\n",
-                    profile_name);
-        goto out;
-    }
-    reader = ts_csv_open(input_path, err, sizeof err);
+    ts_csv_reader *reader = ts_csv_open(input_path, err, sizeof err);
     if (reader == NULL) {
         fprintf(stderr, TS_TOOL_NAME ": %s\n", err);
         goto out;
@@ -231,15 +161,7 @@ int cmd_sanitize(int argc, char **argv)
             report_rejection(row.line, row.user, TS_REASON_MALFORMED, err);
             continue;
         }
-        ts_input input = {
-            .user_id = row.user,
-            .ts_ms = row.ts_ms,
-            .lat = row.lat,
-            .lon = row.lon,
-            .has_accuracy = row.has_accuracy,
-            .accuracy_m = row.accuracy_m,
-            .profile = row.profile != NULL ? row.profile : profile_name,
-        };
+        ts_input input = ts_csv_input(&row, common.profile);
         ts_pipeline_process(pipeline, &input, &outcome);
         if (outcome.sanitized) {
             if (write_outcome(&outcome) != 0)
@@ -259,11 +181,6 @@ write_error:
     fprintf(stderr, TS_TOOL_NAME ": cannot write the output\n");
 out:
     ts_csv_close(reader);
-    if (pipeline != NULL)
-        ts_pipeline_free(pipeline);
-    if (rng != NULL)
-        ts_rng_free(rng);
-    if (config != NULL)
-        ts_config_free(config);
+    ts_tool_pipeline_close(&tool);
     return status;
 }

@@ -15,7 +15,6 @@
  * budget.
  */
 #include <errno.h>
-#include <getopt.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -40,9 +39,10 @@ static void state_usage(FILE *out)
           "  export  every user as one JSON object per line\n"
           "  import  add users from an export; users already in the store\n"
           "          are kept (an import never lowers a ledger)\n"
+          "\n"
           "options:\n"
-          "  -d, --dir DIR  the state directory\n"
-          "  -h, --help     show this help\n",
+          "  -d, --dir DIR           the state directory\n"
+          "  -h, --help              show this help\n",
           out);
 }
 
@@ -531,49 +531,43 @@ out:
 
 /* -------------------------------------------------------------- main */
 
+static int usage_error(const char *problem, const char *argument)
+{
+    if (argument != NULL)
+        fprintf(stderr, TS_TOOL_NAME " state: %s '%s'\n", problem, argument);
+    else
+        fprintf(stderr, TS_TOOL_NAME " state: %s\n", problem);
+    state_usage(stderr);
+    return 1;
+}
+
 int cmd_state(int argc, char **argv)
 {
-    static const struct option long_options[] = {
-        { "dir", required_argument, NULL, 'd' },
-        { "help", no_argument, NULL, 'h' },
-        { NULL, 0, NULL, 0 },
-    };
     const char *dir = NULL;
-    int c;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "d:h", long_options, NULL)) != -1) {
-        switch (c) {
-        case 'd':
-            dir = optarg;
-            break;
-        case 'h':
-            state_usage(stdout);
-            return 0;
-        default:
-            state_usage(stderr);
-            return 1;
-        }
-    }
-    const char *action = optind < argc ? argv[optind++] : "list";
+    const ts_tool_option options[] = {
+        { "dir", 'd', TS_ARG_STRING, .dest = &dir },
+        { 0 },
+    };
+    const ts_tool_command command = { "state", 0, options, -1, NULL,
+                                      state_usage };
+    ts_tool_common common;
+    int next = ts_tool_parse(&command, argc, argv, &common);
+    if (next <= 0)
+        return next == 0 ? 0 : 1;
+    const char *action = next < argc ? argv[next++] : "list";
     const char *import_path = NULL;
-    if (strcmp(action, "import") == 0) {
-        if (optind >= argc) {
-            fprintf(stderr, TS_TOOL_NAME ": state import needs a FILE\n");
-            return 1;
-        }
-        import_path = argv[optind++];
-    } else if (strcmp(action, "list") != 0 && strcmp(action, "stats") != 0 &&
-               strcmp(action, "export") != 0) {
-        fprintf(stderr, TS_TOOL_NAME ": state: unknown action '%s'\n", action);
-        state_usage(stderr);
-        return 1;
-    }
-    if (optind != argc || dir == NULL) {
-        if (dir == NULL)
-            fprintf(stderr, TS_TOOL_NAME ": state needs --dir DIR\n");
-        state_usage(stderr);
-        return 1;
-    }
+    int import = strcmp(action, "import") == 0;
+    if (import && next == argc)
+        return usage_error("import needs a FILE", NULL);
+    if (import)
+        import_path = argv[next++];
+    else if (strcmp(action, "list") != 0 && strcmp(action, "stats") != 0 &&
+             strcmp(action, "export") != 0)
+        return usage_error("unknown action", action);
+    if (next != argc)
+        return usage_error("unexpected argument", argv[next]);
+    if (dir == NULL)
+        return usage_error("--dir DIR is required", NULL);
 
     char err[ERR_MAX];
     /* Inspection never creates a store where there was none. The size only

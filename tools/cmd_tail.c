@@ -6,7 +6,6 @@
  * anything.
  */
 #include <errno.h>
-#include <getopt.h>
 #include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
@@ -32,20 +31,10 @@
 #define MAX_SKIP_WARNINGS 20
 #define STDOUT_BUFFER_BYTES (256 * 1024)
 
-typedef struct tail_options {
-    const char *endpoint;
-    const char *config_path;
-    const char *overrides[TS_TOOL_MAX_OVERRIDES];
-    size_t n_overrides;
+typedef struct topic_list {
     const char *topics[MAX_TOPICS];
-    size_t n_topics;
-    uint64_t count;          /* 0 = unlimited */
-    double timeout_s;        /* 0 = none */
-    const char *rejections_path;
-    const char *ready_path;
-    const char *curve_server_key; /* server's public key file */
-    const char *curve_key;        /* client key pair prefix */
-} tail_options;
+    size_t n;
+} topic_list;
 
 typedef struct tail_state {
     FILE *rejections;
@@ -68,6 +57,7 @@ static void usage(FILE *out)
         "[--count N]\n"
         "                     [--timeout S] [--rejections FILE] "
         "[--ready-file F]\n"
+        "                     [--config FILE] [-o PATH=VALUE]...\n"
         "\n"
         "Subscribes to tracesand's output and prints sanitized points on\n"
         "stdout as CSV with the header\n"
@@ -79,19 +69,22 @@ static void usage(FILE *out)
         "options:\n"
         "  -C, --connect ENDPOINT  the daemon's output endpoint (default: from\n"
         "                          --config/-o if given, else " TS_TOOL_DEFAULT_OUTPUT ")\n"
+        "  -c, --config FILE       read the default endpoint from this\n"
+        "                          configuration\n"
+        "  -o, --override PATH=VALUE\n"
+        "                          override its settings; repeatable\n"
+        "      --curve-server-key FILE --curve-key PREFIX\n"
+        "                          connect with CURVE: the daemon's public\n"
+        "                          key, and this client's PREFIX.key/.pub\n"
         "  -t, --topic T           subscribe to topics starting with T, e.g.\n"
         "                          sanitized.geoind or rejected; repeatable;\n"
         "                          default: everything\n"
         "  -n, --count N           exit after N messages (sanitized + rejected)\n"
-        "  -T, --timeout S         exit after S seconds (float) without a message\n"
+        "  -T, --timeout S         exit after S seconds (float) without a\n"
+        "                          message\n"
         "  -r, --rejections FILE   write rejections there (default stderr)\n"
         "  -R, --ready-file F      create F once the subscription is connected\n"
         "                          (scripts wait for it before sending)\n"
-        "  -c, --config FILE, -o path=value\n"
-        "                          read the default endpoint from a config\n"
-        "      --curve-server-key FILE --curve-key PREFIX\n"
-        "                          connect with CURVE: the daemon's public\n"
-        "                          key, and this client's PREFIX.key/.pub\n"
         "  -h, --help              show this help\n"
         "\n"
         "Runs until --count, --timeout, SIGINT or SIGTERM; exit status 0, or\n"
@@ -99,92 +92,13 @@ static void usage(FILE *out)
         out);
 }
 
-static int parse_options(int argc, char **argv, tail_options *opts)
+static const char *add_topic(void *dest, const char *topic)
 {
-    enum { OPT_CURVE_SERVER_KEY = 1000, OPT_CURVE_KEY };
-    static const struct option long_options[] = {
-        { "connect", required_argument, NULL, 'C' },
-        { "curve-server-key", required_argument, NULL, OPT_CURVE_SERVER_KEY },
-        { "curve-key", required_argument, NULL, OPT_CURVE_KEY },
-        { "topic", required_argument, NULL, 't' },
-        { "count", required_argument, NULL, 'n' },
-        { "timeout", required_argument, NULL, 'T' },
-        { "rejections", required_argument, NULL, 'r' },
-        { "ready-file", required_argument, NULL, 'R' },
-        { "config", required_argument, NULL, 'c' },
-        { "help", no_argument, NULL, 'h' },
-        { NULL, 0, NULL, 0 },
-    };
-    memset(opts, 0, sizeof *opts);
-    int c;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "C:t:n:T:r:R:c:o:h", long_options,
-                            NULL)) != -1) {
-        switch (c) {
-        case 'C':
-            opts->endpoint = optarg;
-            break;
-        case 't':
-            if (opts->n_topics == MAX_TOPICS) {
-                fprintf(stderr, TS_TOOL_NAME ": too many --topic options\n");
-                return -1;
-            }
-            opts->topics[opts->n_topics++] = optarg;
-            break;
-        case 'n':
-            if (ts_tool_parse_u64(optarg, &opts->count) != 0 ||
-                opts->count == 0) {
-                fprintf(stderr, TS_TOOL_NAME ": --count needs a positive "
-                        "integer, got '%s'\n", optarg);
-                return -1;
-            }
-            break;
-        case 'T':
-            if (ts_tool_parse_double(optarg, &opts->timeout_s) != 0 ||
-                !(opts->timeout_s > 0.0)) {
-                fprintf(stderr, TS_TOOL_NAME ": --timeout needs a positive "
-                        "number of seconds, got '%s'\n", optarg);
-                return -1;
-            }
-            break;
-        case 'r':
-            opts->rejections_path = optarg;
-            break;
-        case 'R':
-            opts->ready_path = optarg;
-            break;
-        case OPT_CURVE_SERVER_KEY:
-            opts->curve_server_key = optarg;
-            break;
-        case OPT_CURVE_KEY:
-            opts->curve_key = optarg;
-            break;
-        case 'c':
-            opts->config_path = optarg;
-            break;
-        case 'o':
-            if (ts_tool_add_override(opts->overrides, &opts->n_overrides,
-                                     optarg) != 0)
-                return -1;
-            break;
-        case 'h':
-            usage(stdout);
-            return 1;
-        default:
-            usage(stderr);
-            return -1;
-        }
-    }
-    if (ts_tool_check_curve_options(opts->curve_server_key, opts->curve_key) !=
-        0)
-        return -1;
-    if (optind != argc) {
-        fprintf(stderr, TS_TOOL_NAME ": tail: unexpected argument '%s'\n",
-                argv[optind]);
-        usage(stderr);
-        return -1;
-    }
-    return 0;
+    topic_list *list = dest;
+    if (list->n == MAX_TOPICS)
+        return "is given too many times";
+    list->topics[list->n++] = topic;
+    return NULL;
 }
 
 static void skip_message(tail_state *state, const char *why)
@@ -317,22 +231,32 @@ static int flush_outputs(FILE *rejections)
 
 int cmd_tail(int argc, char **argv)
 {
-    tail_options opts;
-    int rc = parse_options(argc, argv, &opts);
-    if (rc != 0)
-        return rc > 0 ? 0 : 1;
-
+    topic_list subscriptions = { .n = 0 };
+    uint64_t count = 0;      /* 0 = unlimited */
+    double timeout_s = 0.0;  /* 0 = none */
+    const char *rejections_path = NULL;
+    const char *ready_path = NULL;
+    const ts_tool_option options[] = {
+        { "topic", 't', TS_ARG_HANDLER, .dest = &subscriptions,
+          .handle = add_topic },
+        { "count", 'n', TS_ARG_U64, .dest = &count, .min = 1 },
+        { "timeout", 'T', TS_ARG_POSITIVE, .dest = &timeout_s },
+        { "rejections", 'r', TS_ARG_STRING, .dest = &rejections_path },
+        { "ready-file", 'R', TS_ARG_STRING, .dest = &ready_path },
+        { 0 },
+    };
+    const ts_tool_command command = {
+        "tail", TS_OPT_CONNECT | TS_OPT_CONFIG | TS_OPT_OVERRIDE | TS_OPT_CURVE,
+        options, 0, NULL, usage,
+    };
+    ts_tool_common common;
+    int first = ts_tool_parse(&command, argc, argv, &common);
+    if (first <= 0)
+        return first == 0 ? 0 : 1;
     char err[ERR_MAX];
     char endpoint[ENDPOINT_MAX];
-    if (opts.endpoint != NULL) {
-        snprintf(endpoint, sizeof endpoint, "%s", opts.endpoint);
-    } else if (ts_tool_default_endpoint(opts.config_path, opts.overrides,
-                                        opts.n_overrides, 0, endpoint,
-                                        sizeof endpoint, err,
-                                        sizeof err) != 0) {
-        fprintf(stderr, TS_TOOL_NAME ": %s\n", err);
+    if (ts_tool_endpoint(&common, 0, endpoint, sizeof endpoint) != 0)
         return 1;
-    }
 
     int status = 1;
     tail_state state = { .rejections = stderr };
@@ -344,10 +268,10 @@ int cmd_tail(int argc, char **argv)
     zmq_msg_init(&topic);
     zmq_msg_init(&payload);
 
-    if (opts.rejections_path != NULL) {
-        state.rejections = fopen(opts.rejections_path, "w");
+    if (rejections_path != NULL) {
+        state.rejections = fopen(rejections_path, "w");
         if (state.rejections == NULL) {
-            fprintf(stderr, TS_TOOL_NAME ": %s: %s\n", opts.rejections_path,
+            fprintf(stderr, TS_TOOL_NAME ": %s: %s\n", rejections_path,
                     strerror(errno));
             state.rejections = stderr;
             goto out;
@@ -377,24 +301,26 @@ int cmd_tail(int argc, char **argv)
                 zmq_strerror(zmq_errno()));
         goto out;
     }
-    if (opts.n_topics == 0)
-        opts.topics[opts.n_topics++] = "";
-    for (size_t i = 0; i < opts.n_topics; i++) {
-        if (zmq_setsockopt(socket, ZMQ_SUBSCRIBE, opts.topics[i],
-                           strlen(opts.topics[i])) != 0) {
+    if (subscriptions.n == 0)
+        subscriptions.topics[subscriptions.n++] = "";
+    for (size_t i = 0; i < subscriptions.n; i++) {
+        if (zmq_setsockopt(socket, ZMQ_SUBSCRIBE, subscriptions.topics[i],
+                           strlen(subscriptions.topics[i])) != 0) {
             fprintf(stderr, TS_TOOL_NAME ": cannot subscribe: %s\n",
                     zmq_strerror(zmq_errno()));
             goto out;
         }
     }
-    if (opts.curve_key != NULL &&
-        ts_curve_client_setup(socket, opts.curve_server_key, opts.curve_key,
+    if (common.curve_key != NULL &&
+        ts_curve_client_setup(socket, common.curve_server_key, common.curve_key,
                               err, sizeof err) != 0) {
         fprintf(stderr, TS_TOOL_NAME ": %s\n", err);
         goto out;
     }
-    if (opts.ready_path != NULL) {
-        monitor = ts_tool_monitor_open(context, socket, "tail");
+    if (ready_path != NULL) {
+        monitor = ts_tool_monitor_open(
+            context, socket,
+            ZMQ_EVENT_CONNECTED | ZMQ_EVENT_HANDSHAKE_SUCCEEDED);
         if (monitor == NULL) {
             fprintf(stderr, TS_TOOL_NAME ": cannot monitor the socket: %s\n",
                     zmq_strerror(zmq_errno()));
@@ -409,24 +335,24 @@ int cmd_tail(int argc, char **argv)
 
     double last_activity = ts_tool_now();
     double ready_at = -1.0;  /* when to create the ready file */
-    int ready_done = opts.ready_path == NULL;
+    int ready_done = ready_path == NULL;
     int done = 0;
     while (!done && !stop_requested) {
         double now = ts_tool_now();
         if (!ready_done && ready_at >= 0.0 && now >= ready_at) {
-            if (create_ready_file(opts.ready_path) != 0) {
-                fprintf(stderr, TS_TOOL_NAME ": %s: %s\n", opts.ready_path,
+            if (create_ready_file(ready_path) != 0) {
+                fprintf(stderr, TS_TOOL_NAME ": %s: %s\n", ready_path,
                         strerror(errno));
                 goto out;
             }
             ready_done = 1;
         }
-        if (opts.timeout_s > 0.0 && now - last_activity >= opts.timeout_s)
+        if (timeout_s > 0.0 && now - last_activity >= timeout_s)
             break;
 
         double wait_s = -1.0;
-        if (opts.timeout_s > 0.0)
-            wait_s = last_activity + opts.timeout_s - now;
+        if (timeout_s > 0.0)
+            wait_s = last_activity + timeout_s - now;
         if (!ready_done && ready_at >= 0.0 &&
             (wait_s < 0.0 || ready_at - now < wait_s))
             wait_s = ready_at - now;
@@ -445,22 +371,23 @@ int cmd_tail(int argc, char **argv)
             goto out;
         }
         if (monitor != NULL && (items[1].revents & ZMQ_POLLIN)) {
-            while ((rc = ts_tool_monitor_read(monitor)) != 0) {
-                if (rc == 1 && ready_at < 0.0)
+            int event;
+            while ((event = ts_tool_monitor_read(monitor)) != 0) {
+                if (event == 1 && ready_at < 0.0)
                     ready_at = ts_tool_now() + SUBSCRIPTION_GRACE_S;
-                if (rc < 0)
+                if (event < 0)
                     break;
             }
         }
         if (items[0].revents & ZMQ_POLLIN) {
             uint64_t before = state.received;
             for (int n = 0; n < DRAIN_BUDGET; n++) {
-                rc = receive_one(socket, &state, &topic, &payload);
+                int rc = receive_one(socket, &state, &topic, &payload);
                 if (rc < 0)
                     goto write_error;
                 if (rc == 0)
                     break;
-                if (opts.count > 0 && state.received >= opts.count) {
+                if (count > 0 && state.received >= count) {
                     done = 1;
                     break;
                 }

@@ -7,11 +7,15 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "daemon/config.h"
+#include "daemon/pipeline.h"
+#include "mechanisms/rng.h"
+#include "tools/options.h"
+
 #define TS_TOOL_NAME "tracesan"
 /* Where the shipped configuration binds the daemon's sockets. */
 #define TS_TOOL_DEFAULT_INPUT "tcp://127.0.0.1:7001"
 #define TS_TOOL_DEFAULT_OUTPUT "tcp://127.0.0.1:7002"
-#define TS_TOOL_MAX_OVERRIDES 256
 
 int cmd_sanitize(int argc, char **argv);
 int cmd_replay(int argc, char **argv);
@@ -22,39 +26,38 @@ int cmd_eval(int argc, char **argv);
 int cmd_sample(int argc, char **argv);
 int cmd_learn(int argc, char **argv);
 
-/* Appends one `-o path=value` to a command's override list; -1 (reported)
- * when the list is full. */
-int ts_tool_add_override(const char **overrides, size_t *n_overrides,
-                         const char *override);
-/* The client's CURVE options come as a pair; -1 (reported) when only one
- * of them was given. */
-int ts_tool_check_curve_options(const char *server_key_path,
-                                const char *key_prefix);
-
-/* Strict number parsing for option values: the whole text must parse. */
-int ts_tool_parse_u64(const char *text, uint64_t *out);
-int ts_tool_parse_double(const char *text, double *out);
-
-/* The endpoint a tool connects to when --connect is absent: the daemon's
+/* The endpoint to connect to: --connect when given, else the daemon's
  * input (want_input) or output endpoint from --config/-o when given, else
- * the shipped default. A wildcard host becomes 127.0.0.1. Returns -1 with
- * err filled when there is no usable endpoint. */
-int ts_tool_default_endpoint(const char *config_path,
-                             const char *const *overrides, size_t n_overrides,
-                             int want_input, char *out, size_t outlen,
-                             char *err, size_t errlen);
+ * the shipped default. A wildcard host becomes 127.0.0.1. Returns -1
+ * (reported) when there is no usable endpoint. */
+int ts_tool_endpoint(const ts_tool_common *common, int want_input, char *out,
+                     size_t outlen);
 
-/* Connection monitor for a socket that connects: a PAIR socket receiving
- * the socket's CONNECTED and HANDSHAKE_SUCCEEDED events. NULL on error.
- * Must be set up before zmq_connect. */
-void *ts_tool_monitor_open(void *context, void *socket, const char *name);
+/* A sanitizing pipeline as --config, -o and --seed describe it (the OS's
+ * generator without --seed), and the profile --profile names or else the
+ * default one. */
+typedef struct ts_tool_pipeline {
+    ts_config *config;
+    ts_rng *rng;
+    ts_pipeline *pipeline;
+    const ts_profile *profile;
+} ts_tool_pipeline;
+
+/* Returns -1 (reported, with everything freed) on an error. */
+int ts_tool_pipeline_open(const ts_tool_common *common,
+                          ts_tool_pipeline *out);
+void ts_tool_pipeline_close(ts_tool_pipeline *tool);
+
+/* Monitor of a socket that connects: a PAIR socket receiving the socket's
+ * `events` (ZMQ_EVENT_* bits). NULL on error. Must be set up before
+ * zmq_connect. */
+void *ts_tool_monitor_open(void *context, void *socket, int events);
 /* Reads one pending event: 1 when it says the peer is connected, 0 for any
  * other event, -1 on error. */
 int ts_tool_monitor_read(void *monitor);
 
-/* Monotonic clock in seconds, and sleeps against it. */
+/* Monotonic clock in seconds, and a sleep against it. */
 double ts_tool_now(void);
-void ts_tool_sleep(double seconds);
 void ts_tool_sleep_until(double deadline);
 
 #endif

@@ -33,6 +33,9 @@ struct ts_csv_reader {
     char **fields;
     size_t n_fields;
     size_t fields_cap;
+    char **header;           /* the header's column names, trimmed */
+    size_t n_header;
+    size_t header_line;
     int column_index[N_COLUMNS]; /* -1 when absent */
     size_t min_fields;       /* fields a row needs to reach every column */
     size_t lines_read;
@@ -192,10 +195,9 @@ static char *trim(char *text)
 static int read_header(ts_csv_reader *reader, const char *path, char *err,
                        size_t errlen)
 {
-    size_t line = 0;
     int rc;
     do {
-        rc = read_record(reader, &line);
+        rc = read_record(reader, &reader->header_line);
     } while (rc == 1 && reader->record_len == 0);
     if (rc == 0) {
         snprintf(err, errlen, "%s: empty file (no header line)", path);
@@ -210,16 +212,32 @@ static int read_header(ts_csv_reader *reader, const char *path, char *err,
         memmove(reader->record, reader->record + 3, reader->record_len - 2);
         reader->record_len -= 3;
     }
-    if (split_fields(reader) != 0) {
+    if (split_fields(reader) != 0 ||
+        (reader->header = calloc(reader->n_fields, sizeof *reader->header)) ==
+            NULL) {
         snprintf(err, errlen, "%s: out of memory", path);
         return -1;
     }
+    for (; reader->n_header < reader->n_fields; reader->n_header++) {
+        char *name = strdup(trim(reader->fields[reader->n_header]));
+        if (name == NULL) {
+            snprintf(err, errlen, "%s: out of memory", path);
+            return -1;
+        }
+        reader->header[reader->n_header] = name;
+    }
+    return 0;
+}
+
+static int bind_trace_columns(ts_csv_reader *reader, const char *path,
+                              char *err, size_t errlen)
+{
+    size_t line = reader->header_line;
     for (int c = 0; c < N_COLUMNS; c++)
         reader->column_index[c] = -1;
-    for (size_t i = 0; i < reader->n_fields; i++) {
-        const char *name = trim(reader->fields[i]);
+    for (size_t i = 0; i < reader->n_header; i++) {
         for (int c = 0; c < N_COLUMNS; c++) {
-            if (strcasecmp(name, column_names[c]) != 0)
+            if (strcasecmp(reader->header[i], column_names[c]) != 0)
                 continue;
             if (reader->column_index[c] >= 0) {
                 snprintf(err, errlen, "%s: line %zu: column '%s' appears twice",
@@ -247,7 +265,7 @@ static int read_header(ts_csv_reader *reader, const char *path, char *err,
     return 0;
 }
 
-ts_csv_reader *ts_csv_open(const char *path, char *err, size_t errlen)
+ts_csv_reader *ts_csv_open_table(const char *path, char *err, size_t errlen)
 {
     ts_csv_reader *reader = calloc(1, sizeof *reader);
     if (reader == NULL) {
@@ -277,12 +295,25 @@ ts_csv_reader *ts_csv_open(const char *path, char *err, size_t errlen)
     return reader;
 }
 
+ts_csv_reader *ts_csv_open(const char *path, char *err, size_t errlen)
+{
+    ts_csv_reader *reader = ts_csv_open_table(path, err, errlen);
+    if (reader != NULL && bind_trace_columns(reader, path, err, errlen) != 0) {
+        ts_csv_close(reader);
+        return NULL;
+    }
+    return reader;
+}
+
 void ts_csv_close(ts_csv_reader *reader)
 {
     if (reader == NULL)
         return;
     if (reader->gz != NULL)
         gzclose(reader->gz);
+    for (size_t i = 0; i < reader->n_header; i++)
+        free(reader->header[i]);
+    free(reader->header);
     free(reader->record);
     free(reader->fields);
     free(reader);
@@ -293,8 +324,31 @@ int ts_csv_has_profile_column(const ts_csv_reader *reader)
     return reader->column_index[COL_PROFILE] >= 0;
 }
 
-/* 1: parsed, 0: empty (missing), -1: not a number. */
-static int parse_number(const char *text, double *out)
+int ts_csv_column(const ts_csv_reader *reader, const char *names)
+{
+    for (size_t i = 0; i < reader->n_header; i++) {
+        const char *name = names;
+        for (;;) {
+            size_t len = strcspn(name, "|");
+            if (strlen(reader->header[i]) == len &&
+                strncasecmp(reader->header[i], name, len) == 0)
+                return (int)i;
+            if (name[len] == '\0')
+                break;
+            name += len + 1;
+        }
+    }
+    return -1;
+}
+
+const char *ts_csv_field(const ts_csv_reader *reader, int column)
+{
+    return column >= 0 && (size_t)column < reader->n_fields
+               ? reader->fields[column]
+               : NULL;
+}
+
+int ts_csv_parse_number(const char *text, double *out)
 {
     while (isspace((unsigned char)*text))
         text++;
@@ -324,27 +378,26 @@ static const char *field_at(const ts_csv_reader *reader, int column)
 static int parse_numeric_column(const ts_csv_reader *reader, int column,
                                 double *out, char *err, size_t errlen)
 {
-    int rc = parse_number(field_at(reader, column), out);
+    int rc = ts_csv_parse_number(field_at(reader, column), out);
     if (rc < 0)
         snprintf(err, errlen, "column '%s' is not a number",
                  column_names[column]);
     return rc;
 }
 
-int ts_csv_read(ts_csv_reader *reader, ts_csv_row *row, char *err,
+int ts_csv_next(ts_csv_reader *reader, size_t *line, char *err,
                 size_t errlen)
 {
-    size_t line = 0;
     int rc;
+    *line = 0;
+    reader->n_fields = 0;
     do {
-        rc = read_record(reader, &line);
+        rc = read_record(reader, line);
     } while (rc == 1 && reader->record_len == 0);
-    memset(row, 0, sizeof *row);
-    row->line = line;
     if (rc == 0)
         return TS_CSV_EOF;
     if (rc == -2) {
-        snprintf(err, errlen, "line %zu: record longer than %u bytes", line,
+        snprintf(err, errlen, "line %zu: record longer than %u bytes", *line,
                  MAX_RECORD_BYTES);
         return TS_CSV_IO_ERROR;
     }
@@ -358,9 +411,21 @@ int ts_csv_read(ts_csv_reader *reader, ts_csv_row *row, char *err,
         return TS_CSV_IO_ERROR;
     }
     if (split_fields(reader) != 0) {
-        snprintf(err, errlen, "line %zu: out of memory", line);
+        snprintf(err, errlen, "line %zu: out of memory", *line);
         return TS_CSV_IO_ERROR;
     }
+    return TS_CSV_ROW;
+}
+
+int ts_csv_read(ts_csv_reader *reader, ts_csv_row *row, char *err,
+                size_t errlen)
+{
+    size_t line;
+    int rc = ts_csv_next(reader, &line, err, errlen);
+    memset(row, 0, sizeof *row);
+    row->line = line;
+    if (rc != TS_CSV_ROW)
+        return rc;
     if (reader->n_fields < reader->min_fields) {
         if ((size_t)reader->column_index[COL_USER] < reader->n_fields)
             row->user = reader->fields[reader->column_index[COL_USER]];
@@ -394,6 +459,19 @@ int ts_csv_read(ts_csv_reader *reader, ts_csv_row *row, char *err,
     if (isfinite(row->ts_s) && fabs(row->ts_s) < MAX_TS_SECONDS)
         row->ts_ms = (int64_t)llround(row->ts_s * 1000.0);
     return TS_CSV_ROW;
+}
+
+ts_input ts_csv_input(const ts_csv_row *row, const char *default_profile)
+{
+    return (ts_input){
+        .user_id = row->user,
+        .ts_ms = row->ts_ms,
+        .lat = row->lat,
+        .lon = row->lon,
+        .has_accuracy = row->has_accuracy,
+        .accuracy_m = row->accuracy_m,
+        .profile = row->profile != NULL ? row->profile : default_profile,
+    };
 }
 
 /* ------------------------------------------------------------- output */

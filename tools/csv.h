@@ -4,7 +4,9 @@
  * accuracy and profile optional; others ignored; any order), then one row
  * per point. ts is Unix seconds, fractional allowed. Read through zlib so a
  * gzip-compressed file is read transparently; "-" is stdin. Quoted fields
- * ("a,b", "say ""hi""", embedded newlines) are understood.
+ * ("a,b", "say ""hi""", embedded newlines) are understood. Any other CSV
+ * with a header (a sanitized trace, points of interest) is read the same
+ * way, its columns looked up by name.
  *
  * Output: the sanitized CSV shared by `sanitize` and `tail` (so their files
  * are byte-for-byte comparable) and the rejections CSV of `tail`.
@@ -18,6 +20,8 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+
+#include "daemon/pipeline.h"
 
 typedef struct ts_csv_reader ts_csv_reader;
 
@@ -57,6 +61,31 @@ int ts_csv_read(ts_csv_reader *reader, ts_csv_row *row, char *err,
 
 /* 1 when the header has a profile column. */
 int ts_csv_has_profile_column(const ts_csv_reader *reader);
+
+/* The pipeline's input for a row: its fields, and default_profile (may be
+ * NULL: the configuration's default) when the row names no profile. */
+ts_input ts_csv_input(const ts_csv_row *row, const char *default_profile);
+
+/* Any CSV with a header, its columns looked up by name --------------------- */
+
+/* Opens PATH ("-" = stdin, gzip read transparently) and reads the header,
+ * requiring no column. NULL with err filled on an error. Close with
+ * ts_csv_close. */
+ts_csv_reader *ts_csv_open_table(const char *path, char *err, size_t errlen);
+/* The index of the first header column named one of the '|'-separated
+ * names (case-insensitive, e.g. "lon|lng|longitude"), or -1. */
+int ts_csv_column(const ts_csv_reader *reader, const char *names);
+/* Reads the next non-empty record: TS_CSV_ROW, TS_CSV_EOF, TS_CSV_BAD_ROW
+ * (a quoted field left open at the end of the file) or TS_CSV_IO_ERROR,
+ * with err as for ts_csv_read. *line is the record's first line. */
+int ts_csv_next(ts_csv_reader *reader, size_t *line, char *err,
+                size_t errlen);
+/* The record's field in a column; NULL when column is -1 or the record is
+ * shorter. Valid until the next read. */
+const char *ts_csv_field(const ts_csv_reader *reader, int column);
+/* Parses a numeric field: 1 with *out set, 0 when empty, -1 when it is not
+ * a number. Spaces around it are allowed. */
+int ts_csv_parse_number(const char *text, double *out);
 
 /* Output ------------------------------------------------------------------ */
 

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "mechanisms/geo.h"
+#include "geometry/geo.h"
 
 /* Few points per leaf: scanning them is cheaper than more tree levels. */
 #define LEAF_POINTS 8

@@ -1,12 +1,7 @@
-/* tracesan: offline and client tools around tracesand.
- *   sanitize  run the daemon's pipeline over a CSV file
- *   replay    send a CSV trace to a running daemon
- *   tail      print a daemon's sanitized feed as CSV
- */
+/* tracesan: offline and client tools around tracesand; usage() lists the
+ * commands. */
 #include <errno.h>
-#include <math.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <zmq.h>
@@ -16,6 +11,8 @@
 #include "daemon/config.h"
 #include "daemon/log.h"
 #include "tools/commands.h"
+
+#define ERR_MAX 512
 
 #ifndef PACKAGE_VERSION
 #define PACKAGE_VERSION "unknown"
@@ -28,29 +25,51 @@ static void usage(FILE *out)
         "\n"
         "commands:\n"
         "  sanitize  run the sanitizing pipeline over a CSV trace, offline\n"
-        "            (" TS_TOOL_NAME " sanitize --config FILE [--profile NAME]\n"
-        "             [--seed N] [-o path=value]... IN.csv > OUT.csv)\n"
+        "            (" TS_TOOL_NAME " sanitize [--config FILE] [--profile NAME] "
+        "[--seed N]\n"
+        "             [-o PATH=VALUE]... IN.csv > OUT.csv)\n"
         "  replay    send a CSV trace to a running tracesand\n"
-        "            (" TS_TOOL_NAME " replay --connect ENDPOINT [--rate N]\n"
-        "             [--batch N] [--socket push|pub] IN.csv)\n"
+        "            (" TS_TOOL_NAME " replay [--connect ENDPOINT] [--rate N] "
+        "[--batch N]\n"
+        "             [--socket push|pub] IN.csv)\n"
         "  tail      print tracesand's sanitized feed as CSV\n"
-        "            (" TS_TOOL_NAME " tail --connect ENDPOINT [--topic T]...\n"
-        "             [--count N] [--timeout S])\n"
+        "            (" TS_TOOL_NAME " tail [--connect ENDPOINT] [--topic T]... "
+        "[--count N]\n"
+        "             [--timeout S])\n"
         "  keygen    write a CURVE key pair for tracesand or a client\n"
         "            (" TS_TOOL_NAME " keygen --out PREFIX)\n"
         "  state     inspect, export or import a tracesand state store\n"
-        "            (" TS_TOOL_NAME " state --dir DIR [list|stats|export|import FILE])\n"
+        "            (" TS_TOOL_NAME " state --dir DIR "
+        "[list|stats|export|import FILE])\n"
         "  eval      compare a true trace with its sanitized output\n"
-        "            (" TS_TOOL_NAME " eval TRUE.csv SANITIZED.csv)\n"
+        "            (" TS_TOOL_NAME " eval [--config FILE] [--profile NAME] "
+        "[-o PATH=VALUE]...\n"
+        "             TRUE.csv SANITIZED.csv)\n"
         "  sample    the predictive paper's query sampling of a trace\n"
-        "            (" TS_TOOL_NAME " sample --seed N --p P IN.csv)\n"
+        "            (" TS_TOOL_NAME " sample --seed N --p P IN.csv > OUT.csv)\n"
         "  learn     learn a Markov mobility model from traces\n"
-        "            (" TS_TOOL_NAME " learn --region LAT_MIN,LON_MIN,LAT_MAX,LON_MAX\n"
-        "             --cell-m METRES --tick-s SECONDS [--per-user] IN.csv > model.bin)\n"
+        "            (" TS_TOOL_NAME " learn --region "
+        "LAT_MIN,LON_MIN,LAT_MAX,LON_MAX\n"
+        "             --cell-m METRES --tick-s SECONDS [--per-user]\n"
+        "             [--output FILE] IN.csv)\n"
         "\n"
-        "Run '" TS_TOOL_NAME " COMMAND --help' for a command's options.\n"
+        "options:\n"
         "  -h, --help     show this help\n"
-        "  -V, --version  show the version\n",
+        "  -V, --version  show the version\n"
+        "\n"
+        "Options spelled and meant the same in every command that takes them:\n"
+        "  -c, --config FILE          tracesand configuration\n"
+        "  -o, --override PATH=VALUE  override one of its settings; "
+        "repeatable\n"
+        "  -p, --profile NAME         one of its profiles\n"
+        "  -s, --seed N               seed of the randomness (reproducible "
+        "runs)\n"
+        "  -C, --connect ENDPOINT     the daemon's endpoint\n"
+        "      --curve-server-key FILE --curve-key PREFIX\n"
+        "                             connect with CURVE (the daemon's public "
+        "key,\n"
+        "                             this client's key pair)\n"
+        "Run '" TS_TOOL_NAME " COMMAND --help' for a command's options.\n",
         out);
 }
 
@@ -100,68 +119,24 @@ int main(int argc, char **argv)
 
 /* ------------------------------------------------------ shared helpers */
 
-int ts_tool_add_override(const char **overrides, size_t *n_overrides,
-                         const char *override)
+int ts_tool_endpoint(const ts_tool_common *common, int want_input, char *out,
+                     size_t outlen)
 {
-    if (*n_overrides == TS_TOOL_MAX_OVERRIDES) {
-        fprintf(stderr, TS_TOOL_NAME ": too many -o overrides\n");
-        return -1;
-    }
-    overrides[(*n_overrides)++] = override;
-    return 0;
-}
-
-int ts_tool_check_curve_options(const char *server_key_path,
-                                const char *key_prefix)
-{
-    if ((server_key_path == NULL) != (key_prefix == NULL)) {
-        fprintf(stderr, TS_TOOL_NAME ": --curve-server-key and --curve-key "
-                "go together\n");
-        return -1;
-    }
-    return 0;
-}
-
-int ts_tool_parse_u64(const char *text, uint64_t *out)
-{
-    if (text == NULL || *text == '\0' || *text == '-' || *text == '+')
-        return -1;
-    char *end = NULL;
-    errno = 0;
-    unsigned long long value = strtoull(text, &end, 10);
-    if (errno != 0 || *end != '\0')
-        return -1;
-    *out = value;
-    return 0;
-}
-
-int ts_tool_parse_double(const char *text, double *out)
-{
-    if (text == NULL || *text == '\0')
-        return -1;
-    char *end = NULL;
-    errno = 0;
-    double value = strtod(text, &end);
-    if (errno != 0 || *end != '\0' || !isfinite(value))
-        return -1;
-    *out = value;
-    return 0;
-}
-
-int ts_tool_default_endpoint(const char *config_path,
-                             const char *const *overrides, size_t n_overrides,
-                             int want_input, char *out, size_t outlen,
-                             char *err, size_t errlen)
-{
-    if (config_path == NULL && n_overrides == 0) {
+    if (common->endpoint != NULL || (common->config_path == NULL &&
+                                     common->n_overrides == 0)) {
         snprintf(out, outlen, "%s",
-                 want_input ? TS_TOOL_DEFAULT_INPUT : TS_TOOL_DEFAULT_OUTPUT);
+                 common->endpoint != NULL ? common->endpoint
+                 : want_input ? TS_TOOL_DEFAULT_INPUT
+                              : TS_TOOL_DEFAULT_OUTPUT);
         return 0;
     }
-    ts_config *config =
-        ts_config_load(config_path, overrides, n_overrides, err, errlen);
-    if (config == NULL)
+    char err[ERR_MAX];
+    ts_config *config = ts_config_load(common->config_path, common->overrides,
+                                       common->n_overrides, err, sizeof err);
+    if (config == NULL) {
+        fprintf(stderr, TS_TOOL_NAME ": %s\n", err);
         return -1;
+    }
     const ts_settings *settings = ts_config_settings(config);
     const char *endpoint =
         want_input ? settings->input_endpoint : settings->output_endpoint;
@@ -180,24 +155,73 @@ int ts_tool_default_endpoint(const char *config_path,
         snprintf(out, outlen, "%s", endpoint);
     size_t len = strlen(out);
     if (len >= 2 && strcmp(out + len - 2, ":*") == 0) {
-        snprintf(err, errlen,
-                 "%s endpoint %s has an ephemeral port: pass --connect with "
-                 "the port from the daemon's ready line",
-                 want_input ? "input" : "output", endpoint);
+        fprintf(stderr, TS_TOOL_NAME ": %s endpoint %s has an ephemeral "
+                "port: pass --connect with the port from the daemon's ready "
+                "line\n", want_input ? "input" : "output", endpoint);
         rc = -1;
     }
     ts_config_free(config);
     return rc;
 }
 
-void *ts_tool_monitor_open(void *context, void *socket, const char *name)
+int ts_tool_pipeline_open(const ts_tool_common *common, ts_tool_pipeline *out)
+{
+    char err[ERR_MAX];
+    memset(out, 0, sizeof *out);
+    out->config = ts_config_load(common->config_path, common->overrides,
+                                 common->n_overrides, err, sizeof err);
+    if (out->config == NULL) {
+        fprintf(stderr, TS_TOOL_NAME ": %s\n", err);
+        return -1;
+    }
+    out->rng = common->seed_given ? ts_rng_new_seeded(common->seed)
+                                  : ts_rng_new_secure();
+    if (out->rng == NULL) {
+        fprintf(stderr, TS_TOOL_NAME ": %s\n",
+                common->seed_given ? "out of memory"
+                                   : "secure random generator unavailable");
+        goto fail;
+    }
+    out->pipeline = ts_config_make_pipeline(out->config, out->rng, err,
+                                            sizeof err);
+    if (out->pipeline == NULL) {
+        fprintf(stderr, TS_TOOL_NAME ": %s\n", err);
+        goto fail;
+    }
+    const char *name = common->profile;
+    out->profile = name != NULL ? ts_pipeline_find_profile(out->pipeline, name)
+                                : ts_pipeline_default_profile(out->pipeline);
+    if (out->profile == NULL) {
+        if (ts_pipeline_profile_disabled(out->pipeline, name))
+            fprintf(stderr, TS_TOOL_NAME ": profile '%s' is disabled: it "
+                    "has no model configured (set -o profiles.%s.model=PATH, "
+                    "see `tracesan learn`)\n", name, name);
+        else
+            fprintf(stderr, TS_TOOL_NAME ": unknown profile '%s'\n", name);
+        goto fail;
+    }
+    return 0;
+fail:
+    ts_tool_pipeline_close(out);
+    return -1;
+}
+
+void ts_tool_pipeline_close(ts_tool_pipeline *tool)
+{
+    if (tool->pipeline != NULL)
+        ts_pipeline_free(tool->pipeline);
+    if (tool->rng != NULL)
+        ts_rng_free(tool->rng);
+    if (tool->config != NULL)
+        ts_config_free(tool->config);
+    memset(tool, 0, sizeof *tool);
+}
+
+void *ts_tool_monitor_open(void *context, void *socket, int events)
 {
     char address[128];
-    snprintf(address, sizeof address, "inproc://tracesan-monitor-%s-%p", name,
-             socket);
-    if (zmq_socket_monitor(socket, address,
-                           ZMQ_EVENT_CONNECTED |
-                               ZMQ_EVENT_HANDSHAKE_SUCCEEDED) != 0)
+    snprintf(address, sizeof address, "inproc://tracesan-monitor-%p", socket);
+    if (zmq_socket_monitor(socket, address, events) != 0)
         return NULL;
     void *monitor = zmq_socket(context, ZMQ_PAIR);
     if (monitor == NULL)
@@ -250,17 +274,5 @@ void ts_tool_sleep_until(double deadline)
         due.tv_nsec = 999999999L;
     while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &due, NULL) ==
            EINTR) {
-    }
-}
-
-void ts_tool_sleep(double seconds)
-{
-    if (!(seconds > 0.0))
-        return;
-    struct timespec delay = {
-        .tv_sec = (time_t)seconds,
-        .tv_nsec = (long)((seconds - (double)(time_t)seconds) * 1e9),
-    };
-    while (nanosleep(&delay, &delay) != 0 && errno == EINTR) {
     }
 }
