@@ -120,6 +120,18 @@ else
     fail "tracesan learn failed"
     show_file "$TMPD/learn.err"
 fi
+# learn's old -o FILE (before -o meant an override everywhere) still writes
+# the same model, and says to use --output.
+if "$TRACESAN" learn --region 39.9,116.3,39.95,116.36 --cell-m 500 \
+        --tick-s 60 -o "$MODEL.old" "$TMPD/learn.csv" 2>"$TMPD/learn_old.err"; then
+    check "learn -o: same model as --output" cmp -s "$MODEL" "$MODEL.old"
+    check "learn -o: deprecation message" \
+        grep -q "tracesan learn: -o FILE is deprecated, use --output FILE" \
+        "$TMPD/learn_old.err"
+else
+    fail "tracesan learn -o failed"
+    show_file "$TMPD/learn_old.err"
+fi
 expect_error model-missing "$TMPD/no-such.model" \
     --check-config "$SHIPPED_CONF" -o "profiles.pim.model=$TMPD/no-such.model"
 expect_error model-default-disabled "default_profile 'pim' is disabled" \
