@@ -32,7 +32,7 @@ static int topic_equals(const char *expected)
            memcmp(topic.data, expected, topic.len) == 0;
 }
 
-START_TEST(buf_grows_and_resets)
+TS_TEST(buf_grows_and_resets)
 {
     char block[1000];
     memset(block, 'x', sizeof block);
@@ -50,7 +50,7 @@ START_TEST(buf_grows_and_resets)
 }
 END_TEST
 
-START_TEST(batch_round_trip)
+TS_TEST(batch_round_trip)
 {
     const ts_input inputs[] = {
         { .user_id = "alice", .ts_ms = 1254682593000, .lat = 40.645919692,
@@ -92,7 +92,7 @@ START_TEST(batch_round_trip)
 }
 END_TEST
 
-START_TEST(batch_encoding_matches_protobuf_c)
+TS_TEST(batch_encoding_matches_protobuf_c)
 {
     /* The batch encoder writes repeated-field framing by hand; it must be
      * byte-identical to protobuf-c packing the same LocationBatch. */
@@ -133,7 +133,7 @@ START_TEST(batch_encoding_matches_protobuf_c)
 }
 END_TEST
 
-START_TEST(large_batch_round_trip)
+TS_TEST(large_batch_round_trip)
 {
     /* Updates longer than 127 bytes need a multi-byte length prefix. */
     enum { N = 2000 };
@@ -159,7 +159,7 @@ START_TEST(large_batch_round_trip)
 }
 END_TEST
 
-START_TEST(missing_fields_map_to_refusable_values)
+TS_TEST(missing_fields_map_to_refusable_values)
 {
     Tracesan__V1__LocationUpdate empty = TRACESAN__V1__LOCATION_UPDATE__INIT;
     Tracesan__V1__LocationUpdate *pointers[] = { &empty };
@@ -185,7 +185,7 @@ START_TEST(missing_fields_map_to_refusable_values)
 }
 END_TEST
 
-START_TEST(garbage_is_not_a_batch)
+TS_TEST(garbage_is_not_a_batch)
 {
     static const uint8_t garbage[][8] = {
         { 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff },
@@ -214,7 +214,7 @@ END_TEST
 /* Found by fuzz_decode: protobuf-c 1.4 unpacks a field numbered 0 when its
  * key takes two bytes (0x80 0x00), skipping it as unknown. A scan that
  * refused it would refuse a batch unpack accepts. */
-START_TEST(scan_accepts_what_unpack_accepts)
+TS_TEST(scan_accepts_what_unpack_accepts)
 {
     static const uint8_t fixed[] = {
         0xad, 0x01, 0x0a, 0x00, 0x00, 0x00, /* field 21, fixed32 */
@@ -236,7 +236,7 @@ START_TEST(scan_accepts_what_unpack_accepts)
 }
 END_TEST
 
-START_TEST(scan_counts_and_measures_updates)
+TS_TEST(scan_counts_and_measures_updates)
 {
     static const uint8_t garbage[][8] = {
         { 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff },
@@ -305,7 +305,7 @@ END_TEST
 /* Issue 10, item 8: 1 MiB of empty updates ("0a 00" x 524 288) is counted
  * in one pass with no allocation, so the daemon refuses it as
  * batch_too_large before protobuf-c unpacks half a million messages. */
-START_TEST(scan_counts_a_flood_of_empty_updates)
+TS_TEST(scan_counts_a_flood_of_empty_updates)
 {
     size_t len = 1u << 20;
     uint8_t *flood = malloc(len);
@@ -332,7 +332,7 @@ static ts_profile make_profile(void)
     return profile;
 }
 
-START_TEST(sanitized_outcome_encodes_every_field)
+TS_TEST(sanitized_outcome_encodes_every_field)
 {
     ts_profile profile = make_profile();
     ts_outcome outcome;
@@ -372,7 +372,7 @@ START_TEST(sanitized_outcome_encodes_every_field)
 }
 END_TEST
 
-START_TEST(predicted_and_repeated_flags)
+TS_TEST(predicted_and_repeated_flags)
 {
     ts_profile profile = make_profile();
     profile.name = "predictive";
@@ -397,7 +397,7 @@ START_TEST(predicted_and_repeated_flags)
 }
 END_TEST
 
-START_TEST(encoding_appends)
+TS_TEST(encoding_appends)
 {
     /* The outbox appends outcome after outcome into the same buffers. */
     ts_profile profile = make_profile();
@@ -423,7 +423,7 @@ START_TEST(encoding_appends)
 }
 END_TEST
 
-START_TEST(rejected_outcome_encodes_reason_and_detail)
+TS_TEST(rejected_outcome_encodes_reason_and_detail)
 {
     ts_profile profile = make_profile();
     ts_outcome outcome;
@@ -452,7 +452,7 @@ START_TEST(rejected_outcome_encodes_reason_and_detail)
 }
 END_TEST
 
-START_TEST(rejection_without_update_omits_unknowns)
+TS_TEST(rejection_without_update_omits_unknowns)
 {
     ck_assert_int_eq(ts_codec_encode_rejection(TS_REASON_OVERSIZED, NULL, 0,
                                                NULL, "too big", &topic,
@@ -472,7 +472,7 @@ START_TEST(rejection_without_update_omits_unknowns)
 }
 END_TEST
 
-START_TEST(reason_numbers_match_the_proto_enum)
+TS_TEST(reason_numbers_match_the_proto_enum)
 {
     /* Every pipeline reason must exist in the wire enum under the same
      * number and the same name (snake_case of REJECTION_REASON_<NAME>). */
@@ -502,25 +502,7 @@ START_TEST(reason_numbers_match_the_proto_enum)
 }
 END_TEST
 
-static Suite *codec_suite(void)
-{
-    Suite *suite = suite_create("codec");
-    TS_CHECK_CASE(suite, "codec", 0, setup, teardown,
-                  buf_grows_and_resets, batch_round_trip,
-                  batch_encoding_matches_protobuf_c, large_batch_round_trip,
-                  missing_fields_map_to_refusable_values,
-                  garbage_is_not_a_batch, scan_counts_and_measures_updates,
-                  scan_counts_a_flood_of_empty_updates,
-                  scan_accepts_what_unpack_accepts,
-                  sanitized_outcome_encodes_every_field,
-                  predicted_and_repeated_flags, encoding_appends,
-                  rejected_outcome_encodes_reason_and_detail,
-                  rejection_without_update_omits_unknowns,
-                  reason_numbers_match_the_proto_enum);
-    return suite;
-}
-
 int main(void)
 {
-    return ts_check_run(codec_suite());
+    return ts_check_main("codec", 0, setup, teardown);
 }

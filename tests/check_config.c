@@ -96,7 +96,7 @@ static void free_profiles(ts_profile *profiles, size_t n)
 
 /* -------------------------------------------------------- happy paths */
 
-START_TEST(test_shipped_config_loads)
+TS_TEST(test_shipped_config_loads)
 {
     ts_config *config = load(shipped_config(), NULL, 0);
     ck_assert_msg(config != NULL, "%s", err);
@@ -154,7 +154,7 @@ START_TEST(test_shipped_config_loads)
 }
 END_TEST
 
-START_TEST(test_defaults_without_file)
+TS_TEST(test_defaults_without_file)
 {
     ts_config *config = load(NULL, NULL, 0);
     ck_assert_msg(config != NULL, "%s", err);
@@ -175,7 +175,7 @@ START_TEST(test_defaults_without_file)
 }
 END_TEST
 
-START_TEST(test_overrides_of_existing_settings)
+TS_TEST(test_overrides_of_existing_settings)
 {
     const char *overrides[] = {
         "profiles.geoind.radius_m=200",          /* int into a float */
@@ -213,7 +213,7 @@ START_TEST(test_overrides_of_existing_settings)
 }
 END_TEST
 
-START_TEST(test_overrides_create_settings)
+TS_TEST(test_overrides_create_settings)
 {
     const char *overrides[] = {
         "profiles.geoind.radius_m=200",
@@ -249,7 +249,7 @@ START_TEST(test_overrides_create_settings)
 }
 END_TEST
 
-START_TEST(test_override_of_new_profile_in_file)
+TS_TEST(test_override_of_new_profile_in_file)
 {
     const char *path = write_config(
         "profiles = {\n"
@@ -272,7 +272,7 @@ END_TEST
 
 /* ------------------------------------------------- override mistakes */
 
-START_TEST(test_override_type_mismatch)
+TS_TEST(test_override_type_mismatch)
 {
     struct { const char *override; const char *needle; } cases[] = {
         { "users.max_users=1.5", "integer" },
@@ -295,7 +295,7 @@ START_TEST(test_override_type_mismatch)
 }
 END_TEST
 
-START_TEST(test_override_semantic_errors_name_the_override)
+TS_TEST(test_override_semantic_errors_name_the_override)
 {
     /* created with the wrong type / out of range: validation blames the
      * override, not a file line */
@@ -328,7 +328,7 @@ END_TEST
 
 /* ----------------------------------------------------- file mistakes */
 
-START_TEST(test_syntax_error_line)
+TS_TEST(test_syntax_error_line)
 {
     expect_file_error("# comment\n"
                       "input = {\n"
@@ -339,14 +339,14 @@ START_TEST(test_syntax_error_line)
 }
 END_TEST
 
-START_TEST(test_missing_file)
+TS_TEST(test_missing_file)
 {
     expect_error("/nonexistent/tracesand.conf", NULL, 0,
                  "/nonexistent/tracesand.conf: ", "No such file");
 }
 END_TEST
 
-START_TEST(test_unknown_keys_with_line)
+TS_TEST(test_unknown_keys_with_line)
 {
     expect_file_error("input = {\n"
                       "  endpoint = \"tcp://127.0.0.1:7001\";\n"
@@ -372,7 +372,7 @@ START_TEST(test_unknown_keys_with_line)
 }
 END_TEST
 
-START_TEST(test_type_and_range_errors_with_line)
+TS_TEST(test_type_and_range_errors_with_line)
 {
     expect_file_error("input = {\n  hwm = \"lots\";\n};\n", 2,
                       "input.hwm must be an integer");
@@ -404,7 +404,7 @@ START_TEST(test_type_and_range_errors_with_line)
 }
 END_TEST
 
-START_TEST(test_unknown_mechanism)
+TS_TEST(test_unknown_mechanism)
 {
     expect_file_error("profiles = {\n"
                       "  p = {\n"
@@ -423,7 +423,7 @@ START_TEST(test_unknown_mechanism)
 }
 END_TEST
 
-START_TEST(test_bad_default_profile)
+TS_TEST(test_bad_default_profile)
 {
     expect_file_error("profiles = {\n"
                       "  a = { mechanism = \"geoind\"; };\n"
@@ -440,7 +440,7 @@ START_TEST(test_bad_default_profile)
 }
 END_TEST
 
-START_TEST(test_mechanism_parameter_errors)
+TS_TEST(test_mechanism_parameter_errors)
 {
     expect_file_error("profiles = {\n"
                       "  geoind = {\n"
@@ -477,7 +477,7 @@ END_TEST
 
 /* An install is durable unless asked otherwise: the shipped file names a
  * store directory; "" (or no key) is the explicit memory-only mode. */
-START_TEST(test_state_dir_shipped_and_empty)
+TS_TEST(test_state_dir_shipped_and_empty)
 {
     ts_config *config = load(shipped_config(), NULL, 0);
     ck_assert_msg(config != NULL, "%s", err);
@@ -508,7 +508,7 @@ END_TEST
 /* The shipped file lists pim and lm-delta with model = "": they load as
  * disabled profiles, left out of the pipeline, whose updates are rejected
  * as unknown_profile with a detail that says why. */
-START_TEST(test_shipped_model_profiles_disabled)
+TS_TEST(test_shipped_model_profiles_disabled)
 {
     ts_config *config = load(shipped_config(), NULL, 0);
     ck_assert_msg(config != NULL, "%s", err);
@@ -546,7 +546,7 @@ END_TEST
 
 /* Disabled is only for model = "": every other parameter of the profile is
  * still checked, and a model that cannot be opened stays an error. */
-START_TEST(test_disabled_profile_still_validated)
+TS_TEST(test_disabled_profile_still_validated)
 {
     /* the disabled profile's other parameters, with their lines */
     expect_file_error("profiles = {\n"
@@ -599,7 +599,7 @@ START_TEST(test_disabled_profile_still_validated)
 }
 END_TEST
 
-START_TEST(test_errors_are_single_lines)
+TS_TEST(test_errors_are_single_lines)
 {
     ts_config *config = load(shipped_config(), NULL, 0);
     ck_assert_ptr_nonnull(config);
@@ -611,29 +611,7 @@ START_TEST(test_errors_are_single_lines)
 }
 END_TEST
 
-static Suite *config_suite(void)
-{
-    Suite *s = suite_create("config");
-    TS_CHECK_CASE(s, "core", 0, NULL, teardown,
-                  test_shipped_config_loads, test_defaults_without_file,
-                  test_overrides_of_existing_settings,
-                  test_overrides_create_settings,
-                  test_override_of_new_profile_in_file,
-                  test_override_type_mismatch,
-                  test_override_semantic_errors_name_the_override,
-                  test_syntax_error_line, test_missing_file,
-                  test_unknown_keys_with_line,
-                  test_type_and_range_errors_with_line,
-                  test_unknown_mechanism, test_bad_default_profile,
-                  test_mechanism_parameter_errors,
-                  test_errors_are_single_lines,
-                  test_shipped_model_profiles_disabled,
-                  test_state_dir_shipped_and_empty,
-                  test_disabled_profile_still_validated);
-    return s;
-}
-
 int main(void)
 {
-    return ts_check_run(config_suite());
+    return ts_check_main("config", 0, NULL, teardown);
 }

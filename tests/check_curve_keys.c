@@ -35,7 +35,7 @@ static int setup(void)
            zmq_curve_keypair(other_public_z85, other_secret) == 0;
 }
 
-START_TEST(test_key_file_round_trip)
+TS_TEST(test_key_file_round_trip)
 {
     char text[128];
     snprintf(text, sizeof text, "# comment\n\n  %s  \r\n", public_z85);
@@ -49,7 +49,7 @@ START_TEST(test_key_file_round_trip)
 }
 END_TEST
 
-START_TEST(test_key_file_errors_locate_without_key_text)
+TS_TEST(test_key_file_errors_locate_without_key_text)
 {
     unsigned char key[32];
     char err[256];
@@ -88,7 +88,7 @@ START_TEST(test_key_file_errors_locate_without_key_text)
 }
 END_TEST
 
-START_TEST(test_allow_list)
+TS_TEST(test_allow_list)
 {
     char text[256];
     snprintf(text, sizeof text, "# allowed\n%s\n\n%s\n", public_z85,
@@ -127,7 +127,7 @@ START_TEST(test_allow_list)
 }
 END_TEST
 
-START_TEST(test_pair_check_and_fingerprint)
+TS_TEST(test_pair_check_and_fingerprint)
 {
     unsigned char secret[32], public_key[32], other[32];
     ck_assert_ptr_nonnull(zmq_z85_decode(secret, secret_z85));
@@ -152,12 +152,7 @@ int main(void)
         fprintf(stderr, "check_curve_keys: cannot set up keys in %s\n", dir);
         return EXIT_FAILURE;
     }
-    Suite *suite = suite_create("curve_keys");
-    TS_CHECK_CASE(suite, "core", 0, NULL, NULL,
-                  test_key_file_round_trip,
-                  test_key_file_errors_locate_without_key_text,
-                  test_allow_list, test_pair_check_and_fingerprint);
-    int status = ts_check_run(suite);
+    int status = ts_check_main("curve_keys", 0, NULL, NULL);
     char command[300];
     snprintf(command, sizeof command, "rm -rf '%s'", dir);
     if (system(command) != 0)

@@ -37,7 +37,7 @@ static ts_publish_result scripted_publish(ts_transport *transport,
     return r;
 }
 
-START_TEST(test_outbox_resumes_in_order_after_blocked)
+TS_TEST(test_outbox_resumes_in_order_after_blocked)
 {
     ts_transport_ops ops;
     memset(&ops, 0, sizeof ops);
@@ -77,7 +77,7 @@ START_TEST(test_outbox_resumes_in_order_after_blocked)
 }
 END_TEST
 
-START_TEST(test_commit_backoff_doubles_to_the_cap)
+TS_TEST(test_commit_backoff_doubles_to_the_cap)
 {
     long expected[] = { 1000, 2000, 4000, 8000, 16000, 30000, 30000 };
     long ms = 0;
@@ -127,7 +127,7 @@ static size_t encode_updates(size_t n, ts_buf *buf)
     return buf->len;
 }
 
-START_TEST(test_intake_refuses_each_framing_fault)
+TS_TEST(test_intake_refuses_each_framing_fault)
 {
     ts_settings s = intake_settings();
     ts_buf two = { 0 }, three = { 0 };
@@ -151,7 +151,7 @@ START_TEST(test_intake_refuses_each_framing_fault)
 }
 END_TEST
 
-START_TEST(test_intake_clock_bounds)
+TS_TEST(test_intake_clock_bounds)
 {
     ts_settings s = intake_settings();   /* 600 s ahead, 86400 s behind */
     int64_t now = INT64_C(1700000000000);
@@ -176,7 +176,7 @@ START_TEST(test_intake_clock_bounds)
 }
 END_TEST
 
-START_TEST(test_loggable_user)
+TS_TEST(test_loggable_user)
 {
     char out[TS_LOG_USER_MAX + 1];
     ck_assert_str_eq(ts_log_loggable_user(NULL, out, sizeof out), "-");
@@ -192,7 +192,7 @@ START_TEST(test_loggable_user)
 }
 END_TEST
 
-START_TEST(test_limiter_passes_per_second)
+TS_TEST(test_limiter_passes_per_second)
 {
     ts_log_limiter limiter = { .per_second = 3 };
     unsigned long long reported = 0;
@@ -215,12 +215,5 @@ END_TEST
 
 int main(void)
 {
-    Suite *suite = suite_create("daemon_modules");
-    TS_CHECK_CASE(suite, "core", 0, NULL, NULL,
-                  test_outbox_resumes_in_order_after_blocked,
-                  test_commit_backoff_doubles_to_the_cap,
-                  test_intake_refuses_each_framing_fault,
-                  test_intake_clock_bounds, test_loggable_user,
-                  test_limiter_passes_per_second);
-    return ts_check_run(suite);
+    return ts_check_main("daemon_modules", 0, NULL, NULL);
 }

@@ -44,7 +44,7 @@ static int valid_output(double lat, double lon)
     return ts_geo_valid(lat, lon) && lon < 180.0;
 }
 
-START_TEST(test_valid)
+TS_TEST(test_valid)
 {
     ck_assert(ts_geo_valid(0.0, 0.0));
     ck_assert(ts_geo_valid(90.0, 180.0));
@@ -60,7 +60,7 @@ START_TEST(test_valid)
 }
 END_TEST
 
-START_TEST(test_normalize_lon)
+TS_TEST(test_normalize_lon)
 {
     ck_assert(ts_geo_normalize_lon(180.0) == -180.0);
     ck_assert(ts_geo_normalize_lon(-180.0) == -180.0);
@@ -78,7 +78,7 @@ START_TEST(test_normalize_lon)
 }
 END_TEST
 
-START_TEST(test_distance_known_values)
+TS_TEST(test_distance_known_values)
 {
     double one_degree = TS_EARTH_RADIUS_M * DEG; /* 111195.08 m */
     ck_assert_double_eq_tol(ts_geo_distance_m(0, 0, 0, 1), one_degree, 1e-6);
@@ -97,7 +97,7 @@ END_TEST
  * limited by rounding of degrees (ulp of a latitude ~ 1e-14 deg ~ 1e-9 m),
  * so the relative 1e-9 bound is applied from 10 m upwards and an absolute
  * 1e-8 m below (metre-scale steps). */
-START_TEST(test_destination_distance_roundtrip)
+TS_TEST(test_destination_distance_roundtrip)
 {
     ts_rng *rng = ts_rng_new_seeded(11);
     long failures = 0;
@@ -124,7 +124,7 @@ END_TEST
 /* The bearing argument is the textbook initial bearing (clockwise from
  * north), and going back along the reverse bearing from the destination
  * returns to the start. */
-START_TEST(test_bearing_convention_and_return)
+TS_TEST(test_bearing_convention_and_return)
 {
     ts_rng *rng = ts_rng_new_seeded(12);
     long bad_bearing = 0, bad_return = 0;
@@ -153,7 +153,7 @@ START_TEST(test_bearing_convention_and_return)
 }
 END_TEST
 
-START_TEST(test_cardinal_directions)
+TS_TEST(test_cardinal_directions)
 {
     double lat, lon, step = 1000.0, step_deg = step / TS_EARTH_RADIUS_M / DEG;
 
@@ -185,7 +185,7 @@ START_TEST(test_cardinal_directions)
 }
 END_TEST
 
-START_TEST(test_over_the_north_pole)
+TS_TEST(test_over_the_north_pole)
 {
     double lat, lon;
     /* 0.1 deg short of the pole, heading north for 50 km: over the pole
@@ -207,7 +207,7 @@ END_TEST
 
 /* At an exact pole the frame is the limit along the input meridian:
  * documented, deterministic, and every bearing moves r away from the pole. */
-START_TEST(test_from_exact_pole)
+TS_TEST(test_from_exact_pole)
 {
     double lat, lon, lat_b, lon_b;
     double ring = 90.0 - 5000.0 / TS_EARTH_RADIUS_M / DEG;
@@ -232,7 +232,7 @@ START_TEST(test_from_exact_pole)
 }
 END_TEST
 
-START_TEST(test_across_antimeridian)
+TS_TEST(test_across_antimeridian)
 {
     double lat, lon, step_deg = 10000.0 / TS_EARTH_RADIUS_M / DEG;
 
@@ -253,7 +253,7 @@ END_TEST
 
 /* Any input, any distance (including several times around the Earth), any
  * bearing: the output is valid WGS84. */
-START_TEST(test_always_valid)
+TS_TEST(test_always_valid)
 {
     ts_rng *rng = ts_rng_new_seeded(13);
     const double lats[] = {90.0, -90.0, 89.9999999, -89.9999999, 0.0};
@@ -274,7 +274,7 @@ END_TEST
 
 /* Snapping must land on the 1e-7 degree grid, move a point by at most half a
  * step per axis, and keep the result valid WGS84 at the edges. */
-START_TEST(test_snap_grid)
+TS_TEST(test_snap_grid)
 {
     ts_rng *rng = ts_rng_new_seeded(7);
     size_t off_grid = 0, moved_too_far = 0;
@@ -302,20 +302,7 @@ START_TEST(test_snap_grid)
 }
 END_TEST
 
-static Suite *geo_suite(void)
-{
-    Suite *s = suite_create("geo");
-    TS_CHECK_CASE(s, "geo", 120, NULL, NULL,
-                  test_valid, test_normalize_lon, test_distance_known_values,
-                  test_destination_distance_roundtrip,
-                  test_bearing_convention_and_return,
-                  test_cardinal_directions, test_over_the_north_pole,
-                  test_from_exact_pole, test_across_antimeridian,
-                  test_always_valid, test_snap_grid);
-    return s;
-}
-
 int main(void)
 {
-    return ts_check_run(geo_suite());
+    return ts_check_main("geo", 120, NULL, NULL);
 }

@@ -29,7 +29,7 @@ static ts_grid beijing(void)
     return g;
 }
 
-START_TEST(test_dimensions)
+TS_TEST(test_dimensions)
 {
     ts_grid g = beijing();
     /* height = R * 0.35 deg * pi/180 = 6371008.8 * 0.00610865 = 38918.3 m
@@ -48,7 +48,7 @@ START_TEST(test_dimensions)
 }
 END_TEST
 
-START_TEST(test_projection_distances)
+TS_TEST(test_projection_distances)
 {
     ts_grid g = beijing();
     /* North-south distances are exact on the sphere. */
@@ -77,7 +77,7 @@ START_TEST(test_projection_distances)
 }
 END_TEST
 
-START_TEST(test_project_round_trip)
+TS_TEST(test_project_round_trip)
 {
     ts_grid g = beijing();
     ts_rng *rng = ts_rng_new_seeded(11);
@@ -93,7 +93,7 @@ START_TEST(test_project_round_trip)
 }
 END_TEST
 
-START_TEST(test_cell_round_trips)
+TS_TEST(test_cell_round_trips)
 {
     ts_grid g = beijing();
     uint32_t inside = 0;
@@ -140,7 +140,7 @@ START_TEST(test_cell_round_trips)
 }
 END_TEST
 
-START_TEST(test_edges)
+TS_TEST(test_edges)
 {
     ts_grid g = beijing();
     uint32_t c;
@@ -175,7 +175,7 @@ START_TEST(test_edges)
 }
 END_TEST
 
-START_TEST(test_small_grid)
+TS_TEST(test_small_grid)
 {
     /* 0.0026 deg at the equator: R * 0.0026 * pi/180 = 289.1 m, so a
      * 100 m grid has 3 x 3 cells whose last row and column overhang. */
@@ -200,7 +200,7 @@ START_TEST(test_small_grid)
 }
 END_TEST
 
-START_TEST(test_invalid)
+TS_TEST(test_invalid)
 {
     ts_grid g;
     char err[200];
@@ -220,17 +220,7 @@ START_TEST(test_invalid)
 }
 END_TEST
 
-static Suite *grid_suite(void)
-{
-    Suite *s = suite_create("grid");
-    TS_CHECK_CASE(s, "grid", 60, NULL, NULL,
-                  test_dimensions, test_projection_distances,
-                  test_project_round_trip, test_cell_round_trips, test_edges,
-                  test_small_grid, test_invalid);
-    return s;
-}
-
 int main(void)
 {
-    return ts_check_run(grid_suite());
+    return ts_check_main("grid", 60, NULL, NULL);
 }

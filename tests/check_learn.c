@@ -79,7 +79,7 @@ static void assert_well_formed(const ts_grid *g, const ts_markov *m,
                           "mass from %u to unreachable %u", i, m->col[e]);
 }
 
-START_TEST(test_reachable)
+TS_TEST(test_reachable)
 {
     ts_grid g = grid6();
     /* 100 m per tick: squares at most 100 m apart, i.e. offsets with
@@ -97,7 +97,7 @@ START_TEST(test_reachable)
 }
 END_TEST
 
-START_TEST(test_loop_unsmoothed)
+TS_TEST(test_loop_unsmoothed)
 {
     ts_grid g = grid6();
     ts_learn_point pts[25];
@@ -132,7 +132,7 @@ START_TEST(test_loop_unsmoothed)
 }
 END_TEST
 
-START_TEST(test_loop_smoothed)
+TS_TEST(test_loop_smoothed)
 {
     ts_grid g = grid6();
     ts_learn_point pts[25];
@@ -171,7 +171,7 @@ START_TEST(test_loop_smoothed)
 }
 END_TEST
 
-START_TEST(test_interpolation_and_gaps)
+TS_TEST(test_interpolation_and_gaps)
 {
     ts_grid g = grid6();
     /* Walk east along row 0 at 100 m per tick, with fixes every 40 s (off
@@ -215,7 +215,7 @@ START_TEST(test_interpolation_and_gaps)
 }
 END_TEST
 
-START_TEST(test_unreachable_and_outside)
+TS_TEST(test_unreachable_and_outside)
 {
     ts_grid g = grid6();
     ts_learn_point pts[8];
@@ -257,7 +257,7 @@ START_TEST(test_unreachable_and_outside)
 }
 END_TEST
 
-START_TEST(test_personal)
+TS_TEST(test_personal)
 {
     ts_grid g = grid6();
     ts_learn_point pts[40];
@@ -349,7 +349,7 @@ START_TEST(test_personal)
 }
 END_TEST
 
-START_TEST(test_input_validation)
+TS_TEST(test_input_validation)
 {
     ts_grid g = grid6();
     ts_learn_point pts[25];
@@ -401,17 +401,7 @@ START_TEST(test_input_validation)
 }
 END_TEST
 
-static Suite *learn_suite(void)
-{
-    Suite *s = suite_create("learn");
-    TS_CHECK_CASE(s, "learn", 60, NULL, NULL,
-                  test_reachable, test_loop_unsmoothed, test_loop_smoothed,
-                  test_interpolation_and_gaps, test_unreachable_and_outside,
-                  test_personal, test_input_validation);
-    return s;
-}
-
 int main(void)
 {
-    return ts_check_run(learn_suite());
+    return ts_check_main("learn", 60, NULL, NULL);
 }

@@ -47,7 +47,7 @@ static double sample(const char *text, const char *series)
     return -1.0;
 }
 
-START_TEST(counters_come_from_the_pipeline_stats)
+TS_TEST(counters_come_from_the_pipeline_stats)
 {
     const char *names[] = { "geoind" };
     ts_metrics *metrics = ts_metrics_new(names, 1);
@@ -91,7 +91,7 @@ START_TEST(counters_come_from_the_pipeline_stats)
 }
 END_TEST
 
-START_TEST(histograms_are_cumulative_with_fixed_bounds)
+TS_TEST(histograms_are_cumulative_with_fixed_bounds)
 {
     const char *names[] = { "geoind", "predictive" };
     ts_metrics *metrics = ts_metrics_new(names, 2);
@@ -151,7 +151,7 @@ START_TEST(histograms_are_cumulative_with_fixed_bounds)
 }
 END_TEST
 
-START_TEST(negative_and_nan_observations_count_as_zero)
+TS_TEST(negative_and_nan_observations_count_as_zero)
 {
     ts_metrics *metrics = ts_metrics_new(NULL, 0);
     ck_assert_ptr_nonnull(metrics);
@@ -167,7 +167,7 @@ START_TEST(negative_and_nan_observations_count_as_zero)
 }
 END_TEST
 
-START_TEST(profile_label_values_are_escaped)
+TS_TEST(profile_label_values_are_escaped)
 {
     const char *names[] = { "a\"b\\c\nd" };
     ts_metrics *metrics = ts_metrics_new(names, 1);
@@ -180,7 +180,7 @@ START_TEST(profile_label_values_are_escaped)
 }
 END_TEST
 
-START_TEST(health_keeps_the_first_reason)
+TS_TEST(health_keeps_the_first_reason)
 {
     char reason[64];
     ck_assert_int_eq(ts_metrics_healthy(reason, sizeof reason), 1);
@@ -203,7 +203,7 @@ START_TEST(health_keeps_the_first_reason)
 }
 END_TEST
 
-START_TEST(reloads_are_counted)
+TS_TEST(reloads_are_counted)
 {
     ts_metrics *metrics = ts_metrics_new(NULL, 0);
     ck_assert_ptr_nonnull(metrics);
@@ -218,7 +218,7 @@ START_TEST(reloads_are_counted)
 }
 END_TEST
 
-START_TEST(listen_addresses_parse)
+TS_TEST(listen_addresses_parse)
 {
     char host[64];
     char err[128];
@@ -243,13 +243,5 @@ END_TEST
 
 int main(void)
 {
-    Suite *suite = suite_create("metrics");
-    TS_CHECK_CASE(suite, "render", 0, setup, NULL,
-                  counters_come_from_the_pipeline_stats,
-                  histograms_are_cumulative_with_fixed_bounds,
-                  negative_and_nan_observations_count_as_zero,
-                  profile_label_values_are_escaped,
-                  health_keeps_the_first_reason, reloads_are_counted,
-                  listen_addresses_parse);
-    return ts_check_run(suite);
+    return ts_check_main("metrics", 0, setup, NULL);
 }

@@ -50,7 +50,7 @@ static int replace_with(ts_pipeline *pipeline, const char *const *overrides,
     return rc;
 }
 
-START_TEST(new_parameters_apply_and_spend_is_kept)
+TS_TEST(new_parameters_apply_and_spend_is_kept)
 {
     const char *before[] = { "profiles.geoind.points_per_window=3" };
     const char *after[] = { "profiles.geoind.points_per_window=6" };
@@ -93,7 +93,7 @@ START_TEST(new_parameters_apply_and_spend_is_kept)
 }
 END_TEST
 
-START_TEST(shape_changes_are_refused_and_change_nothing)
+TS_TEST(shape_changes_are_refused_and_change_nothing)
 {
     const char *before[] = { "profiles.geoind.points_per_window=3" };
     ts_rng *rng = ts_rng_new_seeded(8);
@@ -189,7 +189,7 @@ static void expect_disabled(ts_pipeline *pipeline)
 /* A disabled profile (model = "") is not in the pipeline: reloading with it
  * still disabled applies; enabling it adds a profile, which needs a restart
  * and is refused without changing anything. */
-START_TEST(disabled_profile_across_reloads)
+TS_TEST(disabled_profile_across_reloads)
 {
     char model[512];
     write_one_cell_model(model, sizeof model);
@@ -236,10 +236,5 @@ END_TEST
 
 int main(void)
 {
-    Suite *suite = suite_create("pipeline_reload");
-    TS_CHECK_CASE(suite, "replace", 0, NULL, NULL,
-                  new_parameters_apply_and_spend_is_kept,
-                  shape_changes_are_refused_and_change_nothing,
-                  disabled_profile_across_reloads);
-    return ts_check_run(suite);
+    return ts_check_main("pipeline_reload", 0, NULL, NULL);
 }

@@ -75,7 +75,7 @@ static void clustered_points(double *lat, double *lon, size_t n)
     }
 }
 
-START_TEST(matches_brute_force)
+TS_TEST(matches_brute_force)
 {
     static const size_t sizes[] = { 1, 7, 9, 100, 3000 };
     static const size_t ks[] = { 1, 2, 5, 20, 3000 };
@@ -126,7 +126,7 @@ END_TEST
 /* Chord length is monotone in the great-circle angle, so the haversine
  * distances of the answer never decrease. Both are rounded: they may only
  * disagree on near-ties, far below the 1 mm slack allowed here. */
-START_TEST(order_is_great_circle_order_worldwide)
+TS_TEST(order_is_great_circle_order_worldwide)
 {
     enum { N = 2000, K = 30 };
     static double lat[N], lon[N];
@@ -172,7 +172,7 @@ END_TEST
 /* Points at ±0.01° of longitude from a query on the equator have bitwise
  * equal distances (cos is even, sin odd); duplicates too. Lower index
  * first. */
-START_TEST(ties_go_to_the_lower_index)
+TS_TEST(ties_go_to_the_lower_index)
 {
     const double lat[] = { 0.0, 0.0, 0.0, 0.0 };
     const double lon[] = { 0.02, 0.01, -0.01, 0.01 };
@@ -189,7 +189,7 @@ START_TEST(ties_go_to_the_lower_index)
 }
 END_TEST
 
-START_TEST(invalid_input_is_refused)
+TS_TEST(invalid_input_is_refused)
 {
     const double lat[] = { 10.0, 91.0 }, lon[] = { 0.0, 0.0 };
     ck_assert_ptr_null(ts_poi_index_new(lat, lon, 0));
@@ -199,16 +199,7 @@ START_TEST(invalid_input_is_refused)
 }
 END_TEST
 
-static Suite *poi_index_suite(void)
-{
-    Suite *suite = suite_create("poi_index");
-    TS_CHECK_CASE(suite, "knn", 60, NULL, NULL,
-                  matches_brute_force, order_is_great_circle_order_worldwide,
-                  ties_go_to_the_lower_index, invalid_input_is_refused);
-    return suite;
-}
-
 int main(void)
 {
-    return ts_check_run(poi_index_suite());
+    return ts_check_main("poi_index", 60, NULL, NULL);
 }

@@ -86,7 +86,7 @@ static ts_point point_at(double lat, double lon, int64_t ts_ms)
 
 /* ------------------------------------------------------------ constants */
 
-START_TEST(test_constants)
+TS_TEST(test_constants)
 {
     double c_noise = ts_predictive_c_noise(0.9);
     double c_test = ts_predictive_c_test(0.9);
@@ -116,7 +116,7 @@ END_TEST
 
 /* --------------------------------------------------------- Figure 3 (a) */
 
-START_TEST(test_fixed_utility_triple)
+TS_TEST(test_fixed_utility_triple)
 {
     ts_predictive_tuning t = paper_tuning();
     ts_predictive_budget b;
@@ -141,7 +141,7 @@ END_TEST
 
 /* --------------------------------------------------------- Figure 3 (b) */
 
-START_TEST(test_fixed_rate_triple)
+TS_TEST(test_fixed_rate_triple)
 {
     ts_predictive_tuning t = paper_tuning();
     /* ρ = 3.3 % of ln 10 / 100 m = 7.5985302e-4 per metre per step. */
@@ -170,7 +170,7 @@ START_TEST(test_fixed_rate_triple)
 }
 END_TEST
 
-START_TEST(test_manager_invalid_inputs)
+TS_TEST(test_manager_invalid_inputs)
 {
     ts_predictive_tuning t = paper_tuning();
     ts_predictive_budget b = { 1.0, 2.0, 3.0 };
@@ -192,7 +192,7 @@ END_TEST
 
 /* ------------------------------------------------------------- the test */
 
-START_TEST(test_skip_conventions)
+TS_TEST(test_skip_conventions)
 {
     ts_rng *fresh = ts_rng_new_seeded(4);
     ck_assert_ptr_nonnull(fresh);
@@ -273,7 +273,7 @@ static double worst_privacy_excess(test_fn test, double *worst_ratio)
     return worst;
 }
 
-START_TEST(test_private_test_histogram)
+TS_TEST(test_private_test_histogram)
 {
     /* 220 one-sided comparisons; at 4.5 standard errors a correct test
      * fails one with probability < 220 * 3.4e-6 < 1e-3. */
@@ -302,7 +302,7 @@ END_TEST
 
 /* Easy probability of the real release at a known distance from the
  * prediction: P(easy) = P(Lap(1/ε_θ) >= d - l). */
-START_TEST(test_release_easy_probability)
+TS_TEST(test_release_easy_probability)
 {
     param_table t;
     utility_params(&t);
@@ -360,7 +360,7 @@ END_TEST
 
 /* ------------------------------------------------------ steps and skips */
 
-START_TEST(test_first_point_is_noise)
+TS_TEST(test_first_point_is_noise)
 {
     param_table t;
     utility_params(&t);
@@ -391,7 +391,7 @@ END_TEST
 
 /* Eq. 5 is enforced before the truth is looked at: a step runs only when
  * its worst outcome (test + noise) fits, even if an easy outcome would. */
-START_TEST(test_worst_case_budget_check)
+TS_TEST(test_worst_case_budget_check)
 {
     param_table t;
     utility_params(&t);
@@ -447,7 +447,7 @@ END_TEST
 /* Time-based skip with the paper's 0.5 km/h and α = 3 km: the prediction
  * is reported for free while elapsed * speed <= α, i.e. up to 21600 s
  * after the truth was last consulted; then a test runs again. */
-START_TEST(test_time_skip)
+TS_TEST(test_time_skip)
 {
     param_table t;
     utility_params(&t);
@@ -501,7 +501,7 @@ END_TEST
  * bits after `warmup` tested steps, from initial_pr before. Every tested
  * step publishes ε_θ (easy) or ε_θ + ε_N (hard), so the PR it used can be
  * checked against the bits published before it. */
-START_TEST(test_fixed_rate_uses_public_prediction_rate)
+TS_TEST(test_fixed_rate_uses_public_prediction_rate)
 {
     param_table t;
     memset(&t, 0, sizeof t);
@@ -605,7 +605,7 @@ static void check_linear_geometry(double far_m, double expected_speed_cap_ms)
     ts_predictive_ops.profile_free(mech);
 }
 
-START_TEST(test_linear_geometry)
+TS_TEST(test_linear_geometry)
 {
     /* 50 km in 7 h: 7.1 km/h, below the 15 km/h cap. */
     check_linear_geometry(50000.0, 15.0 / 3.6);
@@ -646,7 +646,7 @@ static double straight_line_prediction_rate(const char *prediction)
     return (double)easy / tested;
 }
 
-START_TEST(test_linear_beats_parrot_on_a_line)
+TS_TEST(test_linear_beats_parrot_on_a_line)
 {
     double parrot = straight_line_prediction_rate("parrot");
     double linear = straight_line_prediction_rate("linear");
@@ -673,7 +673,7 @@ static int contains_double(const unsigned char *block, size_t size, double v)
 
 /* The persisted state holds published values only: after every step it
  * contains the latest hard report and never a true coordinate. */
-START_TEST(test_state_holds_no_raw_coordinates)
+TS_TEST(test_state_holds_no_raw_coordinates)
 {
     const char *predictions[] = { "parrot", "linear" };
     for (int k = 0; k < 2; k++) {
@@ -721,7 +721,7 @@ static void expect_profile_error(param_table *t, const char *key)
                   "error '%s' should start with '%s'", err, key);
 }
 
-START_TEST(test_profile_validation)
+TS_TEST(test_profile_validation)
 {
     param_table t;
     memset(&t, 0, sizeof t);
@@ -901,7 +901,7 @@ static spend_summary run_spend_property(param_table *t, trace_kind kind,
     return summary;
 }
 
-START_TEST(test_spend_never_exceeds_budget)
+TS_TEST(test_spend_never_exceeds_budget)
 {
     static const char *const managers[] = { "fixed-rate", "fixed-utility" };
     static const char *const predictions[] = { "parrot", "linear" };
@@ -944,7 +944,7 @@ END_TEST
 /* On uncorrelated jumps every test fails, so each tested step costs
  * ε_θ + ε_N: with fixed utility exactly floor(ε / (ε_θ + ε_N)) tested
  * points after the first fit, and the exhaustion comes from Eq. 5. */
-START_TEST(test_jumps_exhaust_at_the_predicted_count)
+TS_TEST(test_jumps_exhaust_at_the_predicted_count)
 {
     param_table t;
     utility_params(&t);
@@ -979,24 +979,7 @@ START_TEST(test_jumps_exhaust_at_the_predicted_count)
 }
 END_TEST
 
-static Suite *predictive_suite(void)
-{
-    Suite *s = suite_create("predictive");
-    TS_CHECK_CASE(s, "core", 120, setup, teardown,
-                  test_constants, test_fixed_utility_triple,
-                  test_fixed_rate_triple, test_manager_invalid_inputs,
-                  test_skip_conventions, test_private_test_histogram,
-                  test_release_easy_probability, test_first_point_is_noise,
-                  test_worst_case_budget_check, test_time_skip,
-                  test_fixed_rate_uses_public_prediction_rate,
-                  test_linear_geometry, test_linear_beats_parrot_on_a_line,
-                  test_state_holds_no_raw_coordinates,
-                  test_profile_validation, test_spend_never_exceeds_budget,
-                  test_jumps_exhaust_at_the_predicted_count);
-    return s;
-}
-
 int main(void)
 {
-    return ts_check_run(predictive_suite());
+    return ts_check_main("predictive", 120, setup, teardown);
 }

@@ -104,7 +104,7 @@ static run_stats run(const ts_mechanism_ops *ops, param_table *params,
     return s;
 }
 
-START_TEST(test_stationary_user_paper_configuration)
+TS_TEST(test_stationary_user_paper_configuration)
 {
     param_table pred;
     memset(&pred, 0, sizeof pred);
@@ -160,8 +160,5 @@ END_TEST
 
 int main(void)
 {
-    Suite *s = suite_create("predictive_stats");
-    TS_CHECK_CASE(s, "stationary", 120, NULL, NULL,
-                  test_stationary_user_paper_configuration);
-    return ts_check_run(s);
+    return ts_check_main("predictive_stats", 120, NULL, NULL);
 }

@@ -205,7 +205,7 @@ static audit_result audit_geoind(const void *profile, uint64_t seed)
     return audit_ratio(&g1, &g2, eps_claimed * s.d);
 }
 
-START_TEST(test_audit_shipped_geoind)
+TS_TEST(test_audit_shipped_geoind)
 {
     void *profile = profile_with_radius(100.0);
     audit_result r = audit_geoind(profile, 424242);
@@ -224,7 +224,7 @@ END_TEST
 
 /* The same audit on a mechanism with half the claimed radius (twice the
  * claimed eps, i.e. half the noise) must fail. */
-START_TEST(test_audit_detects_halved_radius)
+TS_TEST(test_audit_detects_halved_radius)
 {
     void *profile = profile_with_radius(50.0);
     audit_result r = audit_geoind(profile, 424242);
@@ -258,7 +258,7 @@ static audit_result audit_planar(double eps_claimed, double eps_used, uint64_t s
     return audit_ratio(&g1, &g2, EPS_D);
 }
 
-START_TEST(test_audit_planar_sampler)
+TS_TEST(test_audit_planar_sampler)
 {
     const double eps = 0.02; /* per metre */
     audit_result honest = audit_planar(eps, eps, 515);
@@ -274,16 +274,7 @@ START_TEST(test_audit_planar_sampler)
 }
 END_TEST
 
-static Suite *audit_suite(void)
-{
-    Suite *s = suite_create("privacy_audit");
-    TS_CHECK_CASE(s, "audit", 300, NULL, NULL,
-                  test_audit_shipped_geoind, test_audit_detects_halved_radius,
-                  test_audit_planar_sampler);
-    return s;
-}
-
 int main(void)
 {
-    return ts_check_run(audit_suite());
+    return ts_check_main("privacy_audit", 300, NULL, NULL);
 }

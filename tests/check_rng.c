@@ -24,7 +24,6 @@
 #include "tests/support/check_run.h"
 #include "tests/support/ks.h"
 
-
 /* ------------------------------------------------------------- helpers */
 
 static double laplace_cdf(double x, double scale)
@@ -70,7 +69,7 @@ static uint64_t first_word(uint64_t mantissa, unsigned boundary, uint64_t expone
 
 /* --------------------------------------------------------- determinism */
 
-START_TEST(test_seeded_reproducible)
+TS_TEST(test_seeded_reproducible)
 {
     ts_rng *a = ts_rng_new_seeded(42);
     ts_rng *b = ts_rng_new_seeded(42);
@@ -95,7 +94,7 @@ END_TEST
  * block (zero nonce) gives its first 32 bytes to the next key and the other
  * 4064 (508 words) to the caller. Values computed independently with
  * Python's hashlib and the cryptography package's ChaCha20. */
-START_TEST(test_seeded_known_answer)
+TS_TEST(test_seeded_known_answer)
 {
     ts_rng *rng = ts_rng_new_seeded(42);
     ck_assert_uint_eq(ts_rng_u64(rng), UINT64_C(0xfa15d0f30508b38f));
@@ -111,7 +110,7 @@ START_TEST(test_seeded_known_answer)
 }
 END_TEST
 
-START_TEST(test_seed_sensitivity)
+TS_TEST(test_seed_sensitivity)
 {
     const uint64_t seeds[] = {0, 1, 42, 43, UINT64_C(1) << 63, UINT64_MAX};
     const size_t n = sizeof seeds / sizeof seeds[0];
@@ -131,7 +130,7 @@ END_TEST
 
 /* ts_rng_bytes and ts_rng_u64 read the same little-endian stream, whatever
  * the chunking and across refills. */
-START_TEST(test_bytes_and_words_agree)
+TS_TEST(test_bytes_and_words_agree)
 {
     enum { WORDS = 2000 };
     static unsigned char stream[WORDS * 8];
@@ -161,7 +160,7 @@ START_TEST(test_bytes_and_words_agree)
 }
 END_TEST
 
-START_TEST(test_secure_generator)
+TS_TEST(test_secure_generator)
 {
     ts_rng *s1 = ts_rng_new_secure();
     ts_rng *s2 = ts_rng_new_secure();
@@ -196,7 +195,7 @@ END_TEST
 
 enum { UNIFORM_N = 1 << 22 };
 
-START_TEST(test_uniform_moments_and_range)
+TS_TEST(test_uniform_moments_and_range)
 {
     ts_rng *rng = ts_rng_new_seeded(1001);
     double sum = 0.0, sum_sq = 0.0;
@@ -217,7 +216,7 @@ START_TEST(test_uniform_moments_and_range)
 }
 END_TEST
 
-START_TEST(test_uniform_exponent_geometric)
+TS_TEST(test_uniform_exponent_geometric)
 {
     enum { LEVELS = 20 };
     long below[LEVELS + 1] = {0};
@@ -249,7 +248,7 @@ END_TEST
  * in [0.5, 1) the lowest bit is fine. Here every binade uses its full
  * mantissa: the lowest bit is 1 half the time, and all-zero low 11 bits are
  * rare (probability 2^-11). */
-START_TEST(test_uniform_low_mantissa_bits)
+TS_TEST(test_uniform_low_mantissa_bits)
 {
     ts_rng *rng = ts_rng_new_seeded(3003);
     long top_n = 0, top_odd = 0, deep_n = 0, deep_odd = 0, deep_low11_zero = 0;
@@ -280,7 +279,7 @@ END_TEST
 /* Same property in [2^-20, 2^-19), reached by scripting the exponent words
  * (sampling would need ~2^20 draws per hit) while the mantissa words come
  * from the generator. */
-START_TEST(test_uniform_low_bits_deep_binade)
+TS_TEST(test_uniform_low_bits_deep_binade)
 {
     ts_rng *rng = ts_rng_new_seeded(3004);
     const uint64_t nineteen_zeros = UINT64_C(1) << 8; /* 11 + 8 zero bits */
@@ -301,7 +300,7 @@ START_TEST(test_uniform_low_bits_deep_binade)
 END_TEST
 
 /* Exact outputs of the construction for chosen words. */
-START_TEST(test_uniform_construction)
+TS_TEST(test_uniform_construction)
 {
     const uint64_t m = UINT64_C(0x123456789abcd); /* 49 significant bits */
     script none = {.words = NULL, .count = 0, .tail = 0};
@@ -348,7 +347,7 @@ END_TEST
 
 enum { DIST_N = 100000 };
 
-START_TEST(test_angle_uniform)
+TS_TEST(test_angle_uniform)
 {
     static double samples[DIST_N];
     ts_rng *rng = ts_rng_new_seeded(4004);
@@ -364,7 +363,7 @@ START_TEST(test_angle_uniform)
 }
 END_TEST
 
-START_TEST(test_laplace_ks)
+TS_TEST(test_laplace_ks)
 {
     static double samples[DIST_N];
     const double scale = 2.5;
@@ -384,7 +383,7 @@ START_TEST(test_laplace_ks)
 }
 END_TEST
 
-START_TEST(test_gamma3)
+TS_TEST(test_gamma3)
 {
     static double samples[DIST_N];
     const double scale = 40.0;
@@ -407,23 +406,8 @@ START_TEST(test_gamma3)
 }
 END_TEST
 
-static Suite *rng_suite(void)
-{
-    Suite *s = suite_create("rng");
-    /* Generous for sanitizer builds; these take well under a second. */
-    TS_CHECK_CASE(s, "rng", 120, NULL, NULL,
-                  test_seeded_reproducible, test_seeded_known_answer,
-                  test_seed_sensitivity, test_bytes_and_words_agree,
-                  test_secure_generator, test_uniform_moments_and_range,
-                  test_uniform_exponent_geometric,
-                  test_uniform_low_mantissa_bits,
-                  test_uniform_low_bits_deep_binade,
-                  test_uniform_construction, test_angle_uniform,
-                  test_laplace_ks, test_gamma3);
-    return s;
-}
-
 int main(void)
 {
-    return ts_check_run(rng_suite());
+    /* Generous for sanitizer builds; these take well under a second. */
+    return ts_check_main("rng", 120, NULL, NULL);
 }

@@ -161,7 +161,7 @@ static void check_doc_row(const doc_row *rows, size_t n_rows,
         }
 }
 
-START_TEST(test_every_row_documented)
+TS_TEST(test_every_row_documented)
 {
     static doc_row rows[512];
     size_t n_docs = doc_rows(rows, 512);
@@ -188,7 +188,7 @@ START_TEST(test_every_row_documented)
 }
 END_TEST
 
-START_TEST(test_docs_name_no_unknown_key)
+TS_TEST(test_docs_name_no_unknown_key)
 {
     static doc_row rows[512];
     size_t n_docs = doc_rows(rows, 512);
@@ -252,7 +252,7 @@ static size_t conf_keys(conf_key *keys, size_t max)
     return n;
 }
 
-START_TEST(test_every_row_in_shipped_conf)
+TS_TEST(test_every_row_in_shipped_conf)
 {
     static conf_key keys[512];
     size_t n_keys = conf_keys(keys, 512);
@@ -282,7 +282,7 @@ START_TEST(test_every_row_in_shipped_conf)
 }
 END_TEST
 
-START_TEST(test_shipped_conf_names_no_unknown_key)
+TS_TEST(test_shipped_conf_names_no_unknown_key)
 {
     static conf_key keys[512];
     size_t n_keys = conf_keys(keys, 512);
@@ -296,7 +296,7 @@ END_TEST
 
 /* The test itself must see a disagreement: a row whose default differs
  * from the docs' is reported. */
-START_TEST(test_detects_a_wrong_default)
+TS_TEST(test_detects_a_wrong_default)
 {
     static doc_row rows[512];
     size_t n_docs = doc_rows(rows, 512);
@@ -435,7 +435,7 @@ static size_t check_all_param_tables(const ts_mechanism_ops *ops,
     return problems;
 }
 
-START_TEST(test_mechanism_params_documented)
+TS_TEST(test_mechanism_params_documented)
 {
     for (const ts_mechanism_ops *const *ops = ts_mechanism_all(); *ops != NULL;
          ops++) {
@@ -452,7 +452,7 @@ START_TEST(test_mechanism_params_documented)
 END_TEST
 
 /* The check sees a row whose default moved, and a row the docs lack. */
-START_TEST(test_detects_an_undocumented_param_change)
+TS_TEST(test_detects_an_undocumented_param_change)
 {
     const ts_mechanism_ops *geoind = ts_mechanism_find("geoind");
     ck_assert_uint_ge(geoind->n_params, 1);
@@ -478,13 +478,5 @@ END_TEST
 
 int main(void)
 {
-    Suite *suite = suite_create("settings_docs");
-    TS_CHECK_CASE(suite, "core", 0, NULL, NULL,
-                  test_every_row_documented, test_docs_name_no_unknown_key,
-                  test_every_row_in_shipped_conf,
-                  test_shipped_conf_names_no_unknown_key,
-                  test_detects_a_wrong_default,
-                  test_mechanism_params_documented,
-                  test_detects_an_undocumented_param_change);
-    return ts_check_run(suite);
+    return ts_check_main("settings_docs", 0, NULL, NULL);
 }

@@ -119,7 +119,7 @@ static void group_commit(ts_pipeline *pipeline, ts_store *store)
 
 /* ------------------------------------------------------------ records */
 
-START_TEST(test_record_round_trip)
+TS_TEST(test_record_round_trip)
 {
     unsigned char state[5] = { 1, 2, 3, 4, 5 };
     ts_user_record in = {
@@ -159,7 +159,7 @@ END_TEST
 
 /* A belief block is mostly trailing zeros: they are not stored, come back
  * as zeros, and version-1 records (whole block) still read. */
-START_TEST(test_record_trailing_zeros_not_stored)
+TS_TEST(test_record_trailing_zeros_not_stored)
 {
     unsigned char state[4096];
     memset(state, 0, sizeof state);
@@ -236,7 +236,7 @@ static int collect(void *ctx, const char *id, size_t id_len,
     return 0;
 }
 
-START_TEST(test_store_persists_and_iterates)
+TS_TEST(test_store_persists_and_iterates)
 {
     char err[512];
     ts_store *store = open_store();
@@ -291,7 +291,7 @@ START_TEST(test_store_persists_and_iterates)
 }
 END_TEST
 
-START_TEST(test_store_upgrades_older_schema)
+TS_TEST(test_store_upgrades_older_schema)
 {
     ts_store_close(open_store());
     MDB_env *env;
@@ -326,7 +326,7 @@ START_TEST(test_store_upgrades_older_schema)
 }
 END_TEST
 
-START_TEST(test_store_refuses_newer_schema)
+TS_TEST(test_store_refuses_newer_schema)
 {
     ts_store_close(open_store());
     /* Write a future schema version behind the store's back. */
@@ -357,7 +357,7 @@ START_TEST(test_store_refuses_newer_schema)
 }
 END_TEST
 
-START_TEST(test_store_unusable_directory)
+TS_TEST(test_store_unusable_directory)
 {
     char err[512] = "";
     ck_assert_ptr_null(ts_store_open("/dev/null/state", TS_STORE_SYNC_FULL,
@@ -372,7 +372,7 @@ START_TEST(test_store_unusable_directory)
 }
 END_TEST
 
-START_TEST(test_store_full_map_fails_commit)
+TS_TEST(test_store_full_map_fails_commit)
 {
     char err[512];
     ts_store *store =
@@ -401,7 +401,7 @@ END_TEST
 
 /* -------------------------------------------------- pipeline + backend */
 
-START_TEST(test_pipeline_restores_ledger_after_restart)
+TS_TEST(test_pipeline_restores_ledger_after_restart)
 {
     static const char *const names[] = { "a", "b" };
     ts_store *store = open_store();
@@ -460,7 +460,7 @@ END_TEST
 /* A record holds its own profile's state, not the pipeline's block (sized
  * for the largest profile): adding or removing a profile with a larger
  * state, the documented way to enable pim, keeps every open window. */
-START_TEST(test_pipeline_state_survives_a_larger_profile)
+TS_TEST(test_pipeline_state_survives_a_larger_profile)
 {
     static const char *const small[] = { "a" };
     static const char *const both[] = { "a", "big" };
@@ -502,7 +502,7 @@ START_TEST(test_pipeline_state_survives_a_larger_profile)
 END_TEST
 
 /* A record that declares an absurd state length is refused on decode. */
-START_TEST(test_record_state_length_bounded)
+TS_TEST(test_record_state_length_bounded)
 {
     unsigned char state[3] = { 1, 2, 3 };
     ts_user_record in = {
@@ -525,7 +525,7 @@ START_TEST(test_record_state_length_bounded)
 }
 END_TEST
 
-START_TEST(test_pipeline_expiry_does_not_refund)
+TS_TEST(test_pipeline_expiry_does_not_refund)
 {
     static const char *const names[] = { "a" };
     ts_store *store = open_store();
@@ -561,7 +561,7 @@ START_TEST(test_pipeline_expiry_does_not_refund)
 }
 END_TEST
 
-START_TEST(test_pipeline_removed_profile_keeps_user_bound)
+TS_TEST(test_pipeline_removed_profile_keeps_user_bound)
 {
     static const char *const before[] = { "a", "gone" };
     static const char *const after[] = { "a" };
@@ -613,7 +613,7 @@ static int unused_save(void *ctx, const char *id, size_t id_len,
     return -1;
 }
 
-START_TEST(test_pipeline_load_failure_fails_closed)
+TS_TEST(test_pipeline_load_failure_fails_closed)
 {
     static const char *const names[] = { "a" };
     ts_state_backend backend = { NULL, failing_load, unused_save };
@@ -631,20 +631,5 @@ END_TEST
 
 int main(void)
 {
-    Suite *suite = suite_create("store");
-    TS_CHECK_CASE(suite, "store", 30, setup, teardown,
-                  test_record_round_trip,
-                  test_record_trailing_zeros_not_stored,
-                  test_store_persists_and_iterates,
-                  test_store_refuses_newer_schema,
-                  test_store_upgrades_older_schema,
-                  test_store_unusable_directory,
-                  test_store_full_map_fails_commit,
-                  test_pipeline_restores_ledger_after_restart,
-                  test_pipeline_state_survives_a_larger_profile,
-                  test_record_state_length_bounded,
-                  test_pipeline_expiry_does_not_refund,
-                  test_pipeline_removed_profile_keeps_user_bound,
-                  test_pipeline_load_failure_fails_closed);
-    return ts_check_run(suite);
+    return ts_check_main("store", 30, setup, teardown);
 }

@@ -33,7 +33,7 @@ static size_t lru_length(ts_user_table *table)
     return n;
 }
 
-START_TEST(test_map_matches_reference)
+TS_TEST(test_map_matches_reference)
 {
     /* A small key space and a removal rate near the insertion rate keep
      * the table near its growth threshold, with long probe runs that
@@ -76,7 +76,7 @@ START_TEST(test_map_matches_reference)
 }
 END_TEST
 
-START_TEST(test_capacity_and_prefixes)
+TS_TEST(test_capacity_and_prefixes)
 {
     ts_user_table *table = ts_users_new(3, hash_key);
     /* Ids that are prefixes of each other, and one with an embedded NUL,
@@ -92,7 +92,7 @@ START_TEST(test_capacity_and_prefixes)
 }
 END_TEST
 
-START_TEST(test_state_bytes_follow_resizes)
+TS_TEST(test_state_bytes_follow_resizes)
 {
     ts_user_table *table = ts_users_new(10, hash_key);
     ts_user *a = ts_users_insert(table, "a", 1);
@@ -161,7 +161,7 @@ static void feed_users(ts_pipeline *pipeline, unsigned n, const char *profile)
     }
 }
 
-START_TEST(test_geoind_state_independent_of_other_profiles)
+TS_TEST(test_geoind_state_independent_of_other_profiles)
 {
     ts_rng *rng = ts_rng_new_seeded(5);
     ts_pipeline *alone = make_pipeline(0, rng);
@@ -187,9 +187,5 @@ END_TEST
 
 int main(void)
 {
-    Suite *s = suite_create("users");
-    TS_CHECK_CASE(s, "core", 120, NULL, NULL, test_map_matches_reference,
-                  test_capacity_and_prefixes, test_state_bytes_follow_resizes,
-                  test_geoind_state_independent_of_other_profiles);
-    return ts_check_run(s);
+    return ts_check_main("users", 120, NULL, NULL);
 }
