@@ -849,12 +849,7 @@ int ts_config_build_profiles(const ts_config *config, ts_profile **profiles,
     if (!complete || made == 0) {
         if (complete)
             fail_raw(&view, "%s: every profile is disabled", config->origin);
-        for (size_t i = 0; i < made; i++) {
-            if (built[i].ops->profile_free != NULL)
-                built[i].ops->profile_free(built[i].mech);
-            free(built[i].name);
-        }
-        free(built);
+        ts_profiles_free(built, made);
         return -1;
     }
     *profiles = built;

@@ -71,7 +71,7 @@ const char *ts_reason_name(ts_reason reason)
     return reason_names[reason];
 }
 
-static void free_profiles(ts_profile *profiles, size_t n_profiles)
+void ts_profiles_free(ts_profile *profiles, size_t n_profiles)
 {
     if (profiles == NULL)
         return;
@@ -84,8 +84,7 @@ static void free_profiles(ts_profile *profiles, size_t n_profiles)
     free(profiles);
 }
 
-/* Bytes of per-user state the profile's mechanism uses (0: stateless). */
-static size_t profile_state_size(const ts_profile *profile)
+size_t ts_profile_state_size(const ts_profile *profile)
 {
     return profile->ops->user_state_size != NULL
                ? profile->ops->user_state_size(profile->mech)
@@ -112,7 +111,7 @@ ts_pipeline *ts_pipeline_new(ts_profile *profiles, size_t n_profiles,
     for (size_t i = 0; i < n_profiles; i++) {
         if (!profile_usable(&profiles[i]))
             goto fail;
-        size_t size = profile_state_size(&profiles[i]);
+        size_t size = ts_profile_state_size(&profiles[i]);
         if (size > state_size)
             state_size = size;
     }
@@ -144,7 +143,7 @@ fail:
         free(pipeline->scratch_state);
         free(pipeline);
     }
-    free_profiles(profiles, n_profiles);
+    ts_profiles_free(profiles, n_profiles);
     return NULL;
 }
 
@@ -153,7 +152,7 @@ void ts_pipeline_free(ts_pipeline *pipeline)
     if (pipeline == NULL)
         return;
     ts_users_free(pipeline->users);
-    free_profiles(pipeline->profiles, pipeline->n_profiles);
+    ts_profiles_free(pipeline->profiles, pipeline->n_profiles);
     for (size_t i = 0; i < pipeline->n_disabled; i++)
         free(pipeline->disabled[i]);
     free(pipeline->disabled);
@@ -415,7 +414,7 @@ static int restore_user(ts_pipeline *pipeline, ts_user *user,
         return -1;
     }
     size_t bound_size = index < pipeline->n_profiles
-                            ? profile_state_size(&pipeline->profiles[index])
+                            ? ts_profile_state_size(&pipeline->profiles[index])
                             : 0;
     if (window_open && record.state_len != bound_size) {
         reject(pipeline, out, TS_REASON_INTERNAL_ERROR,
@@ -586,7 +585,7 @@ void ts_pipeline_process(ts_pipeline *pipeline, const ts_input *input,
      * only written after a successful release, so a rejected update leaves
      * the user exactly as it was. The user's block is sized for the profile
      * bound in the current window; a new window may bind another. */
-    size_t state_size = profile_state_size(profile);
+    size_t state_size = ts_profile_state_size(profile);
     if (!new_window && user->state_size != state_size) {
         reject(pipeline, out, TS_REASON_INTERNAL_ERROR,
                "mechanism state does not match the bound profile");
@@ -793,7 +792,7 @@ int ts_pipeline_save_dirty(ts_pipeline *pipeline)
             .state = user->state,
         };
         if (user->has_window)
-            record.state_len = record.state_stored_len = profile_state_size(
+            record.state_len = record.state_stored_len = ts_profile_state_size(
                 &pipeline->profiles[user->profile_index]);
         if (pipeline->backend->save(pipeline->backend->ctx, user->id,
                                     user->id_len, &record) != 0)

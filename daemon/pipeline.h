@@ -116,6 +116,11 @@ typedef struct ts_pipeline ts_pipeline;
 
 /* Takes ownership of `profiles` (an array from malloc, each profile's name
  * and mech freed by ts_pipeline_free). Borrows `rng`. */
+/* Frees n profiles' mechanisms and names, and the array. */
+void ts_profiles_free(ts_profile *profiles, size_t n_profiles);
+/* Bytes of per-user state the profile's mechanism uses (0: stateless). */
+size_t ts_profile_state_size(const ts_profile *profile);
+
 ts_pipeline *ts_pipeline_new(ts_profile *profiles, size_t n_profiles,
                              size_t default_profile,
                              const ts_pipeline_limits *limits, ts_rng *rng);

@@ -5,26 +5,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static void free_profile_array(ts_profile *profiles, size_t n_profiles)
-{
-    if (profiles == NULL)
-        return;
-    for (size_t i = 0; i < n_profiles; i++) {
-        if (profiles[i].mech != NULL && profiles[i].ops != NULL &&
-            profiles[i].ops->profile_free != NULL)
-            profiles[i].ops->profile_free(profiles[i].mech);
-        free(profiles[i].name);
-    }
-    free(profiles);
-}
-
-static size_t state_size_of(const ts_profile *profile)
-{
-    return profile->ops->user_state_size != NULL
-               ? profile->ops->user_state_size(profile->mech)
-               : 0;
-}
-
 static int check_compatible(const ts_pipeline *pipeline,
                             const ts_profile *profiles, size_t n_profiles,
                             size_t default_profile, char *err, size_t errlen)
@@ -56,7 +36,7 @@ static int check_compatible(const ts_pipeline *pipeline,
                      "needs a restart", old->name);
             return -1;
         }
-        if (state_size_of(old) != state_size_of(new)) {
+        if (ts_profile_state_size(old) != ts_profile_state_size(new)) {
             snprintf(err, errlen, "profile '%s': the new parameters change "
                      "the per-user state layout; that needs a restart",
                      old->name);
@@ -86,7 +66,7 @@ int ts_pipeline_replace_profiles(ts_pipeline *pipeline, ts_profile *profiles,
                          errlen) != 0) {
         if (pipeline == NULL || profiles == NULL)
             snprintf(err, errlen, "no profiles");
-        free_profile_array(profiles, n_profiles);
+        ts_profiles_free(profiles, n_profiles);
         return -1;
     }
     for (size_t i = 0; i < n_profiles; i++) {
@@ -103,6 +83,6 @@ int ts_pipeline_replace_profiles(ts_pipeline *pipeline, ts_profile *profiles,
         /* Hand the old mechanism to the array being freed. */
         profiles[i].mech = old_mech;
     }
-    free_profile_array(profiles, n_profiles);
+    ts_profiles_free(profiles, n_profiles);
     return 0;
 }
