@@ -21,36 +21,23 @@
 # TEST_USERS=a,b,c (default 6,15,31,46,63), TICK_S=T (default 5).
 set -euo pipefail
 
-here=$(cd "$(dirname "$0")" && pwd)
-srcdir=$(cd "$here/.." && pwd)
-data=${1:-$srcdir/../shared/data/geolife-beijing-20users.csv.gz}
+BENCH=bench_delta
+. "$(dirname "$0")/common.sh"
+data=${1:-$GEOLIFE}
 runs=${RUNS:-5}
 mechs=${MECHS:-pim lm-delta}
 test_users=${TEST_USERS:-6,15,31,46,63}
 tick=${TICK_S:-5}
 region=39.75,116.15,40.10,116.60
 
-if [ ! -f "$data" ]; then
-    echo "bench_delta: $data not found; skipping (the GeoLife subset is" \
-         "not part of the repository)" >&2
-    exit 0
-fi
-if [ -n "${BUILD_DIR:-}" ]; then
-    build=$(cd "$BUILD_DIR" && pwd)
-elif [ -x ./tracesan ] && [ -x ./bench/bench_belief ]; then
-    build=$(pwd)
-else
-    build=$srcdir/build
-fi
-for p in "$build/tracesan" "$build/bench/bench_belief"; do
-    [ -x "$p" ] || { echo "bench_delta: $p not built" >&2; exit 1; }
-done
+need_data "$data"
+need_programs "$tracesan" "$build/bench/bench_belief"
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/tracesan-benchdelta.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 
 model=$tmp/model.bin
-"$build/tracesan" learn --region "$region" --cell-m 340 --tick-s "$tick" \
+"$tracesan" learn --region "$region" --cell-m 340 --tick-s "$tick" \
     --exclude-users "$test_users" --output "$model" "$data" 2>"$tmp/learn.log" ||
     { cat "$tmp/learn.log" >&2; exit 1; }
 tail -n 1 "$tmp/learn.log" | sed 's/^/bench_delta: /'
@@ -66,7 +53,6 @@ gzip -dc "$data" | awk -F, -v users="$test_users" -v tick="$tick" '
 echo "bench_delta: $(($(wc -l <"$tmp/test.csv") - 1)) releases of users" \
      "$test_users, tick $tick s, $runs runs per mechanism"
 
-median() { sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
 
 for mech in $mechs; do
     : >"$tmp/runs.txt"

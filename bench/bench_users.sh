@@ -13,7 +13,7 @@ RUNS=${2:-3}
 
 # A small model over the bundled NYC sample: the pim profile's per-user
 # state depends on belief_capacity, not on the model's size.
-"$build/tracesan" learn --region 40.5,-74.3,41.0,-73.7 --cell-m 1000 \
+"$tracesan" learn --region 40.5,-74.3,41.0,-73.7 --cell-m 3000 \
     --tick-s 300 --output "$tmp/nyc.model" \
     "$srcdir/data/sample/gowalla-nyc-sample.csv" 2>"$tmp/learn.log" ||
     { cat "$tmp/learn.log" >&2; exit 1; }

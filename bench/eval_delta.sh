@@ -41,9 +41,9 @@
 # 39.855,116.305,39.970,116.462), CAPACITY=N (belief_capacity).
 set -euo pipefail
 
-here=$(cd "$(dirname "$0")" && pwd)
-srcdir=$(cd "$here/.." && pwd)
-data=${1:-$srcdir/../shared/data/geolife-beijing-20users.csv.gz}
+BENCH=eval_delta
+. "$(dirname "$0")/common.sh"
+data=${1:-$GEOLIFE}
 seeds=${SEEDS:-20}
 tick=${TICK_S:-5}
 window_steps=${WINDOW_STEPS:-500}
@@ -52,21 +52,8 @@ max_windows=${MAX_WINDOWS:-0}
 region=${REGION:-39.75,116.15,40.10,116.60}
 conf=$srcdir/conf/tracesand.conf
 
-if [ ! -f "$data" ]; then
-    echo "eval_delta: $data not found; skipping (the GeoLife subset is" \
-         "not part of the repository)" >&2
-    exit 0
-fi
-if [ -n "${TRACESAN:-}" ]; then
-    tracesan=$TRACESAN
-elif [ -n "${BUILD_DIR:-}" ]; then
-    tracesan=$BUILD_DIR/tracesan
-elif [ -x ./tracesan ]; then
-    tracesan=./tracesan
-else
-    tracesan=$srcdir/build/tracesan
-fi
-[ -x "$tracesan" ] || { echo "eval_delta: $tracesan not built" >&2; exit 1; }
+need_data "$data"
+need_programs "$tracesan"
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/tracesan-evaldelta.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT

@@ -18,27 +18,14 @@
 # (GeoLife may not be redistributed). SAMPLINGS=N changes the 10.
 set -euo pipefail
 
-here=$(cd "$(dirname "$0")" && pwd)
-srcdir=$(cd "$here/.." && pwd)
-data=${1:-$srcdir/../shared/data/geolife-beijing-20users.csv.gz}
+BENCH=eval_predictive
+. "$(dirname "$0")/common.sh"
+data=${1:-$GEOLIFE}
 samplings=${SAMPLINGS:-10}
 conf=$srcdir/conf/tracesand.conf
 
-if [ ! -f "$data" ]; then
-    echo "eval_predictive: $data not found; skipping (the GeoLife subset is" \
-         "not part of the repository)" >&2
-    exit 0
-fi
-if [ -n "${TRACESAN:-}" ]; then
-    tracesan=$TRACESAN
-elif [ -n "${BUILD_DIR:-}" ]; then
-    tracesan=$BUILD_DIR/tracesan
-elif [ -x ./tracesan ]; then
-    tracesan=./tracesan
-else
-    tracesan=$srcdir/build/tracesan
-fi
-[ -x "$tracesan" ] || { echo "eval_predictive: $tracesan not built" >&2; exit 1; }
+need_data "$data"
+need_programs "$tracesan"
 for cmd in sample eval; do
     "$tracesan" "$cmd" --help >/dev/null 2>&1 ||
         { echo "eval_predictive: $tracesan has no '$cmd' command" >&2; exit 1; }

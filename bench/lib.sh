@@ -1,21 +1,11 @@
-# Shared by the bench scripts: where the build is, a scratch directory
+# Shared by the scripts that time a running server: a scratch directory
 # removed on exit, starting a daemon-like program and reading its endpoints
 # from its "ready" line, its CPU time and RSS from /proc, and the median.
 # Source after setting BENCH (the script's name for messages).
 
-here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-srcdir=$(cd "$here/.." && pwd)
-if [ -n "${BUILD_DIR:-}" ]; then
-    build=$(cd "$BUILD_DIR" && pwd)
-elif [ -x ./tracesand ] && [ -x ./bench/bench_pipeline ]; then
-    build=$(pwd)
-else
-    build=$srcdir/build
-fi
-for p in "$build/tracesand" "$build/tracesan" "$build/bench/bench_pipeline" \
-         "$build/bench/bench_forwarder"; do
-    [ -x "$p" ] || { echo "$BENCH: $p not built (make -C $build all bench/bench_pipeline bench/bench_forwarder)" >&2; exit 1; }
-done
+. "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+need_programs "$build/tracesand" "$tracesan" "$build/bench/bench_pipeline" \
+    "$build/bench/bench_forwarder"
 
 tmp=$(mktemp -d "${TMPDIR:-/var/tmp}/tracesan-$BENCH.XXXXXX")
 daemon_pid=""
@@ -31,7 +21,6 @@ trap 'exit 130' INT TERM
 
 CLK_TCK=$(getconf CLK_TCK)
 ms() { echo $(( $(date +%s%N) / 1000000 )); }
-median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 
 # start_server PROGRAM [ARGS...]: the shipped configuration on ephemeral
 # loopback ports, deep queues so nothing is dropped at PUB/SUB high-water
@@ -79,7 +68,7 @@ rss_kb() {
 start_tail() {
     rm -f "$tmp/ready"
     ( TIMEFORMAT='%U %S'
-      time "$build/tracesan" tail --connect "$output_ep" --count "$1" --timeout 60 \
+      time "$tracesan" tail --connect "$output_ep" --count "$1" --timeout 60 \
           --ready-file "$tmp/ready" >"$tmp/tail.csv" 2>"$tmp/tail.err" ) 2>"$tmp/tail.cpu" &
     tail_pid=$!
     local waited=0
@@ -94,7 +83,7 @@ start_tail() {
 # replay FILE: sends FILE to input_ep; its CPU time lands in $tmp/replay.cpu.
 replay() {
     ( TIMEFORMAT='%U %S'
-      time "$build/tracesan" replay --connect "$input_ep" "$1" 2>"$tmp/replay.err" ) 2>"$tmp/replay.cpu"
+      time "$tracesan" replay --connect "$input_ep" "$1" 2>"$tmp/replay.err" ) 2>"$tmp/replay.cpu"
 }
 
 # Waits for the tail and sets got to the points it received (not in $(...):
