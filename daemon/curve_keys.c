@@ -59,9 +59,14 @@ static FILE *open_key_file(const char *path, char *err, size_t errlen)
     return file;
 }
 
-int ts_curve_read_key_file(const char *path,
-                           unsigned char key[TS_CURVE_KEY_BYTES], char *err,
-                           size_t errlen)
+/* Calls add(ctx, text, line_no) for each key line of `path` in order (the
+ * callback decodes it) until one fails. Returns the lines read, or -1 with
+ * err set. The line buffer is wiped: a key file may hold a secret key. */
+typedef int (*key_line_fn)(void *ctx, const char *text, const char *path,
+                           size_t line_no, char *err, size_t errlen);
+
+static long read_key_lines(const char *path, key_line_fn add, void *ctx,
+                           char *err, size_t errlen)
 {
     FILE *file = open_key_file(path, err, errlen);
     if (file == NULL)
@@ -69,41 +74,86 @@ int ts_curve_read_key_file(const char *path,
     char *line = NULL;
     size_t cap = 0;
     size_t line_no = 0;
-    int found = 0;
     int rc = 0;
     while (getline(&line, &cap, file) >= 0) {
         line_no++;
         char *text = key_text(line);
-        if (text == NULL)
-            continue;
-        if (found) {
-            snprintf(err, errlen, "%s:%zu: a key file holds exactly one key",
-                     path, line_no);
+        if (text != NULL && add(ctx, text, path, line_no, err, errlen) != 0) {
             rc = -1;
             break;
         }
-        if (decode_key(text, key, path, line_no, err, errlen) != 0) {
-            rc = -1;
-            break;
-        }
-        found = 1;
     }
     if (rc == 0 && ferror(file)) {
         snprintf(err, errlen, "%s: cannot read: %s", path, strerror(errno));
-        rc = -1;
-    }
-    if (rc == 0 && !found) {
-        snprintf(err, errlen, "%s:%zu: no key in the file", path,
-                 line_no > 0 ? line_no : 1);
         rc = -1;
     }
     if (line != NULL)
         ts_curve_wipe(line, cap);
     free(line);
     fclose(file);
+    return rc != 0 ? -1 : (long)line_no;
+}
+
+typedef struct single_key {
+    unsigned char *key;
+    int found;
+} single_key;
+
+static int take_single_key(void *ctx, const char *text, const char *path,
+                           size_t line_no, char *err, size_t errlen)
+{
+    single_key *single = ctx;
+    if (single->found) {
+        snprintf(err, errlen, "%s:%zu: a key file holds exactly one key",
+                 path, line_no);
+        return -1;
+    }
+    single->found = 1;
+    return decode_key(text, single->key, path, line_no, err, errlen);
+}
+
+int ts_curve_read_key_file(const char *path,
+                           unsigned char key[TS_CURVE_KEY_BYTES], char *err,
+                           size_t errlen)
+{
+    single_key single = { .key = key };
+    long lines = read_key_lines(path, take_single_key, &single, err, errlen);
+    int rc = lines < 0 ? -1 : 0;
+    if (rc == 0 && !single.found) {
+        snprintf(err, errlen, "%s:%ld: no key in the file", path,
+                 lines > 0 ? lines : 1);
+        rc = -1;
+    }
     if (rc != 0)
         ts_curve_wipe(key, TS_CURVE_KEY_BYTES);
     return rc;
+}
+
+typedef struct growing_list {
+    ts_curve_allow_list *list;
+    size_t allocated;
+} growing_list;
+
+static int append_key(void *ctx, const char *text, const char *path,
+                      size_t line_no, char *err, size_t errlen)
+{
+    growing_list *grow = ctx;
+    ts_curve_allow_list *list = grow->list;
+    if (list->n_keys == grow->allocated) {
+        size_t grown = grow->allocated > 0 ? grow->allocated * 2 : 8;
+        void *keys = realloc(list->keys, grown * sizeof *list->keys);
+        if (keys == NULL) {
+            snprintf(err, errlen, "%s:%zu: out of memory", path, line_no);
+            return -1;
+        }
+        list->keys = keys;
+        grow->allocated = grown;
+    }
+    if (decode_key(text, list->keys[list->n_keys], path, line_no, err,
+                   errlen) != 0)
+        return -1;
+    list->n_keys++;
+    return 0;
 }
 
 int ts_curve_read_allow_list(const char *path, ts_curve_allow_list *list,
@@ -111,46 +161,12 @@ int ts_curve_read_allow_list(const char *path, ts_curve_allow_list *list,
 {
     list->keys = NULL;
     list->n_keys = 0;
-    FILE *file = open_key_file(path, err, errlen);
-    if (file == NULL)
-        return -1;
-    char *line = NULL;
-    size_t cap = 0;
-    size_t line_no = 0;
-    size_t allocated = 0;
-    int rc = 0;
-    while (getline(&line, &cap, file) >= 0) {
-        line_no++;
-        char *text = key_text(line);
-        if (text == NULL)
-            continue;
-        if (list->n_keys == allocated) {
-            size_t grown = allocated > 0 ? allocated * 2 : 8;
-            void *keys = realloc(list->keys, grown * sizeof *list->keys);
-            if (keys == NULL) {
-                snprintf(err, errlen, "%s:%zu: out of memory", path, line_no);
-                rc = -1;
-                break;
-            }
-            list->keys = keys;
-            allocated = grown;
-        }
-        if (decode_key(text, list->keys[list->n_keys], path, line_no, err,
-                       errlen) != 0) {
-            rc = -1;
-            break;
-        }
-        list->n_keys++;
-    }
-    if (rc == 0 && ferror(file)) {
-        snprintf(err, errlen, "%s: cannot read: %s", path, strerror(errno));
-        rc = -1;
-    }
-    free(line);
-    fclose(file);
-    if (rc != 0)
+    growing_list grow = { .list = list };
+    if (read_key_lines(path, append_key, &grow, err, errlen) < 0) {
         ts_curve_allow_list_free(list);
-    return rc;
+        return -1;
+    }
+    return 0;
 }
 
 void ts_curve_allow_list_free(ts_curve_allow_list *list)

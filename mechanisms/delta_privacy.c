@@ -460,35 +460,26 @@ static ts_release_status delta_release(const void *opaque, void *user_state,
     return TS_RELEASE_OK;
 }
 
-const ts_mechanism_ops ts_pim_ops = {
-    .name = "pim",
-    .summary = "Planar Isotropic Mechanism over delta-location sets (Xiao "
-               "& Xiong, CCS 2015)",
-    .params = delta_params,
-    .n_params = sizeof delta_params / sizeof delta_params[0],
-    .profile_new = pim_profile_new,
-    .profile_free = delta_profile_free,
-    .window_budget = delta_window_budget,
-    .user_state_size = delta_user_state_size,
-    .release = delta_release,
-    .replay = ts_delta_replay,
-    .state_live_bytes = ts_delta_state_live_bytes,
-};
+/* pim and lm-delta differ in their noise alone. */
+#define DELTA_OPS(mechanism, text, make_profile)                             \
+    {                                                                        \
+        .name = mechanism, .summary = text, TS_PARAM_ROWS(delta_params),     \
+        .profile_new = make_profile, .profile_free = delta_profile_free,     \
+        .window_budget = delta_window_budget,                                \
+        .user_state_size = delta_user_state_size, .release = delta_release,  \
+        .replay = ts_delta_replay,                                           \
+        .state_live_bytes = ts_delta_state_live_bytes,                       \
+    }
 
-const ts_mechanism_ops ts_lm_delta_ops = {
-    .name = "lm-delta",
-    .summary = "per-axis Laplace over delta-location sets (Xiao & Xiong's "
-               "baseline)",
-    .params = delta_params,
-    .n_params = sizeof delta_params / sizeof delta_params[0],
-    .profile_new = lm_delta_profile_new,
-    .profile_free = delta_profile_free,
-    .window_budget = delta_window_budget,
-    .user_state_size = delta_user_state_size,
-    .release = delta_release,
-    .replay = ts_delta_replay,
-    .state_live_bytes = ts_delta_state_live_bytes,
-};
+const ts_mechanism_ops ts_pim_ops =
+    DELTA_OPS("pim", "Planar Isotropic Mechanism over delta-location sets "
+                     "(Xiao & Xiong, CCS 2015)",
+              pim_profile_new);
+
+const ts_mechanism_ops ts_lm_delta_ops =
+    DELTA_OPS("lm-delta", "per-axis Laplace over delta-location sets (Xiao "
+                          "& Xiong's baseline)",
+              lm_delta_profile_new);
 
 int ts_delta_replay(const void *profile, void *user_state,
                     const ts_point *published, const ts_point *truth,

@@ -191,6 +191,10 @@ void ts_mechanism_param_help(const ts_mechanism_ops *ops, char *buf,
  * "\"a\"", "\"a\" or \"b\"", "\"a\", \"b\" or \"c\"". */
 void ts_choices_text(const char *const *choices, char *buf, size_t len);
 
+/* `.params` and `.n_params` of an ops table from a static array of rows. */
+#define TS_PARAM_ROWS(rows) \
+    .params = (rows), .n_params = sizeof(rows) / sizeof((rows)[0])
+
 /* NULL when no mechanism has that name. */
 const ts_mechanism_ops *ts_mechanism_find(const char *name);
 

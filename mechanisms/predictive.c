@@ -506,8 +506,7 @@ const ts_mechanism_ops ts_predictive_ops = {
     .name = "predictive",
     .summary = "the predictive mechanism (Chatzikokolakis, Palamidessi & "
                "Stronati, PETS 2014)",
-    .params = predictive_params,
-    .n_params = sizeof predictive_params / sizeof predictive_params[0],
+    TS_PARAM_ROWS(predictive_params),
     .profile_new = predictive_profile_new,
     .profile_free = predictive_profile_free,
     .window_budget = predictive_window_budget,
