@@ -279,6 +279,73 @@ int ts_codec_encode_rejection(ts_reason reason, const char *user_id,
     return 0;
 }
 
+/* The SanitizedLocation field that carries a public extra: an optional
+ * field of the extra's name and type, so the codec needs no code per
+ * extra. NULL when the schema has no such field. */
+static const ProtobufCFieldDescriptor *
+extra_field(const ts_report_extra_def *extra)
+{
+    const ProtobufCFieldDescriptor *field =
+        protobuf_c_message_descriptor_get_field_by_name(
+            &tracesan__v1__sanitized_location__descriptor, extra->name);
+    ProtobufCType want = extra->type == TS_EXTRA_BOOL ? PROTOBUF_C_TYPE_BOOL
+                                                      : PROTOBUF_C_TYPE_UINT32;
+    if (field == NULL || field->type != want ||
+        field->label != PROTOBUF_C_LABEL_OPTIONAL)
+        return NULL;
+    return field;
+}
+
+int ts_codec_put_extras(const ts_report *report,
+                        Tracesan__V1__SanitizedLocation *location)
+{
+    char *base = (char *)location;
+    for (size_t i = 0; i < ts_report_n_extras; i++) {
+        uint32_t value;
+        if (!ts_report_extra_get(report, &ts_report_extras[i], &value))
+            continue;
+        const ProtobufCFieldDescriptor *field =
+            extra_field(&ts_report_extras[i]);
+        if (field == NULL)
+            return -1;
+        protobuf_c_boolean has = 1;
+        memcpy(base + field->quantifier_offset, &has, sizeof has);
+        if (field->type == PROTOBUF_C_TYPE_BOOL) {
+            protobuf_c_boolean flag = value != 0;
+            memcpy(base + field->offset, &flag, sizeof flag);
+        } else {
+            memcpy(base + field->offset, &value, sizeof value);
+        }
+    }
+    return 0;
+}
+
+int ts_codec_get_extras(const Tracesan__V1__SanitizedLocation *location,
+                        ts_report *report)
+{
+    const char *base = (const char *)location;
+    for (size_t i = 0; i < ts_report_n_extras; i++) {
+        const ProtobufCFieldDescriptor *field =
+            extra_field(&ts_report_extras[i]);
+        if (field == NULL)
+            return -1;
+        protobuf_c_boolean has;
+        memcpy(&has, base + field->quantifier_offset, sizeof has);
+        if (!has)
+            continue;
+        uint32_t value;
+        if (field->type == PROTOBUF_C_TYPE_BOOL) {
+            protobuf_c_boolean flag;
+            memcpy(&flag, base + field->offset, sizeof flag);
+            value = flag != 0;
+        } else {
+            memcpy(&value, base + field->offset, sizeof value);
+        }
+        ts_report_extra_set(report, &ts_report_extras[i], value);
+    }
+    return 0;
+}
+
 static int encode_sanitized(const ts_outcome *outcome, ts_buf *topic,
                             ts_buf *payload)
 {
@@ -302,16 +369,10 @@ static int encode_sanitized(const ts_outcome *outcome, ts_buf *topic,
     location.eps_remaining = outcome->eps_remaining;
     location.has_window_start_ms = 1;
     location.window_start_ms = outcome->window_start_ms;
-    if (outcome->report.has_predicted) {
-        location.has_predicted = 1;
-        location.predicted = outcome->report.predicted ? 1 : 0;
-    }
     location.has_repeated = 1;
     location.repeated = outcome->repeated ? 1 : 0;
-    if (outcome->report.has_delta_set_size) {
-        location.has_delta_set_size = 1;
-        location.delta_set_size = outcome->report.delta_set_size;
-    }
+    if (ts_codec_put_extras(&outcome->report, &location) != 0)
+        return -1;
 
     size_t topic_mark = topic->len;
     size_t payload_mark = payload->len;

@@ -61,6 +61,15 @@ void ts_codec_input_from_update(const Tracesan__V1__LocationUpdate *update,
 int ts_codec_encode_outcome(const ts_outcome *outcome, ts_buf *topic,
                             ts_buf *payload);
 
+/* The report's public extras (mechanisms/mechanism.h) into and out of a
+ * SanitizedLocation, by the field of each extra's name. -1 when the schema
+ * lacks a field of that name and type: a new extra without its proto
+ * field fails every encode rather than be dropped silently. */
+int ts_codec_put_extras(const ts_report *report,
+                        Tracesan__V1__SanitizedLocation *location);
+int ts_codec_get_extras(const Tracesan__V1__SanitizedLocation *location,
+                        ts_report *report);
+
 /* A rejection that is not tied to a parsed update (malformed message...). */
 int ts_codec_encode_rejection(ts_reason reason, const char *user_id,
                               int64_t ts_ms, const char *profile,

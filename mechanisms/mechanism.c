@@ -1,6 +1,7 @@
 #include "mechanisms/mechanism.h"
 
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +18,51 @@ static const ts_mechanism_ops *const registry[] = {
     &ts_lm_delta_ops,
     NULL,
 };
+
+const ts_report_extra_def ts_report_extras[] = {
+    { "predicted", TS_EXTRA_BOOL, offsetof(ts_report, has_predicted),
+      offsetof(ts_report, predicted) },
+    { "delta_set_size", TS_EXTRA_UINT32,
+      offsetof(ts_report, has_delta_set_size),
+      offsetof(ts_report, delta_set_size) },
+};
+const size_t ts_report_n_extras =
+    sizeof ts_report_extras / sizeof ts_report_extras[0];
+
+int ts_report_extra_get(const ts_report *report,
+                        const ts_report_extra_def *extra, uint32_t *value)
+{
+    const char *base = (const char *)report;
+    int has;
+    memcpy(&has, base + extra->has_offset, sizeof has);
+    if (!has)
+        return 0;
+    if (extra->type == TS_EXTRA_BOOL) {
+        int flag;
+        memcpy(&flag, base + extra->value_offset, sizeof flag);
+        *value = flag != 0;
+    } else {
+        unsigned number;
+        memcpy(&number, base + extra->value_offset, sizeof number);
+        *value = number;
+    }
+    return 1;
+}
+
+void ts_report_extra_set(ts_report *report, const ts_report_extra_def *extra,
+                         uint32_t value)
+{
+    char *base = (char *)report;
+    int has = 1;
+    memcpy(base + extra->has_offset, &has, sizeof has);
+    if (extra->type == TS_EXTRA_BOOL) {
+        int flag = value != 0;
+        memcpy(base + extra->value_offset, &flag, sizeof flag);
+    } else {
+        unsigned number = value;
+        memcpy(base + extra->value_offset, &number, sizeof number);
+    }
+}
 
 const ts_mechanism_ops *ts_mechanism_find(const char *name)
 {

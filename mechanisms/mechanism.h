@@ -98,11 +98,39 @@ typedef struct ts_report {
     double lat;          /* sanitized, valid WGS84 */
     double lon;
     double eps_point;    /* budget this report spends (0 allowed) */
+    /* Public extras, each a row of ts_report_extras below. */
     int has_predicted;   /* the mechanism defines the public easy/hard bit */
     int predicted;
     int has_delta_set_size; /* delta-location-set mechanisms: |Delta X| */
     unsigned delta_set_size;
 } ts_report;
+
+/* The per-report values beyond the point and its spend that a paper proves
+ * public (invariant 5), as one table. The codec, `tracesan tail` and the
+ * CSV writer carry every row by its name, which is also the field's name
+ * in tracesan.v1.SanitizedLocation and the CSV column's: a new public
+ * field costs its two members in ts_report, one row here and one proto
+ * field. */
+typedef enum ts_report_extra_type {
+    TS_EXTRA_BOOL,       /* int 0/1; proto bool */
+    TS_EXTRA_UINT32,     /* unsigned; proto uint32 */
+} ts_report_extra_type;
+
+typedef struct ts_report_extra_def {
+    const char *name;
+    ts_report_extra_type type;
+    size_t has_offset;   /* int in ts_report: 1 when the value is set */
+    size_t value_offset; /* int (BOOL) or unsigned (UINT32) in ts_report */
+} ts_report_extra_def;
+
+extern const ts_report_extra_def ts_report_extras[];
+extern const size_t ts_report_n_extras;
+
+/* 1 with *value set when the report carries the extra, else 0. */
+int ts_report_extra_get(const ts_report *report,
+                        const ts_report_extra_def *extra, uint32_t *value);
+void ts_report_extra_set(ts_report *report, const ts_report_extra_def *extra,
+                         uint32_t value);
 
 typedef enum ts_release_status {
     TS_RELEASE_OK = 0,

@@ -397,6 +397,42 @@ TS_TEST(predicted_and_repeated_flags)
 }
 END_TEST
 
+/* Every public extra reaches the wire under its own name and comes back
+ * from it: each row has a SanitizedLocation field of its name and type. */
+TS_TEST(every_public_extra_round_trips)
+{
+    ts_profile profile = make_profile();
+    for (size_t i = 0; i < ts_report_n_extras; i++) {
+        const ts_report_extra_def *extra = &ts_report_extras[i];
+        uint32_t value = extra->type == TS_EXTRA_BOOL ? 1 : 4000000000u + i;
+        ts_outcome outcome;
+        memset(&outcome, 0, sizeof outcome);
+        outcome.sanitized = 1;
+        outcome.user_id = "carol";
+        outcome.profile = &profile;
+        ts_report_extra_set(&outcome.report, extra, value);
+        topic.len = payload.len = 0;
+        ck_assert_msg(ts_codec_encode_outcome(&outcome, &topic, &payload) == 0,
+                      "extra %s has no proto field of its type", extra->name);
+        Tracesan__V1__SanitizedLocation *got =
+            tracesan__v1__sanitized_location__unpack(NULL, payload.len,
+                                                     payload.data);
+        ck_assert_ptr_nonnull(got);
+        ts_report back;
+        memset(&back, 0, sizeof back);
+        ck_assert_int_eq(ts_codec_get_extras(got, &back), 0);
+        for (size_t j = 0; j < ts_report_n_extras; j++) {
+            uint32_t seen = 0;
+            int has = ts_report_extra_get(&back, &ts_report_extras[j], &seen);
+            ck_assert_int_eq(has, j == i);
+            if (j == i)
+                ck_assert_uint_eq(seen, value);
+        }
+        tracesan__v1__sanitized_location__free_unpacked(got, NULL);
+    }
+}
+END_TEST
+
 TS_TEST(encoding_appends)
 {
     /* The outbox appends outcome after outcome into the same buffers. */

@@ -395,24 +395,26 @@ START_TEST(sanitized_row_format)
                            "geoind,,\n");
     free(line);
 
+    ts_report extras = { .lat = 0.0 };
     row.ts_ms = 1254682593125LL;
     row.user = "a,b";
-    row.has_predicted = 1;
-    row.predicted = 0;
+    row.extras = &extras;
+    extras.has_predicted = 1;
+    extras.predicted = 0;
     line = capture(write_sanitized, &row);
     ck_assert_str_eq(line, "\"a,b\",1254682593.125,40.6459197,-73.7779355,"
                            "geoind,0.000767528364,0.00153505673,"
                            "0.0199557375,geoind,0,\n");
     free(line);
 
-    row.predicted = 1;
+    extras.predicted = 1;
     line = capture(write_sanitized, &row);
     ck_assert_ptr_nonnull(strstr(line, ",geoind,1,\n"));
     free(line);
 
-    row.has_predicted = 0;
-    row.has_delta_set_size = 1;
-    row.delta_set_size = 17;
+    extras.has_predicted = 0;
+    extras.has_delta_set_size = 1;
+    extras.delta_set_size = 17;
     line = capture(write_sanitized, &row);
     ck_assert_ptr_nonnull(strstr(line, ",geoind,,17\n"));
     free(line);
@@ -443,6 +445,11 @@ END_TEST
 
 START_TEST(writer_output_reads_back)
 {
+    /* The file format consumers parse: the base columns, then the public
+     * extras in table order. */
+    ck_assert_str_eq(ts_csv_sanitized_header(),
+                     "user,ts,lat,lon,mechanism,eps_point,eps_spent,"
+                     "eps_remaining,profile,predicted,delta_set_size");
     /* What sanitize writes is valid input (columns by name, quoting). */
     FILE *out = fopen(path, "w");
     ck_assert_ptr_nonnull(out);

@@ -353,8 +353,8 @@ static int load_sanitized(eval_data *data, const char *path)
         column[c] = ts_csv_column(reader, sanitized_columns[c]);
         if (column[c] < 0) {
             fprintf(stderr, TS_TOOL_NAME ": %s: header has no '%s' column "
-                    "(expected " TS_CSV_SANITIZED_HEADER ")\n", path,
-                    sanitized_columns[c]);
+                    "(expected %s)\n", path, sanitized_columns[c],
+                    ts_csv_sanitized_header());
             goto out;
         }
     }

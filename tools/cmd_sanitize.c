@@ -43,8 +43,10 @@ static void usage(FILE *out)
         "                          OS entropy\n"
         "  -h, --help              show this help\n"
         "\n"
-        "stdout: CSV with header\n"
-        "  " TS_CSV_SANITIZED_HEADER "\n"
+        "stdout: CSV with header\n",
+        out);
+    fprintf(out, "  %s\n", ts_csv_sanitized_header());
+    fputs(
         "stderr: one line per rejected row,\n"
         "  " TS_TOOL_NAME ": line N: rejected user=U reason=REASON: detail\n"
         "then the summary\n"
@@ -87,10 +89,7 @@ static int write_outcome(const ts_outcome *outcome)
         .eps_spent = outcome->eps_spent_window,
         .eps_remaining = outcome->eps_remaining,
         .profile = profile->name,
-        .has_predicted = outcome->report.has_predicted,
-        .predicted = outcome->report.predicted,
-        .has_delta_set_size = outcome->report.has_delta_set_size,
-        .delta_set_size = outcome->report.delta_set_size,
+        .extras = &outcome->report,
     };
     return ts_csv_write_sanitized(stdout, &row);
 }

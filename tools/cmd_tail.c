@@ -60,8 +60,10 @@ static void usage(FILE *out)
         "                     [--config FILE] [-o PATH=VALUE]...\n"
         "\n"
         "Subscribes to tracesand's output and prints sanitized points on\n"
-        "stdout as CSV with the header\n"
-        "  " TS_CSV_SANITIZED_HEADER "\n"
+        "stdout as CSV with the header\n",
+        out);
+    fprintf(out, "  %s\n", ts_csv_sanitized_header());
+    fputs(
         "(the same format as 'tracesan sanitize') and rejections as CSV with\n"
         "the header\n"
         "  " TS_CSV_REJECTED_HEADER "\n"
@@ -123,6 +125,13 @@ static int print_sanitized(tail_state *state, const zmq_msg_t *payload)
         skip_message(state, "payload is not a SanitizedLocation");
         return 0;
     }
+    ts_report extras;
+    memset(&extras, 0, sizeof extras);
+    if (ts_codec_get_extras(location, &extras) != 0) {
+        tracesan__v1__sanitized_location__free_unpacked(location, NULL);
+        skip_message(state, "schema lacks a public extra's field");
+        return 0;
+    }
     ts_csv_sanitized row = {
         .user = location->user_id != NULL ? location->user_id : "",
         .ts_ms = location->has_timestamp_ms ? location->timestamp_ms : 0,
@@ -133,10 +142,7 @@ static int print_sanitized(tail_state *state, const zmq_msg_t *payload)
         .eps_spent = location->eps_spent_window,
         .eps_remaining = location->eps_remaining,
         .profile = location->profile != NULL ? location->profile : "",
-        .has_predicted = location->has_predicted,
-        .predicted = location->predicted,
-        .has_delta_set_size = location->has_delta_set_size,
-        .delta_set_size = location->delta_set_size,
+        .extras = &extras,
     };
     int rc = ts_csv_write_sanitized(stdout, &row);
     tracesan__v1__sanitized_location__free_unpacked(location, NULL);

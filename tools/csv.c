@@ -660,9 +660,23 @@ int ts_csv_write_field(FILE *out, const char *text)
     return writer_end(&w);
 }
 
+const char *ts_csv_sanitized_header(void)
+{
+    static char header[512];
+    if (header[0] == '\0') {
+        size_t used = (size_t)snprintf(header, sizeof header, "%s",
+                                       TS_CSV_SANITIZED_BASE_HEADER);
+        for (size_t i = 0; i < ts_report_n_extras && used < sizeof header;
+             i++)
+            used += (size_t)snprintf(header + used, sizeof header - used,
+                                     ",%s", ts_report_extras[i].name);
+    }
+    return header;
+}
+
 int ts_csv_write_sanitized_header(FILE *out)
 {
-    return fputs(TS_CSV_SANITIZED_HEADER "\n", out) < 0 ? -1 : 0;
+    return fprintf(out, "%s\n", ts_csv_sanitized_header()) < 0 ? -1 : 0;
 }
 
 int ts_csv_write_rejected_header(FILE *out)
@@ -690,14 +704,15 @@ int ts_csv_write_sanitized(FILE *out, const ts_csv_sanitized *row)
     writer_g9(&w, row->eps_remaining);
     writer_char(&w, ',');
     writer_field(&w, row->profile);
-    if (row->has_predicted)
-        writer_put(&w, row->predicted ? ",1," : ",0,", 3);
-    else
-        writer_put(&w, ",,", 2);
-    if (row->has_delta_set_size) {
-        char digits[16];
-        int len = snprintf(digits, sizeof digits, "%u", row->delta_set_size);
-        writer_put(&w, digits, (size_t)len);
+    for (size_t i = 0; i < ts_report_n_extras; i++) {
+        writer_char(&w, ',');
+        uint32_t value;
+        if (row->extras != NULL &&
+            ts_report_extra_get(row->extras, &ts_report_extras[i], &value)) {
+            char digits[16];
+            int len = snprintf(digits, sizeof digits, "%" PRIu32, value);
+            writer_put(&w, digits, (size_t)len);
+        }
     }
     writer_char(&w, '\n');
     return writer_end(&w);

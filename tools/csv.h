@@ -89,9 +89,10 @@ int ts_csv_parse_number(const char *text, double *out);
 
 /* Output ------------------------------------------------------------------ */
 
-#define TS_CSV_SANITIZED_HEADER \
-    "user,ts,lat,lon,mechanism,eps_point,eps_spent,eps_remaining,profile,predicted," \
-    "delta_set_size"
+/* The sanitized header: these columns, then one per public report extra
+ * (mechanisms/mechanism.h: ts_report_extras), named as the extra. */
+#define TS_CSV_SANITIZED_BASE_HEADER \
+    "user,ts,lat,lon,mechanism,eps_point,eps_spent,eps_remaining,profile"
 #define TS_CSV_REJECTED_HEADER "user,ts,reason,profile,detail"
 
 typedef struct ts_csv_sanitized {
@@ -104,10 +105,9 @@ typedef struct ts_csv_sanitized {
     double eps_spent;        /* in the user's current window */
     double eps_remaining;
     const char *profile;
-    int has_predicted;
-    int predicted;
-    int has_delta_set_size;
-    unsigned delta_set_size;
+    /* The report whose public extras fill the extra columns (the rest of
+     * it is not read); NULL: every extra column empty. */
+    const ts_report *extras;
 } ts_csv_sanitized;
 
 typedef struct ts_csv_rejected {
@@ -118,6 +118,9 @@ typedef struct ts_csv_rejected {
     const char *profile;     /* NULL or "" when unknown */
     const char *detail;
 } ts_csv_rejected;
+
+/* The whole sanitized header line, without the newline. */
+const char *ts_csv_sanitized_header(void);
 
 /* Each returns -1 on a write error. */
 int ts_csv_write_sanitized_header(FILE *out);

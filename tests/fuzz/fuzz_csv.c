@@ -76,12 +76,13 @@ static void write_row(const ts_csv_row *row)
     FILE *out = open_memstream(&text, &len);
     if (out == NULL)
         die("open_memstream failed");
+    ts_report extras = { .has_predicted = row->has_accuracy, .predicted = 1 };
     ts_csv_sanitized sanitized = {
         .user = row->user, .ts_ms = row->ts_ms, .lat = row->lat,
         .lon = row->lon, .mechanism = "geoind", .eps_point = row->accuracy_m,
         .eps_spent = row->ts_s, .eps_remaining = row->lat,
         .profile = row->profile != NULL ? row->profile : "",
-        .has_predicted = row->has_accuracy, .predicted = 1,
+        .extras = &extras,
     };
     ts_csv_rejected rejected = {
         .user = row->user, .has_ts = 1, .ts_ms = row->ts_ms,
