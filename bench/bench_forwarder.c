@@ -43,6 +43,7 @@ typedef struct forwarder {
 static void on_message(void *arg, const ts_inbound *message)
 {
     forwarder *f = arg;
+    ts_outbox_begin_message(&f->outbox);
     Tracesan__V1__LocationBatch *batch;
     ts_reason reason;
     char detail[160];
@@ -115,6 +116,7 @@ int main(int argc, char **argv)
         return 1;
     }
     forwarder f = { .settings = ts_config_settings(config) };
+    f.outbox.batched = f.settings->output_format == TS_OUTPUT_BATCH;
     f.profile.name = (char *)"geoind";
     f.profile.ops = &forwarded_ops;
     f.wire = calloc(f.settings->max_batch_updates, sizeof *f.wire);

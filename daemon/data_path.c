@@ -94,6 +94,7 @@ void ts_daemon_on_message(void *arg, const ts_inbound *message)
 {
     ts_daemon *daemon = arg;
     daemon->messages_in++;
+    ts_outbox_begin_message(&daemon->outbox);
     Tracesan__V1__LocationBatch *batch;
     ts_reason reason;
     char detail[160];

@@ -233,6 +233,7 @@ static int run(const options *opts)
         goto out;
     }
     daemon.settings = ts_config_settings(config);
+    daemon.outbox.batched = daemon.settings->output_format == TS_OUTPUT_BATCH;
     ts_log_init(PROGRAM_NAME, (ts_log_level)daemon.settings->log_level,
                 daemon.settings->log_syslog);
     ts_log_capture_libevent();

@@ -29,9 +29,11 @@ void ts_daemon_log_summary(const ts_daemon *daemon)
     char line[2048];
     int n = snprintf(line, sizeof line,
                      "summary updates=%" PRIu64 " sanitized=%" PRIu64
-                     " repeated=%" PRIu64 " rejected=%" PRIu64 " users=%zu",
+                     " repeated=%" PRIu64 " rejected=%" PRIu64 " users=%zu"
+                     " published=%" PRIu64,
                      updates, stats->sanitized, stats->repeated, rejected,
-                     ts_pipeline_user_count(daemon->pipeline));
+                     ts_pipeline_user_count(daemon->pipeline),
+                     daemon->outbox.published);
     for (int r = 0; r < TS_REASON_COUNT && n > 0 && (size_t)n < sizeof line;
          r++) {
         if (stats->rejected[r] == 0)

@@ -2,6 +2,12 @@
 
 #include <stdlib.h>
 
+#define BATCH_TOPIC "batch"
+/* Protobuf keys of OutcomeBatch's fields: field number << 3 | 2
+ * (length-delimited). */
+#define BATCH_KEY_SANITIZED 0x0a
+#define BATCH_KEY_REJECTED 0x12
+
 static int push_entry(ts_outbox *box, size_t topic_mark, size_t payload_mark)
 {
     if (box->count == box->capacity) {
@@ -35,8 +41,63 @@ static int finish_add(ts_outbox *box, int encoded, size_t topic_mark,
     return -1;
 }
 
+/* Appends the message in the scratch buffers to the open batch entry as
+ * one element of field `key`: the key, the length as a varint, the bytes.
+ * That is exactly how protobuf encodes a repeated embedded message, so
+ * the batch never has to be unpacked and packed again. */
+static int append_to_batch(ts_outbox *box, unsigned char key)
+{
+    if (!box->batch_open) {
+        size_t topic_mark = box->topics.len;
+        size_t payload_mark = box->payloads.len;
+        if (ts_buf_append(&box->topics, BATCH_TOPIC,
+                          sizeof BATCH_TOPIC - 1) != 0 ||
+            push_entry(box, topic_mark, payload_mark) != 0) {
+            box->topics.len = topic_mark;
+            return -1;
+        }
+        box->batch_open = 1;
+    }
+    unsigned char frame[11];
+    size_t n = 0;
+    frame[n++] = key;
+    for (uint64_t len = box->scratch_payload.len;; len >>= 7) {
+        frame[n++] = (unsigned char)(len < 0x80 ? len : (len & 0x7f) | 0x80);
+        if (len < 0x80)
+            break;
+    }
+    size_t payload_mark = box->payloads.len;
+    if (ts_buf_append(&box->payloads, frame, n) != 0 ||
+        ts_buf_append(&box->payloads, box->scratch_payload.data,
+                      box->scratch_payload.len) != 0) {
+        box->payloads.len = payload_mark;
+        return -1;
+    }
+    box->entries[box->count - 1].payload_len += box->payloads.len -
+                                                payload_mark;
+    return 0;
+}
+
+static int add_encoded(ts_outbox *box, int encoded, int sanitized)
+{
+    if (encoded == 0 &&
+        append_to_batch(box, sanitized ? BATCH_KEY_SANITIZED
+                                       : BATCH_KEY_REJECTED) == 0)
+        return 0;
+    box->encode_failures++;
+    return -1;
+}
+
 int ts_outbox_add_outcome(ts_outbox *box, const ts_outcome *outcome)
 {
+    if (box->batched) {
+        box->scratch_topic.len = box->scratch_payload.len = 0;
+        return add_encoded(box,
+                           ts_codec_encode_outcome(outcome,
+                                                   &box->scratch_topic,
+                                                   &box->scratch_payload),
+                           outcome->sanitized);
+    }
     size_t topic_mark = box->topics.len;
     size_t payload_mark = box->payloads.len;
     int encoded = ts_codec_encode_outcome(outcome, &box->topics,
@@ -47,6 +108,15 @@ int ts_outbox_add_outcome(ts_outbox *box, const ts_outcome *outcome)
 int ts_outbox_add_rejection(ts_outbox *box, ts_reason reason,
                             const char *detail)
 {
+    if (box->batched) {
+        box->scratch_topic.len = box->scratch_payload.len = 0;
+        return add_encoded(box,
+                           ts_codec_encode_rejection(reason, NULL, 0, NULL,
+                                                     detail,
+                                                     &box->scratch_topic,
+                                                     &box->scratch_payload),
+                           0);
+    }
     size_t topic_mark = box->topics.len;
     size_t payload_mark = box->payloads.len;
     int encoded = ts_codec_encode_rejection(reason, NULL, 0, NULL, detail,
@@ -57,6 +127,8 @@ int ts_outbox_add_rejection(ts_outbox *box, ts_reason reason,
 int ts_outbox_publish(ts_outbox *box, const ts_transport_ops *ops,
                       ts_transport *transport)
 {
+    /* A published (or half-published) entry takes no more outcomes. */
+    box->batch_open = 0;
     for (; box->sent < box->count; box->sent++) {
         const ts_outbox_entry *entry = &box->entries[box->sent];
         ts_publish_result result = ops->publish(
@@ -80,12 +152,15 @@ void ts_outbox_clear(ts_outbox *box)
     ts_buf_reset(&box->payloads);
     box->count = 0;
     box->sent = 0;
+    box->batch_open = 0;
 }
 
 void ts_outbox_free(ts_outbox *box)
 {
     ts_buf_free(&box->topics);
     ts_buf_free(&box->payloads);
+    ts_buf_free(&box->scratch_topic);
+    ts_buf_free(&box->scratch_payload);
     free(box->entries);
     box->entries = NULL;
     box->count = box->capacity = box->sent = 0;

@@ -26,6 +26,13 @@ typedef struct ts_outbox {
     /* Entries before `sent` are published: a full lossless output stopped
      * the rest, which wait (committed, in order) until it takes more. */
     size_t sent;
+    /* output.format = "batch": the outcomes of one input message go into
+     * one OutcomeBatch entry on topic "batch", framed as its repeated
+     * fields; batch_open says the last entry still takes outcomes. */
+    int batched;
+    int batch_open;
+    ts_buf scratch_topic;
+    ts_buf scratch_payload;
     uint64_t encode_failures;    /* outcomes lost to allocation failures */
     uint64_t published;
     uint64_t publish_failures;
@@ -37,6 +44,13 @@ int ts_outbox_add_outcome(ts_outbox *box, const ts_outcome *outcome);
 /* A rejection not tied to a parsed update (malformed message, ...). */
 int ts_outbox_add_rejection(ts_outbox *box, ts_reason reason,
                             const char *detail);
+
+/* A new input message begins: in batched mode its outcomes go into a new
+ * entry. */
+static inline void ts_outbox_begin_message(ts_outbox *box)
+{
+    box->batch_open = 0;
+}
 
 /* Publishes from `sent` on. Returns 1 when the output blocked (the rest
  * stays, in order), else 0 and the outbox is empty. */

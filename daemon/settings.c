@@ -38,6 +38,7 @@ static int check_listen(const char *value, char *problem, size_t len)
 static const char *const socket_types[] = { "pull", "sub", NULL };
 static const char *const socket_modes[] = { "bind", "connect", NULL };
 static const char *const output_types[] = { "pub", "push", NULL };
+static const char *const output_formats[] = { "point", "batch", NULL };
 static const char *const log_levels[] = { "error", "warn", "info", "debug",
                                           NULL };
 /* Same order as ts_store_sync in daemon/store.h. */
@@ -98,6 +99,9 @@ static const ts_setting_def setting_table[] = {
             "send high-water mark in messages; 0 = unlimited"),
     CHOICE_ROW("output.type", output_kind, output_types, "pub", RESTART,
                "PUB (best effort) or PUSH (lossless, pauses input)"),
+    CHOICE_ROW("output.format", output_format, output_formats, "point",
+               RESTART, "one message per outcome, or one OutcomeBatch per "
+               "input message"),
     INT_ROW("users.max_users", limits.max_users, 1, 1LL << 32, 1, "1000000",
             RESTART, "capacity of the per-user table"),
     INT_ROW("users.idle_ttl_s", limits.idle_ttl_ms, 0, MAX_DURATION_S, 1000,

@@ -21,6 +21,12 @@ typedef enum ts_socket_mode { TS_SOCKET_BIND = 0, TS_SOCKET_CONNECT = 1 } ts_soc
 /* PUB drops for slow subscribers; PUSH is lossless: when no consumer can
  * take more, the transport stops reading input until one can. */
 typedef enum ts_output_kind { TS_OUTPUT_PUB = 0, TS_OUTPUT_PUSH = 1 } ts_output_kind;
+/* One message per outcome on its own topic, or one OutcomeBatch per input
+ * message on topic "batch" (docs/wire-format.md). */
+typedef enum ts_output_format {
+    TS_OUTPUT_PER_POINT = 0,
+    TS_OUTPUT_BATCH = 1,
+} ts_output_format;
 
 #define TS_MAX_SUBSCRIPTIONS 16
 
@@ -42,6 +48,7 @@ typedef struct ts_settings {
     ts_socket_mode output_mode;
     int output_hwm;
     ts_output_kind output_kind;
+    ts_output_format output_format;
     ts_pipeline_limits limits;
     int64_t expire_interval_ms;
     int log_level;                       /* ts_log_level */

@@ -80,8 +80,10 @@ static void usage(FILE *out)
         "                          key, and this client's PREFIX.key/.pub\n"
         "  -t, --topic T           subscribe to topics starting with T, e.g.\n"
         "                          sanitized.geoind or rejected; repeatable;\n"
-        "                          default: everything\n"
-        "  -n, --count N           exit after N messages (sanitized + rejected)\n"
+        "                          default: everything. A daemon with\n"
+        "                          output.format = \"batch\" publishes on\n"
+        "                          topic batch, read the same way\n"
+        "  -n, --count N           exit after N points and rejections\n"
         "  -T, --timeout S         exit after S seconds (float) without a\n"
         "                          message\n"
         "  -r, --rejections FILE   write rejections there (default stderr)\n"
@@ -116,19 +118,12 @@ static const char *reason_name(int reason)
     return ts_reason_name((ts_reason)reason);
 }
 
-static int print_sanitized(tail_state *state, const zmq_msg_t *payload)
+static int write_location(tail_state *state,
+                          const Tracesan__V1__SanitizedLocation *location)
 {
-    Tracesan__V1__SanitizedLocation *location =
-        tracesan__v1__sanitized_location__unpack(
-            NULL, zmq_msg_size(payload), zmq_msg_data((zmq_msg_t *)payload));
-    if (location == NULL) {
-        skip_message(state, "payload is not a SanitizedLocation");
-        return 0;
-    }
     ts_report extras;
     memset(&extras, 0, sizeof extras);
     if (ts_codec_get_extras(location, &extras) != 0) {
-        tracesan__v1__sanitized_location__free_unpacked(location, NULL);
         skip_message(state, "schema lacks a public extra's field");
         return 0;
     }
@@ -144,9 +139,37 @@ static int print_sanitized(tail_state *state, const zmq_msg_t *payload)
         .profile = location->profile != NULL ? location->profile : "",
         .extras = &extras,
     };
-    int rc = ts_csv_write_sanitized(stdout, &row);
-    tracesan__v1__sanitized_location__free_unpacked(location, NULL);
     state->received++;
+    return ts_csv_write_sanitized(stdout, &row);
+}
+
+static int write_rejection(tail_state *state,
+                           const Tracesan__V1__Rejection *rejection)
+{
+    ts_csv_rejected row = {
+        .user = rejection->user_id,
+        .has_ts = rejection->has_timestamp_ms,
+        .ts_ms = rejection->timestamp_ms,
+        .reason = reason_name(rejection->has_reason ? (int)rejection->reason
+                                                    : 0),
+        .profile = rejection->profile,
+        .detail = rejection->detail,
+    };
+    state->received++;
+    return ts_csv_write_rejected(state->rejections, &row);
+}
+
+static int print_sanitized(tail_state *state, const zmq_msg_t *payload)
+{
+    Tracesan__V1__SanitizedLocation *location =
+        tracesan__v1__sanitized_location__unpack(
+            NULL, zmq_msg_size(payload), zmq_msg_data((zmq_msg_t *)payload));
+    if (location == NULL) {
+        skip_message(state, "payload is not a SanitizedLocation");
+        return 0;
+    }
+    int rc = write_location(state, location);
+    tracesan__v1__sanitized_location__free_unpacked(location, NULL);
     return rc;
 }
 
@@ -158,18 +181,26 @@ static int print_rejection(tail_state *state, const zmq_msg_t *payload)
         skip_message(state, "payload is not a Rejection");
         return 0;
     }
-    ts_csv_rejected row = {
-        .user = rejection->user_id,
-        .has_ts = rejection->has_timestamp_ms,
-        .ts_ms = rejection->timestamp_ms,
-        .reason = reason_name(rejection->has_reason ? (int)rejection->reason
-                                                    : 0),
-        .profile = rejection->profile,
-        .detail = rejection->detail,
-    };
-    int rc = ts_csv_write_rejected(state->rejections, &row);
+    int rc = write_rejection(state, rejection);
     tracesan__v1__rejection__free_unpacked(rejection, NULL);
-    state->received++;
+    return rc;
+}
+
+/* output.format = "batch": one OutcomeBatch per input message. */
+static int print_batch(tail_state *state, const zmq_msg_t *payload)
+{
+    Tracesan__V1__OutcomeBatch *batch = tracesan__v1__outcome_batch__unpack(
+        NULL, zmq_msg_size(payload), zmq_msg_data((zmq_msg_t *)payload));
+    if (batch == NULL) {
+        skip_message(state, "payload is not an OutcomeBatch");
+        return 0;
+    }
+    int rc = 0;
+    for (size_t i = 0; i < batch->n_sanitized && rc == 0; i++)
+        rc = write_location(state, batch->sanitized[i]);
+    for (size_t i = 0; i < batch->n_rejected && rc == 0; i++)
+        rc = write_rejection(state, batch->rejected[i]);
+    tracesan__v1__outcome_batch__free_unpacked(batch, NULL);
     return rc;
 }
 
@@ -208,6 +239,8 @@ static int receive_one(void *socket, tail_state *state, zmq_msg_t *topic,
         return print_sanitized(state, payload) == 0 ? 1 : -1;
     if (topic_is(topic, TS_TOPIC_REJECTED, 0))
         return print_rejection(state, payload) == 0 ? 1 : -1;
+    if (topic_is(topic, "batch", 0))
+        return print_batch(state, payload) == 0 ? 1 : -1;
     skip_message(state, "unknown topic");
     return 1;
 }
