@@ -34,6 +34,7 @@ typedef struct forwarder {
     ts_transport *transport;
     struct event_base *base;
     ts_outbox outbox;
+    ts_codec_arena arena;
     ts_wire_update *wire;
     ts_profile profile;
     uint64_t forwarded;
@@ -47,8 +48,8 @@ static void on_message(void *arg, const ts_inbound *message)
     Tracesan__V1__LocationBatch *batch;
     ts_reason reason;
     char detail[160];
-    if (ts_intake_open(f->settings, message, f->wire, &batch, &reason, detail,
-                       sizeof detail) != 0) {
+    if (ts_intake_open(f->settings, message, f->wire, &f->arena, &batch,
+                       &reason, detail, sizeof detail) != 0) {
         f->refused++;
         ts_outbox_add_rejection(&f->outbox, reason, detail);
         return;
@@ -69,7 +70,7 @@ static void on_message(void *arg, const ts_inbound *message)
         ts_outbox_add_outcome(&f->outbox, &outcome);
         f->forwarded++;
     }
-    ts_codec_batch_free(batch);
+    ts_codec_batch_release(&f->arena, batch);
 }
 
 static void on_batch_end(void *arg)
@@ -117,6 +118,7 @@ int main(int argc, char **argv)
     }
     forwarder f = { .settings = ts_config_settings(config) };
     f.outbox.batched = f.settings->output_format == TS_OUTPUT_BATCH;
+    ts_codec_arena_init(&f.arena);
     f.profile.name = (char *)"geoind";
     f.profile.ops = &forwarded_ops;
     f.wire = calloc(f.settings->max_batch_updates, sizeof *f.wire);
@@ -149,6 +151,7 @@ out:
     if (f.base != NULL)
         event_base_free(f.base);
     ts_outbox_free(&f.outbox);
+    ts_codec_arena_free(&f.arena);
     free(f.wire);
     ts_config_free(config);
     return status;

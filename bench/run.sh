@@ -7,7 +7,9 @@
 #       machine; points/s = N / (replay start .. tail has the N-th point).
 #       Also the CPU seconds per million points of the server, replay and
 #       tail, so it shows which process is the limit on a small machine.
-#       Medians, and tracesand / forwarder ratios.
+#       Medians, and tracesand / forwarder ratios. Once with per-point
+#       output and once with output.format = "batch" (one message per input
+#       batch), for both servers.
 #   (b) latency at a fixed offered rate with bench_pipeline --latency.
 # Prints figures only. Run from a build directory (or set BUILD_DIR):
 #   make bench            # or: bench/run.sh [N] [RATE] [SECONDS]
@@ -26,13 +28,15 @@ echo "bench: generating $N synthetic points over $USERS users"
 "$build/bench/bench_pipeline" --gen "$N" --users "$USERS" "$tmp/points.csv"
 
 echo "bench: (a) throughput replay -> server -> tail, $RUNS runs of $N points each"
+SERVERS="tracesand forwarder tracesand-batch forwarder-batch"
 for run in $(seq "$RUNS"); do
-    for server in tracesand forwarder; do
-        if [ $server = tracesand ]; then
-            start_server "$build/tracesand" -o 'state.dir=""'
-        else
-            start_server "$build/bench/bench_forwarder"
-        fi
+    for server in $SERVERS; do
+        format=point
+        case $server in *-batch) format=batch ;; esac
+        case $server in
+            tracesand*) start_server "$build/tracesand" -o 'state.dir=""' -o "output.format=$format" ;;
+            *) start_server "$build/bench/bench_forwarder" -o "output.format=$format" ;;
+        esac
         start_tail "$N"
         t0=$(ms)
         replay "$tmp/points.csv"
@@ -51,12 +55,15 @@ for run in $(seq "$RUNS"); do
         echo "$t" >>"$tmp/cpu_tail.$server"
     done
 done
-for server in tracesand forwarder; do
+for server in $SERVERS; do
     echo "bench: median $server: $(median <"$tmp/rate.$server") points/s, server CPU $(median <"$tmp/cpu.$server") s/M points (replay $(median <"$tmp/cpu_replay.$server"), tail $(median <"$tmp/cpu_tail.$server"))"
 done
-awk -v rd="$(median <"$tmp/rate.tracesand")" -v rf="$(median <"$tmp/rate.forwarder")" \
-    -v cd="$(median <"$tmp/cpu.tracesand")" -v cf="$(median <"$tmp/cpu.forwarder")" \
-    'BEGIN { printf "bench: tracesand / forwarder: throughput %.2f, CPU per point %.2f\n", rd / rf, cd / cf }'
+for suffix in "" -batch; do
+    awk -v rd="$(median <"$tmp/rate.tracesand$suffix")" -v rf="$(median <"$tmp/rate.forwarder$suffix")" \
+        -v cd="$(median <"$tmp/cpu.tracesand$suffix")" -v cf="$(median <"$tmp/cpu.forwarder$suffix")" \
+        -v what="${suffix:-per-point}" \
+        'BEGIN { sub(/^-/, "", what); printf "bench: tracesand / forwarder (%s output): throughput %.2f, CPU per point %.2f\n", what, rd / rf, cd / cf }'
+done
 
 echo "bench: (b) latency at $RATE points/s for $SECONDS_AT_RATE s (one update per message)"
 start_server "$build/tracesand" -o 'state.dir=""'

@@ -1,6 +1,8 @@
 #include "daemon/codec.h"
 
 #include <assert.h>
+#include <stddef.h>
+#include <stdint.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -206,6 +208,105 @@ Tracesan__V1__LocationBatch *ts_codec_decode_batch(const void *data,
         return NULL;
     return tracesan__v1__location_batch__unpack(NULL, len,
                                                 (const uint8_t *)data);
+}
+
+struct ts_codec_arena_block {
+    ts_codec_arena_block *next;
+    size_t size;                     /* usable bytes after the header */
+    max_align_t data[];
+};
+
+#define ARENA_FIRST_BLOCK (64 * 1024)
+#define ARENA_ALIGN (sizeof(max_align_t))
+
+static void *arena_alloc(void *data, size_t size)
+{
+    ts_codec_arena *arena = data;
+    size = (size + ARENA_ALIGN - 1) / ARENA_ALIGN * ARENA_ALIGN;
+    ts_codec_arena_block *block = arena->blocks;
+    if (block == NULL || block->size - arena->used < size) {
+        size_t want = block != NULL ? block->size * 2 : ARENA_FIRST_BLOCK;
+        if (want < size)
+            want = size;
+        if (want > SIZE_MAX - sizeof *block)
+            return NULL;
+        ts_codec_arena_block *grown = malloc(sizeof *grown + want);
+        if (grown == NULL)
+            return NULL;
+        grown->next = block;
+        grown->size = want;
+        arena->blocks = block = grown;
+        arena->used = 0;
+    }
+    void *p = (char *)block->data + arena->used;
+    arena->used += size;
+    return p;
+}
+
+/* Freed all at once by ts_codec_batch_release. */
+static void arena_free(void *data, void *pointer)
+{
+    (void)data;
+    (void)pointer;
+}
+
+void ts_codec_arena_init(ts_codec_arena *arena)
+{
+    arena->blocks = NULL;
+    arena->used = 0;
+    arena->allocator = (ProtobufCAllocator){ .alloc = arena_alloc,
+                                             .free = arena_free,
+                                             .allocator_data = arena };
+}
+
+/* Keeps only the newest block, the largest: a message that needed more
+ * grew the arena once, and the next such message fits. */
+static void arena_reset(ts_codec_arena *arena)
+{
+    if (arena->blocks == NULL)
+        return;
+    ts_codec_arena_block *old = arena->blocks->next;
+    arena->blocks->next = NULL;
+    while (old != NULL) {
+        ts_codec_arena_block *next = old->next;
+        free(old);
+        old = next;
+    }
+    arena->used = 0;
+}
+
+size_t ts_codec_arena_blocks(const ts_codec_arena *arena)
+{
+    size_t n = 0;
+    for (const ts_codec_arena_block *b = arena->blocks; b != NULL; b = b->next)
+        n++;
+    return n;
+}
+
+void ts_codec_arena_free(ts_codec_arena *arena)
+{
+    arena_reset(arena);
+    free(arena->blocks);
+    arena->blocks = NULL;
+}
+
+Tracesan__V1__LocationBatch *ts_codec_decode_batch_in(ts_codec_arena *arena,
+                                                      const void *data,
+                                                      size_t len)
+{
+    if (data == NULL && len != 0)
+        return NULL;
+    return tracesan__v1__location_batch__unpack(
+        arena != NULL ? &arena->allocator : NULL, len, (const uint8_t *)data);
+}
+
+void ts_codec_batch_release(ts_codec_arena *arena,
+                            Tracesan__V1__LocationBatch *batch)
+{
+    if (arena == NULL)
+        ts_codec_batch_free(batch);
+    else
+        arena_reset(arena);
 }
 
 void ts_codec_batch_free(Tracesan__V1__LocationBatch *batch)

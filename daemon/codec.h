@@ -46,6 +46,31 @@ int ts_codec_scan_batch(const void *data, size_t len, size_t *n_updates,
  * pipeline's id checks. */
 void ts_codec_input_wire(const ts_wire_update *wire, ts_input *input);
 
+/* Memory for unpacking input messages. protobuf-c allocates once per
+ * update and per string; from an arena each is a pointer bump, and all of
+ * a message's memory goes at once when the next message is decoded. The
+ * largest block is kept, so the steady state allocates nothing. */
+typedef struct ts_codec_arena_block ts_codec_arena_block;
+typedef struct ts_codec_arena {
+    ts_codec_arena_block *blocks;    /* newest (and largest) first */
+    size_t used;                     /* bytes used in the newest block */
+    ProtobufCAllocator allocator;
+} ts_codec_arena;
+
+void ts_codec_arena_init(ts_codec_arena *arena);
+/* Blocks the arena holds (1 between messages once it has been used). */
+size_t ts_codec_arena_blocks(const ts_codec_arena *arena);
+void ts_codec_arena_free(ts_codec_arena *arena);
+
+/* As ts_codec_decode_batch, into `arena` (NULL: the heap). Release with
+ * ts_codec_batch_release on the same arena; the arena's previous batch
+ * must have been released. */
+Tracesan__V1__LocationBatch *ts_codec_decode_batch_in(ts_codec_arena *arena,
+                                                      const void *data,
+                                                      size_t len);
+void ts_codec_batch_release(ts_codec_arena *arena,
+                            Tracesan__V1__LocationBatch *batch);
+
 /* NULL when the bytes are not a LocationBatch. Free with
  * ts_codec_batch_free. */
 Tracesan__V1__LocationBatch *ts_codec_decode_batch(const void *data,

@@ -29,6 +29,7 @@ typedef struct ts_daemon {
     ts_transport *transport;
     struct event_base *base;
     ts_outbox outbox;
+    ts_codec_arena arena;        /* input messages are unpacked here */
     ts_group_commit commit;
     ts_log_limiter log_limiter;  /* rejection lines */
     uint64_t clock_rejections;

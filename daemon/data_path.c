@@ -98,7 +98,8 @@ void ts_daemon_on_message(void *arg, const ts_inbound *message)
     Tracesan__V1__LocationBatch *batch;
     ts_reason reason;
     char detail[160];
-    if (ts_intake_open(daemon->settings, message, daemon->wire, &batch,
+    if (ts_intake_open(daemon->settings, message, daemon->wire,
+                       &daemon->arena, &batch,
                        &reason, detail, sizeof detail) != 0) {
         queue_message_rejection(daemon, reason, detail);
         return;
@@ -114,7 +115,7 @@ void ts_daemon_on_message(void *arg, const ts_inbound *message)
     for (size_t i = 0; i < batch->n_updates; i++)
         process_update(daemon, batch->updates[i], &daemon->wire[i], &bounds,
                        &outcome);
-    ts_codec_batch_free(batch);
+    ts_codec_batch_release(&daemon->arena, batch);
     if (daemon->outbox.count >= OUTBOX_FLUSH_ENTRIES)
         ts_group_commit_flush(&daemon->commit);
 }

@@ -10,7 +10,7 @@ static int refuse(ts_reason *reason, ts_reason why)
 }
 
 int ts_intake_open(const ts_settings *settings, const ts_inbound *message,
-                   ts_wire_update *wire,
+                   ts_wire_update *wire, ts_codec_arena *arena,
                    Tracesan__V1__LocationBatch **batch, ts_reason *reason,
                    char *detail, size_t detail_len)
 {
@@ -43,9 +43,9 @@ int ts_intake_open(const ts_settings *settings, const ts_inbound *message,
                  n_updates, settings->max_batch_updates);
         return refuse(reason, TS_REASON_BATCH_TOO_LARGE);
     }
-    *batch = ts_codec_decode_batch(message->payload, message->len);
+    *batch = ts_codec_decode_batch_in(arena, message->payload, message->len);
     if (*batch == NULL || (*batch)->n_updates != n_updates) {
-        ts_codec_batch_free(*batch);
+        ts_codec_batch_release(arena, *batch);
         *batch = NULL;
         snprintf(detail, detail_len, "payload is not a LocationBatch");
         return refuse(reason, TS_REASON_MALFORMED);

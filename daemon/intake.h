@@ -12,11 +12,12 @@
 #include "daemon/settings.h"
 #include "daemon/transport.h"
 
-/* 0 with *batch decoded (free with ts_codec_batch_free) and wire[] filled
- * for its updates; or -1 with *reason and detail saying why the whole
- * message is refused. `wire` holds settings->max_batch_updates entries. */
+/* 0 with *batch decoded into `arena` (NULL: the heap; release with
+ * ts_codec_batch_release) and wire[] filled for its updates; or -1 with
+ * *reason and detail saying why the whole message is refused. `wire` holds
+ * settings->max_batch_updates entries. */
 int ts_intake_open(const ts_settings *settings, const ts_inbound *message,
-                   ts_wire_update *wire,
+                   ts_wire_update *wire, ts_codec_arena *arena,
                    Tracesan__V1__LocationBatch **batch, ts_reason *reason,
                    char *detail, size_t detail_len);
 

@@ -234,6 +234,7 @@ static int run(const options *opts)
     }
     daemon.settings = ts_config_settings(config);
     daemon.outbox.batched = daemon.settings->output_format == TS_OUTPUT_BATCH;
+    ts_codec_arena_init(&daemon.arena);
     ts_log_init(PROGRAM_NAME, (ts_log_level)daemon.settings->log_level,
                 daemon.settings->log_syslog);
     ts_log_capture_libevent();
@@ -363,6 +364,7 @@ out:
     if (daemon.base != NULL)
         event_base_free(daemon.base);
     ts_outbox_free(&daemon.outbox);
+    ts_codec_arena_free(&daemon.arena);
     free(daemon.wire);
     if (daemon.pipeline != NULL)
         ts_pipeline_free(daemon.pipeline);

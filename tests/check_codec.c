@@ -92,6 +92,50 @@ TS_TEST(batch_round_trip)
 }
 END_TEST
 
+/* Batches unpacked in an arena read the same as on the heap, across
+ * messages large enough to grow it past its first block, and the arena
+ * keeps one block between messages. */
+TS_TEST(arena_decoding_matches_heap)
+{
+    ts_codec_arena arena;
+    ts_codec_arena_init(&arena);
+    static ts_input inputs[3000];
+    char ids[3000][16];
+    for (size_t round = 1; round <= 3; round++) {
+        size_t n = round * 1000;
+        for (size_t i = 0; i < n; i++) {
+            snprintf(ids[i], sizeof ids[i], "user-%zu", i * round);
+            inputs[i] = (ts_input){ .user_id = ids[i], .ts_ms = (int64_t)i + 1,
+                                    .lat = 1e-3 * (double)i, .lon = -2.5,
+                                    .profile = i % 2 ? "geoind" : NULL };
+        }
+        payload.len = 0;
+        ck_assert_int_eq(ts_codec_encode_batch(inputs, n, &payload), 0);
+        Tracesan__V1__LocationBatch *in_arena =
+            ts_codec_decode_batch_in(&arena, payload.data, payload.len);
+        Tracesan__V1__LocationBatch *on_heap =
+            ts_codec_decode_batch(payload.data, payload.len);
+        ck_assert_ptr_nonnull(in_arena);
+        ck_assert_ptr_nonnull(on_heap);
+        ck_assert_uint_eq(in_arena->n_updates, n);
+        for (size_t i = 0; i < n; i++) {
+            ts_input a, h;
+            ts_codec_input_from_update(in_arena->updates[i], &a);
+            ts_codec_input_from_update(on_heap->updates[i], &h);
+            ck_assert_str_eq(a.user_id, h.user_id);
+            ck_assert_int_eq(a.ts_ms, h.ts_ms);
+            ck_assert(a.lat == h.lat && a.lon == h.lon);
+            ck_assert_int_eq(a.profile == NULL, h.profile == NULL);
+        }
+        ts_codec_batch_free(on_heap);
+        ts_codec_batch_release(&arena, in_arena);
+        ck_assert_uint_eq(ts_codec_arena_blocks(&arena), 1);
+        ck_assert_uint_eq(arena.used, 0);
+    }
+    ts_codec_arena_free(&arena);
+}
+END_TEST
+
 TS_TEST(batch_encoding_matches_protobuf_c)
 {
     /* The batch encoder writes repeated-field framing by hand; it must be

@@ -97,24 +97,39 @@ static ts_settings intake_settings(void)
     return s;
 }
 
-static ts_reason intake_reason(const ts_settings *s, const void *payload,
-                               size_t len, size_t frames)
+static ts_reason intake_reason_in(const ts_settings *s, ts_codec_arena *arena,
+                                  const void *payload, size_t len,
+                                  size_t frames)
 {
     ts_wire_update wire[4];
     ts_inbound message = { .payload = payload, .len = len, .frames = frames };
     Tracesan__V1__LocationBatch *batch = NULL;
     ts_reason reason = TS_REASON_NONE;
     char detail[160];
-    int rc = ts_intake_open(s, &message, wire, &batch, &reason, detail,
+    int rc = ts_intake_open(s, &message, wire, arena, &batch, &reason, detail,
                             sizeof detail);
     if (rc == 0) {
         ck_assert_ptr_nonnull(batch);
-        ts_codec_batch_free(batch);
+        ts_codec_batch_release(arena, batch);
         return TS_REASON_NONE;
     }
     ck_assert_ptr_null(batch);
     ck_assert_msg(detail[0] != '\0', "a refusal says why");
     return reason;
+}
+
+/* The same answer whether the message is unpacked on the heap or in the
+ * daemon's arena. */
+static ts_reason intake_reason(const ts_settings *s, const void *payload,
+                               size_t len, size_t frames)
+{
+    ts_codec_arena arena;
+    ts_codec_arena_init(&arena);
+    ts_reason heap = intake_reason_in(s, NULL, payload, len, frames);
+    ts_reason arena_reason = intake_reason_in(s, &arena, payload, len, frames);
+    ts_codec_arena_free(&arena);
+    ck_assert_int_eq(heap, arena_reason);
+    return heap;
 }
 
 static size_t encode_updates(size_t n, ts_buf *buf)
