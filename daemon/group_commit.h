@@ -2,7 +2,13 @@
  * is published only after every ledger it debited is committed to the
  * store (privacy invariant 2). A failed commit holds the group unpublished,
  * pauses input and marks the daemon unhealthy; a timer retries with
- * exponential backoff until the commit succeeds. */
+ * exponential backoff until the commit succeeds.
+ *
+ * With a store, the commit runs on the store writer's thread
+ * (daemon/store_writer.h), pipelined one deep: while group N is written,
+ * the loop keeps processing into the outbox, and group N+1 is committed
+ * when N is done and published. The group being committed waits in
+ * `committing`; `outbox` takes the next. */
 #ifndef TRACESAN_DAEMON_GROUP_COMMIT_H
 #define TRACESAN_DAEMON_GROUP_COMMIT_H
 
@@ -14,6 +20,7 @@
 #include "daemon/outbox.h"
 #include "daemon/pipeline.h"
 #include "daemon/store.h"
+#include "daemon/store_writer.h"
 #include "daemon/transport.h"
 
 /* A failed commit is retried after 1 s, doubling to at most 30 s: quick
@@ -21,10 +28,18 @@
  * hammer a broken disk or flood the log. */
 #define TS_COMMIT_RETRY_FIRST_MS 1000
 #define TS_COMMIT_RETRY_MAX_MS 30000
+/* Outcomes the outbox may hold while a commit is under way before input
+ * pauses: memory stays bounded when the store is slower than the input. */
+#define TS_COMMIT_MAX_PENDING 65536
 
 typedef struct ts_group_commit {
     ts_store *store;             /* NULL: memory only, commits are no-ops */
     ts_store_backend *store_backend;
+    /* Set by ts_group_commit_start when there is a store. */
+    ts_store_writer *writer;
+    ts_outbox committing;        /* the group in (or after) its commit */
+    int batch_submitted;         /* a held group's batch reached the writer */
+    int paused_for_writer;       /* input paused: outbox full mid-commit */
     ts_pipeline *pipeline;
     ts_outbox *outbox;
     const ts_transport_ops *transport_ops;
@@ -41,8 +56,9 @@ typedef struct ts_group_commit {
                                     held at shutdown */
 } ts_group_commit;
 
-/* The fields above the counters must be set; creates the retry timer.
- * 0, or -1 when the timer cannot be created. */
+/* The fields above `writer` must be set; creates the retry timer and,
+ * with a store, the writer thread. 0, or -1 (logged) when either cannot be
+ * created. */
 int ts_group_commit_start(ts_group_commit *gc);
 void ts_group_commit_stop(ts_group_commit *gc);
 

@@ -155,6 +155,25 @@ void ts_outbox_clear(ts_outbox *box)
     box->batch_open = 0;
 }
 
+void ts_outbox_swap_contents(ts_outbox *a, ts_outbox *b)
+{
+    ts_outbox t = *a;
+    a->topics = b->topics;
+    a->payloads = b->payloads;
+    a->entries = b->entries;
+    a->count = b->count;
+    a->capacity = b->capacity;
+    a->sent = b->sent;
+    a->batch_open = b->batch_open;
+    b->topics = t.topics;
+    b->payloads = t.payloads;
+    b->entries = t.entries;
+    b->count = t.count;
+    b->capacity = t.capacity;
+    b->sent = t.sent;
+    b->batch_open = t.batch_open;
+}
+
 void ts_outbox_free(ts_outbox *box)
 {
     ts_buf_free(&box->topics);

@@ -63,6 +63,9 @@ static inline size_t ts_outbox_unsent(const ts_outbox *box)
 }
 
 void ts_outbox_clear(ts_outbox *box);
+/* Exchanges the queued outcomes of two outboxes (buffers and entries);
+ * each keeps its counters and format. */
+void ts_outbox_swap_contents(ts_outbox *a, ts_outbox *b);
 void ts_outbox_free(ts_outbox *box);
 
 #endif

@@ -40,6 +40,9 @@ struct ts_pipeline {
     ts_user **dirty;                /* users to save before publishing */
     size_t n_dirty;
     size_t dirty_capacity;
+    ts_user **in_flight;            /* saved in the commit under way */
+    size_t n_in_flight;
+    size_t in_flight_capacity;
 };
 
 static const char *const reason_names[TS_REASON_COUNT] = {
@@ -158,6 +161,7 @@ void ts_pipeline_free(ts_pipeline *pipeline)
     free(pipeline->disabled);
     free(pipeline->scratch_state);
     free(pipeline->dirty);
+    free(pipeline->in_flight);
     free(pipeline);
 }
 
@@ -301,7 +305,7 @@ static int user_expirable(const ts_user *user, void *ctx)
     int64_t watermark = pipeline->watermark_ms > pipeline->expiry_floor_ms
                             ? pipeline->watermark_ms
                             : pipeline->expiry_floor_ms;
-    if (user->dirty)
+    if (user->dirty || user->in_flight)
         return 0;  /* its ledger is not in the store yet */
     if (!user->has_window)
         return 1;  /* never accepted anything: holds no ledger */
@@ -799,6 +803,31 @@ int ts_pipeline_save_dirty(ts_pipeline *pipeline)
             return -1;
     }
     return 0;
+}
+
+void ts_pipeline_mark_in_flight(ts_pipeline *pipeline)
+{
+    for (size_t i = 0; i < pipeline->n_dirty; i++) {
+        pipeline->dirty[i]->dirty = 0;
+        pipeline->dirty[i]->in_flight = 1;
+    }
+    /* The lists trade places: the dirty list's reserved room is what
+     * reserve_dirty promised, and the empty in-flight list takes over. */
+    ts_user **users = pipeline->in_flight;
+    size_t capacity = pipeline->in_flight_capacity;
+    pipeline->in_flight = pipeline->dirty;
+    pipeline->in_flight_capacity = pipeline->dirty_capacity;
+    pipeline->n_in_flight = pipeline->n_dirty;
+    pipeline->dirty = users;
+    pipeline->dirty_capacity = capacity;
+    pipeline->n_dirty = 0;
+}
+
+void ts_pipeline_mark_durable(ts_pipeline *pipeline)
+{
+    for (size_t i = 0; i < pipeline->n_in_flight; i++)
+        pipeline->in_flight[i]->in_flight = 0;
+    pipeline->n_in_flight = 0;
 }
 
 void ts_pipeline_mark_clean(ts_pipeline *pipeline)

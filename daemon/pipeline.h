@@ -223,5 +223,11 @@ size_t ts_pipeline_dirty_count(const ts_pipeline *pipeline);
  * ts_pipeline_mark_clean, i.e. until the caller's commit succeeded. */
 int ts_pipeline_save_dirty(ts_pipeline *pipeline);
 void ts_pipeline_mark_clean(ts_pipeline *pipeline);
+/* Pipelined commits (daemon/store_writer.h): the dirty users, saved into a
+ * batch now being written, become in flight (clean, but not expirable, so
+ * that nobody reads an older record back from the store) until
+ * ts_pipeline_mark_durable. One batch is in flight at a time. */
+void ts_pipeline_mark_in_flight(ts_pipeline *pipeline);
+void ts_pipeline_mark_durable(ts_pipeline *pipeline);
 
 #endif

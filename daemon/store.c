@@ -22,6 +22,7 @@ struct ts_store {
     unsigned schema_version;
     void *copy;                  /* ts_store_get's result */
     size_t copy_cap;
+    int concurrent_reads;        /* ts_store_set_concurrent_reads */
 };
 
 static void set_err(char *err, size_t errlen, const char *fmt, ...)
@@ -394,9 +395,10 @@ int ts_store_get(ts_store *store, const char *user_id, size_t id_len,
                  const void **bytes, size_t *len)
 {
     /* Inside a write transaction, read through it (its own writes
-     * included). */
-    MDB_txn *txn = store->txn;
-    if (txn == NULL && mdb_txn_begin(store->env, NULL, MDB_RDONLY, &txn) != 0)
+     * included), unless another thread owns it. */
+    MDB_txn *txn = store->concurrent_reads ? NULL : store->txn;
+    int own_txn = txn == NULL;
+    if (own_txn && mdb_txn_begin(store->env, NULL, MDB_RDONLY, &txn) != 0)
         return -1;
     MDB_val key = { .mv_size = id_len, .mv_data = (void *)user_id };
     MDB_val value;
@@ -419,7 +421,7 @@ int ts_store_get(ts_store *store, const char *user_id, size_t id_len,
         result = 1;
     }
 out:
-    if (txn != store->txn)
+    if (own_txn)
         mdb_txn_abort(txn);
     return result;
 }
@@ -473,6 +475,89 @@ int ts_store_get_info(ts_store *store, ts_store_info *info)
     return 0;
 }
 
+/* ------------------------------------------------------- record batch */
+
+void ts_store_set_concurrent_reads(ts_store *store)
+{
+    store->concurrent_reads = 1;
+}
+
+static int batch_reserve(ts_record_batch *batch, size_t extra)
+{
+    if (batch->len + extra <= batch->cap)
+        return 0;
+    size_t cap = batch->cap > 0 ? batch->cap : 4096;
+    while (cap < batch->len + extra) {
+        if (cap > SIZE_MAX / 2)
+            return -1;
+        cap *= 2;
+    }
+    unsigned char *bytes = realloc(batch->bytes, cap);
+    if (bytes == NULL)
+        return -1;
+    batch->bytes = bytes;
+    batch->cap = cap;
+    return 0;
+}
+
+int ts_record_batch_add(ts_record_batch *batch, const char *user_id,
+                        size_t id_len, const ts_user_record *record)
+{
+    size_t need = ts_record_encode(record, NULL, 0);
+    if (need == 0 || id_len > SIZE_MAX - need ||
+        batch_reserve(batch, id_len + need) != 0)
+        return -1;
+    if (batch->n == batch->entries_cap) {
+        size_t cap = batch->entries_cap > 0 ? batch->entries_cap * 2 : 256;
+        ts_record_batch_entry *entries =
+            realloc(batch->entries, cap * sizeof *entries);
+        if (entries == NULL)
+            return -1;
+        batch->entries = entries;
+        batch->entries_cap = cap;
+    }
+    ts_record_batch_entry *e = &batch->entries[batch->n];
+    e->id_offset = batch->len;
+    e->id_len = id_len;
+    memcpy(batch->bytes + batch->len, user_id, id_len);
+    e->record_offset = batch->len + id_len;
+    e->record_len = ts_record_encode(record, batch->bytes + e->record_offset,
+                                     need);
+    batch->len += id_len + need;
+    batch->n++;
+    return 0;
+}
+
+void ts_record_batch_clear(ts_record_batch *batch)
+{
+    /* The records are ledgers: do not leave them in memory for reuse. */
+    if (batch->bytes != NULL)
+        memset(batch->bytes, 0, batch->len);
+    batch->len = 0;
+    batch->n = 0;
+}
+
+void ts_record_batch_free(ts_record_batch *batch)
+{
+    ts_record_batch_clear(batch);
+    free(batch->bytes);
+    free(batch->entries);
+    memset(batch, 0, sizeof *batch);
+}
+
+int ts_store_put_batch(ts_store *store, const ts_record_batch *batch,
+                       char *err, size_t errlen)
+{
+    for (size_t i = 0; i < batch->n; i++) {
+        const ts_record_batch_entry *e = &batch->entries[i];
+        if (ts_store_put(store, (const char *)batch->bytes + e->id_offset,
+                         e->id_len, batch->bytes + e->record_offset,
+                         e->record_len, err, errlen) != 0)
+            return -1;
+    }
+    return 0;
+}
+
 /* ------------------------------------------------------------ backend */
 
 static int backend_load(void *ctx, const char *user_id, size_t id_len,
@@ -495,6 +580,13 @@ static int backend_save(void *ctx, const char *user_id, size_t id_len,
                         const ts_user_record *record)
 {
     ts_store_backend *sb = ctx;
+    if (sb->batch != NULL) {
+        if (ts_record_batch_add(sb->batch, user_id, id_len, record) == 0)
+            return 0;
+        snprintf(sb->err, sizeof sb->err,
+                 "cannot encode a user record (out of memory)");
+        return -1;
+    }
     size_t need = ts_record_encode(record, sb->buf, sb->cap);
     if (need == 0) {
         snprintf(sb->err, sizeof sb->err, "user record too large to encode");

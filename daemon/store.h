@@ -100,11 +100,41 @@ size_t ts_record_encode(const ts_user_record *record, unsigned char *buf,
                         size_t cap);
 int ts_record_decode(const void *bytes, size_t len, ts_user_record *record);
 
+/* Encoded user records waiting for a write transaction
+ * (daemon/store_writer.h). */
+typedef struct ts_record_batch_entry {
+    size_t id_offset, id_len;
+    size_t record_offset, record_len;
+} ts_record_batch_entry;
+
+typedef struct ts_record_batch {
+    unsigned char *bytes;
+    size_t len, cap;
+    ts_record_batch_entry *entries;
+    size_t n, entries_cap;
+} ts_record_batch;
+
+/* 0, or -1 when the record cannot be encoded or memory ran out (the batch
+ * is then as it was). */
+int ts_record_batch_add(ts_record_batch *batch, const char *user_id,
+                        size_t id_len, const ts_user_record *record);
+void ts_record_batch_clear(ts_record_batch *batch);
+void ts_record_batch_free(ts_record_batch *batch);
+/* Puts every record of the batch, in order, inside the open write
+ * transaction. */
+int ts_store_put_batch(ts_store *store, const ts_record_batch *batch,
+                       char *err, size_t errlen);
+/* From now on ts_store_get reads through a read transaction of its own even
+ * while a write transaction is open, which another thread then owns. */
+void ts_store_set_concurrent_reads(ts_store *store);
+
 /* A ts_state_backend over an open store. `store_backend` must outlive the
- * pipeline's use of it; save needs a write transaction open. */
+ * pipeline's use of it; save needs a write transaction open, or appends
+ * to `batch` when that is set. */
 typedef struct ts_store_backend {
     ts_state_backend backend;
     ts_store *store;
+    ts_record_batch *batch;      /* set: save encodes into it */
     unsigned char *buf;          /* encode scratch */
     size_t cap;
     char err[256];               /* last error */

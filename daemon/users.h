@@ -39,6 +39,7 @@ typedef struct ts_user {
     void *state;                 /* mechanism state, state_size bytes */
     size_t state_size;
     int dirty;                   /* ledger changed since the last commit */
+    int in_flight;               /* its record is in a commit not yet done */
     /* recency list, least recently touched first */
     struct ts_user *lru_prev;
     struct ts_user *lru_next;
