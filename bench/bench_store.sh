@@ -31,14 +31,10 @@ echo "bench_store: machine: $(nproc) cores, $(uname -srm); state in $tmp ($(df -
 for run in $(seq "$RUNS"); do
     for mode in $MODES; do
         start_daemon "$mode"
-        start_tail "$N"
-        t0=$(ms)
-        replay "$tmp/points.csv"
-        wait_tail
-        t1=$(ms)
+        timed_replay "$tmp/points.csv" "$N"
         stop_server
-        rate=$(awk -v n="$got" -v t="$((t1 - t0))" 'BEGIN { printf "%.0f", n / (t / 1000) }')
-        echo "bench_store:   run $run $mode: $got/$N points in $((t1 - t0)) ms: $rate points/s"
+        rate=$(awk -v n="$got" -v t="$elapsed_ms" 'BEGIN { printf "%.0f", n / (t / 1000) }')
+        echo "bench_store:   run $run $mode: $got/$N points in $elapsed_ms ms: $rate points/s"
         echo "$rate" >>"$tmp/rates.$mode"
     done
 done

@@ -26,15 +26,11 @@ for run in $(seq "$RUNS"); do
         [ $setup = pim-model ] && extra+=(-o "profiles.pim.model=$tmp/nyc.model")
         start_server "$build/tracesand" "${extra[@]}"
         before=$(rss_kb "$daemon_pid")
-        start_tail "$U"
-        t0=$(ms)
-        replay "$tmp/points.csv"
-        wait_tail
-        t1=$(ms)
+        timed_replay "$tmp/points.csv" "$U"
         after=$(rss_kb "$daemon_pid")
         stop_server
         per_user=$(awk -v a="$after" -v b="$before" -v n="$U" 'BEGIN { printf "%.0f", (a - b) * 1024 / n }')
-        echo "bench_users:   run $run $setup: $got/$U points, RSS $before -> $after kB: $per_user B per user; admitted in $((t1 - t0)) ms"
+        echo "bench_users:   run $run $setup: $got/$U points, RSS $before -> $after kB: $per_user B per user; admitted in $elapsed_ms ms"
         echo "$per_user" >>"$tmp/per_user.$setup"
     done
 done

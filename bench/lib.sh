@@ -94,4 +94,15 @@ wait_tail() {
     got=$(( $(wc -l <"$tmp/tail.csv") - 1 ))
 }
 
+# timed_replay FILE N: a tail for N points, FILE replayed to the server;
+# sets got and elapsed_ms (replay start to the tail's last point).
+timed_replay() {
+    start_tail "$2"
+    local t0
+    t0=$(ms)
+    replay "$1"
+    wait_tail
+    elapsed_ms=$(( $(ms) - t0 ))
+}
+
 cpu_of() { awk '{ printf "%.3f\n", $1 + $2 }' "$1"; }

@@ -37,17 +37,13 @@ for run in $(seq "$RUNS"); do
             tracesand*) start_server "$build/tracesand" -o 'state.dir=""' -o "output.format=$format" ;;
             *) start_server "$build/bench/bench_forwarder" -o "output.format=$format" ;;
         esac
-        start_tail "$N"
-        t0=$(ms)
-        replay "$tmp/points.csv"
-        wait_tail
-        t1=$(ms)
+        timed_replay "$tmp/points.csv" "$N"
         server_cpu=$(cpu_seconds "$daemon_pid")
         stop_server
-        rate=$(awk -v n="$got" -v t="$((t1 - t0))" 'BEGIN { printf "%.0f", n / (t / 1000) }')
+        rate=$(awk -v n="$got" -v t="$elapsed_ms" 'BEGIN { printf "%.0f", n / (t / 1000) }')
         per_m() { awk -v c="$1" -v n="$got" 'BEGIN { printf "%.2f", (n > 0) ? c * 1e6 / n : 0 }'; }
         s=$(per_m "$server_cpu"); r=$(per_m "$(cpu_of "$tmp/replay.cpu")"); t=$(per_m "$(cpu_of "$tmp/tail.cpu")")
-        echo "bench:   run $run $server: $got/$N points in $((t1 - t0)) ms: $rate points/s; CPU s per M points: server $s, replay $r, tail $t"
+        echo "bench:   run $run $server: $got/$N points in $elapsed_ms ms: $rate points/s; CPU s per M points: server $s, replay $r, tail $t"
         [ "$got" -eq "$N" ] || echo "bench:   run $run $server: WARNING: $((N - got)) points missing"
         echo "$rate" >>"$tmp/rate.$server"
         echo "$s" >>"$tmp/cpu.$server"

@@ -1,6 +1,8 @@
 #include "daemon/outbox.h"
 
+#include <stddef.h>
 #include <stdlib.h>
+#include <string.h>
 
 #define BATCH_TOPIC "batch"
 /* Protobuf keys of OutcomeBatch's fields: field number << 3 | 2
@@ -157,21 +159,10 @@ void ts_outbox_clear(ts_outbox *box)
 
 void ts_outbox_swap_contents(ts_outbox *a, ts_outbox *b)
 {
-    ts_outbox t = *a;
-    a->topics = b->topics;
-    a->payloads = b->payloads;
-    a->entries = b->entries;
-    a->count = b->count;
-    a->capacity = b->capacity;
-    a->sent = b->sent;
-    a->batch_open = b->batch_open;
-    b->topics = t.topics;
-    b->payloads = t.payloads;
-    b->entries = t.entries;
-    b->count = t.count;
-    b->capacity = t.capacity;
-    b->sent = t.sent;
-    b->batch_open = t.batch_open;
+    unsigned char queue[offsetof(ts_outbox, batched)];
+    memcpy(queue, a, sizeof queue);
+    memcpy(a, b, sizeof queue);
+    memcpy(b, queue, sizeof queue);
 }
 
 void ts_outbox_free(ts_outbox *box)

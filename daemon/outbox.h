@@ -26,11 +26,13 @@ typedef struct ts_outbox {
     /* Entries before `sent` are published: a full lossless output stopped
      * the rest, which wait (committed, in order) until it takes more. */
     size_t sent;
-    /* output.format = "batch": the outcomes of one input message go into
-     * one OutcomeBatch entry on topic "batch", framed as its repeated
-     * fields; batch_open says the last entry still takes outcomes. */
-    int batched;
+    /* output.format = "batch" (`batched`): the outcomes of one input
+     * message go into one OutcomeBatch entry on topic "batch", framed as
+     * its repeated fields; batch_open says the last entry still takes
+     * outcomes. The members before `batched` are the queue
+     * (ts_outbox_swap_contents); those from it on belong to the outbox. */
     int batch_open;
+    int batched;
     ts_buf scratch_topic;
     ts_buf scratch_payload;
     uint64_t encode_failures;    /* outcomes lost to allocation failures */

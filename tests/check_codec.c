@@ -376,15 +376,17 @@ static ts_profile make_profile(void)
     return profile;
 }
 
+static ts_outcome make_outcome(const ts_profile *profile, int sanitized,
+                               const char *user_id, int64_t ts_ms)
+{
+    return (ts_outcome){ .sanitized = sanitized, .user_id = user_id,
+                         .ts_ms = ts_ms, .profile = profile };
+}
+
 TS_TEST(sanitized_outcome_encodes_every_field)
 {
     ts_profile profile = make_profile();
-    ts_outcome outcome;
-    memset(&outcome, 0, sizeof outcome);
-    outcome.sanitized = 1;
-    outcome.user_id = "alice";
-    outcome.ts_ms = 1254682593250;
-    outcome.profile = &profile;
+    ts_outcome outcome = make_outcome(&profile, 1, "alice", 1254682593250);
     outcome.report = (ts_report){ .lat = 40.1234567, .lon = -73.7654321,
                                   .eps_point = 0.0007675 };
     outcome.eps_spent_window = 0.0015350;
@@ -420,12 +422,7 @@ TS_TEST(predicted_and_repeated_flags)
 {
     ts_profile profile = make_profile();
     profile.name = "predictive";
-    ts_outcome outcome;
-    memset(&outcome, 0, sizeof outcome);
-    outcome.sanitized = 1;
-    outcome.user_id = "bob";
-    outcome.ts_ms = 5000;
-    outcome.profile = &profile;
+    ts_outcome outcome = make_outcome(&profile, 1, "bob", 5000);
     outcome.report.has_predicted = 1;
     outcome.report.predicted = 1;
     outcome.repeated = 1;
@@ -449,11 +446,7 @@ TS_TEST(every_public_extra_round_trips)
     for (size_t i = 0; i < ts_report_n_extras; i++) {
         const ts_report_extra_def *extra = &ts_report_extras[i];
         uint32_t value = extra->type == TS_EXTRA_BOOL ? 1 : 4000000000u + i;
-        ts_outcome outcome;
-        memset(&outcome, 0, sizeof outcome);
-        outcome.sanitized = 1;
-        outcome.user_id = "carol";
-        outcome.profile = &profile;
+        ts_outcome outcome = make_outcome(&profile, 1, "carol", 0);
         ts_report_extra_set(&outcome.report, extra, value);
         topic.len = payload.len = 0;
         ck_assert_msg(ts_codec_encode_outcome(&outcome, &topic, &payload) == 0,
@@ -481,12 +474,7 @@ TS_TEST(encoding_appends)
 {
     /* The outbox appends outcome after outcome into the same buffers. */
     ts_profile profile = make_profile();
-    ts_outcome outcome;
-    memset(&outcome, 0, sizeof outcome);
-    outcome.sanitized = 1;
-    outcome.user_id = "alice";
-    outcome.ts_ms = 1000;
-    outcome.profile = &profile;
+    ts_outcome outcome = make_outcome(&profile, 1, "alice", 1000);
     ck_assert_int_eq(ts_codec_encode_outcome(&outcome, &topic, &payload), 0);
     size_t first_topic = topic.len;
     size_t first_payload = payload.len;
@@ -506,12 +494,7 @@ END_TEST
 TS_TEST(rejected_outcome_encodes_reason_and_detail)
 {
     ts_profile profile = make_profile();
-    ts_outcome outcome;
-    memset(&outcome, 0, sizeof outcome);
-    outcome.sanitized = 0;
-    outcome.user_id = "carol";
-    outcome.ts_ms = 1254682593000;
-    outcome.profile = &profile;
+    ts_outcome outcome = make_outcome(&profile, 0, "carol", 1254682593000);
     outcome.reason = TS_REASON_BUDGET_EXHAUSTED;
     snprintf(outcome.detail, sizeof outcome.detail, "window budget spent");
 
