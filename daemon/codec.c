@@ -261,7 +261,7 @@ void ts_codec_arena_init(ts_codec_arena *arena)
 
 /* Keeps only the newest block, the largest: a message that needed more
  * grew the arena once, and the next such message fits. */
-static void arena_reset(ts_codec_arena *arena)
+void ts_codec_arena_reset(ts_codec_arena *arena)
 {
     if (arena->blocks == NULL)
         return;
@@ -285,7 +285,7 @@ size_t ts_codec_arena_blocks(const ts_codec_arena *arena)
 
 void ts_codec_arena_free(ts_codec_arena *arena)
 {
-    arena_reset(arena);
+    ts_codec_arena_reset(arena);
     free(arena->blocks);
     arena->blocks = NULL;
 }
@@ -306,7 +306,7 @@ void ts_codec_batch_release(ts_codec_arena *arena,
     if (arena == NULL)
         ts_codec_batch_free(batch);
     else
-        arena_reset(arena);
+        ts_codec_arena_reset(arena);
 }
 
 void ts_codec_batch_free(Tracesan__V1__LocationBatch *batch)

@@ -61,6 +61,9 @@ void ts_codec_arena_init(ts_codec_arena *arena);
 /* Blocks the arena holds (1 between messages once it has been used). */
 size_t ts_codec_arena_blocks(const ts_codec_arena *arena);
 void ts_codec_arena_free(ts_codec_arena *arena);
+/* Frees everything allocated from the arena at once (keeping its largest
+ * block); for any message unpacked through `arena->allocator`. */
+void ts_codec_arena_reset(ts_codec_arena *arena);
 
 /* As ts_codec_decode_batch, into `arena` (NULL: the heap). Release with
  * ts_codec_batch_release on the same arena; the arena's previous batch

@@ -38,6 +38,7 @@ typedef struct topic_list {
 
 typedef struct tail_state {
     FILE *rejections;
+    ts_codec_arena arena;    /* batches unpack here */
     uint64_t received;       /* sanitized + rejected */
     uint64_t skipped;
 } tail_state;
@@ -190,8 +191,10 @@ static int print_rejection(tail_state *state, const zmq_msg_t *payload)
 static int print_batch(tail_state *state, const zmq_msg_t *payload)
 {
     Tracesan__V1__OutcomeBatch *batch = tracesan__v1__outcome_batch__unpack(
-        NULL, zmq_msg_size(payload), zmq_msg_data((zmq_msg_t *)payload));
+        &state->arena.allocator, zmq_msg_size(payload),
+        zmq_msg_data((zmq_msg_t *)payload));
     if (batch == NULL) {
+        ts_codec_arena_reset(&state->arena);
         skip_message(state, "payload is not an OutcomeBatch");
         return 0;
     }
@@ -200,7 +203,7 @@ static int print_batch(tail_state *state, const zmq_msg_t *payload)
         rc = write_location(state, batch->sanitized[i]);
     for (size_t i = 0; i < batch->n_rejected && rc == 0; i++)
         rc = write_rejection(state, batch->rejected[i]);
-    tracesan__v1__outcome_batch__free_unpacked(batch, NULL);
+    ts_codec_arena_reset(&state->arena);
     return rc;
 }
 
@@ -299,6 +302,7 @@ int cmd_tail(int argc, char **argv)
 
     int status = 1;
     tail_state state = { .rejections = stderr };
+    ts_codec_arena_init(&state.arena);
     void *context = NULL;
     void *socket = NULL;
     void *monitor = NULL;
@@ -458,5 +462,6 @@ out:
         zmq_ctx_term(context);
     if (state.rejections != stderr && state.rejections != NULL)
         fclose(state.rejections);
+    ts_codec_arena_free(&state.arena);
     return status;
 }
