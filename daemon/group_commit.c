@@ -15,39 +15,6 @@ long ts_group_commit_next_delay(long ms)
                                             : ms * 2;
 }
 
-/* The outbox whose outcomes wait for the commit under way (or failed). */
-static ts_outbox *held_outbox(ts_group_commit *gc)
-{
-    return gc->writer != NULL ? &gc->committing : gc->outbox;
-}
-
-/* ------------------------------------------------- inline (no writer) */
-
-/* Every user whose ledger changed in the group is written in one
- * transaction. 0 on success; -1 with err filled, the transaction aborted
- * and the users still dirty, so the same group can be retried. */
-static int commit_inline(ts_group_commit *gc, char *err, size_t errlen)
-{
-    if (gc->store == NULL || ts_pipeline_dirty_count(gc->pipeline) == 0)
-        return 0;
-    struct timespec started;
-    clock_gettime(CLOCK_MONOTONIC, &started);
-    if (ts_store_begin(gc->store, err, errlen) != 0)
-        return -1;
-    if (ts_pipeline_save_dirty(gc->pipeline) != 0) {
-        snprintf(err, errlen, "%s", gc->store_backend->err);
-        ts_store_abort(gc->store);
-        return -1;
-    }
-    if (ts_store_commit(gc->store, err, errlen) != 0)
-        return -1;
-    ts_pipeline_mark_clean(gc->pipeline);
-    if (gc->metrics != NULL)
-        ts_metrics_observe_commit(gc->metrics, ts_metrics_seconds_since(&started),
-                                  gc->outbox->count);
-    return 0;
-}
-
 /* ------------------------------------------------------ failure, retry */
 
 static void arm_retry(ts_group_commit *gc)
@@ -80,7 +47,7 @@ static void hold(ts_group_commit *gc, const char *err)
     ts_metrics_set_unhealthy(reason);
     ts_log(TS_LOG_ERROR, "%s; the batch is not published (%zu outcomes "
            "held), input paused: daemon unhealthy, retrying in %ld ms",
-           err, held_outbox(gc)->count, gc->retry_ms);
+           err, gc->committing.count, gc->retry_ms);
     gc->transport_ops->pause_input(gc->transport);
     arm_retry(gc);
 }
@@ -89,7 +56,7 @@ static void retry_failed(ts_group_commit *gc, const char *err)
 {
     gc->failures++;
     ts_log(TS_LOG_WARN, "commit retry failed: %s; %zu outcomes still held",
-           err, held_outbox(gc)->count);
+           err, gc->committing.count);
     gc->retry_ms = ts_group_commit_next_delay(gc->retry_ms);
     arm_retry(gc);
 }
@@ -206,26 +173,17 @@ static void on_retry(evutil_socket_t fd, short what, void *arg)
     ts_group_commit *gc = arg;
     if (!gc->held)
         return;
+    /* The failed batch is intact: write it again. A group whose encoding
+     * failed is encoded again. */
     char err[ERR_MAX];
-    if (gc->writer != NULL) {
-        /* The failed batch is intact: write it again. A group whose
-         * encoding failed is encoded again. */
-        if (gc->batch_submitted) {
-            ts_store_writer_submit(gc->writer);
-        } else if (start_commit(gc, err, sizeof err) != 0) {
-            retry_failed(gc, err);
-        } else if (!gc->batch_submitted) {
-            recovered(gc);  /* nothing needed writing after all */
-            ts_group_commit_flush(gc);
-        }
-        return;
-    }
-    if (commit_inline(gc, err, sizeof err) != 0) {
+    if (gc->batch_submitted) {
+        ts_store_writer_submit(gc->writer);
+    } else if (start_commit(gc, err, sizeof err) != 0) {
         retry_failed(gc, err);
-        return;
+    } else if (!gc->batch_submitted) {
+        recovered(gc);  /* nothing needed writing after all */
+        ts_group_commit_flush(gc);
     }
-    ts_outbox_publish(gc->outbox, gc->transport_ops, gc->transport);
-    recovered(gc);
 }
 
 int ts_group_commit_start(ts_group_commit *gc)
@@ -260,18 +218,10 @@ void ts_group_commit_flush(ts_group_commit *gc)
 {
     if (gc->held)
         return; /* a held group leaves only through the retry */
-    if (gc->writer != NULL) {
+    if (gc->writer != NULL)
         flush_pipelined(gc);
-        return;
-    }
-    if (gc->outbox->count == 0)
-        return;
-    char err[ERR_MAX];
-    if (commit_inline(gc, err, sizeof err) != 0) {
-        hold(gc, err);
-        return;
-    }
-    ts_outbox_publish(gc->outbox, gc->transport_ops, gc->transport);
+    else if (gc->outbox->count > 0)  /* memory only: nothing to commit */
+        ts_outbox_publish(gc->outbox, gc->transport_ops, gc->transport);
 }
 
 int ts_group_commit_output_ready(ts_group_commit *gc)
@@ -279,10 +229,10 @@ int ts_group_commit_output_ready(ts_group_commit *gc)
     if (gc->held)
         return 0;
     if (gc->writer == NULL)
-        return gc->outbox->sent == 0
-                   ? 0
-                   : ts_outbox_publish(gc->outbox, gc->transport_ops,
-                                       gc->transport);
+        return ts_outbox_unsent(gc->outbox) > 0
+                   ? ts_outbox_publish(gc->outbox, gc->transport_ops,
+                                       gc->transport)
+                   : 0;
     if (ts_store_writer_busy(gc->writer))
         return 0;  /* `done` publishes the group */
     int blocked = ts_outbox_unsent(&gc->committing) > 0
@@ -323,31 +273,28 @@ int ts_group_commit_finish(ts_group_commit *gc)
         finish_pipelined(gc);
     else
         ts_group_commit_flush(gc);
-    if (gc->writer == NULL && gc->held) {
-        char err[ERR_MAX];
-        if (commit_inline(gc, err, sizeof err) == 0) {
-            gc->held = 0;
-            ts_outbox_publish(gc->outbox, gc->transport_ops, gc->transport);
-        }
-    }
-    ts_outbox *last = held_outbox(gc);
+    /* Memory only, the outbox is all there is; with a store, `committing`
+     * holds the group ahead of it. */
+    ts_outbox *ahead = gc->writer != NULL ? &gc->committing : gc->outbox;
+    ts_outbox *behind = gc->writer != NULL ? gc->outbox : NULL;
     if (gc->held) {
-        size_t lost = last->count + (gc->writer != NULL ? gc->outbox->count
-                                                        : 0);
+        size_t lost = ahead->count + (behind != NULL ? behind->count : 0);
         ts_log(TS_LOG_ERROR, "shutting down with an uncommitted batch: %zu "
                "outcomes not published", lost);
         gc->dropped_uncommitted += lost;
-        ts_outbox_clear(last);
-        ts_outbox_clear(gc->outbox);
+        ts_outbox_clear(ahead);
+        if (behind != NULL)
+            ts_outbox_clear(behind);
     }
-    size_t unsent = ts_outbox_unsent(last) +
-                    (gc->writer != NULL ? ts_outbox_unsent(gc->outbox) : 0);
+    size_t unsent = ts_outbox_unsent(ahead) +
+                    (behind != NULL ? ts_outbox_unsent(behind) : 0);
     if (unsent > 0) {
         ts_log(TS_LOG_WARN, "shutting down with the output full: %zu "
                "committed outcomes not published", unsent);
         gc->dropped_unsent += unsent;
-        ts_outbox_clear(last);
-        ts_outbox_clear(gc->outbox);
+        ts_outbox_clear(ahead);
+        if (behind != NULL)
+            ts_outbox_clear(behind);
     }
     return gc->held ? 1 : 0;
 }

@@ -829,10 +829,3 @@ void ts_pipeline_mark_durable(ts_pipeline *pipeline)
         pipeline->in_flight[i]->in_flight = 0;
     pipeline->n_in_flight = 0;
 }
-
-void ts_pipeline_mark_clean(ts_pipeline *pipeline)
-{
-    for (size_t i = 0; i < pipeline->n_dirty; i++)
-        pipeline->dirty[i]->dirty = 0;
-    pipeline->n_dirty = 0;
-}

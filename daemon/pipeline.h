@@ -219,14 +219,12 @@ void ts_pipeline_set_state_backend(ts_pipeline *pipeline,
 size_t ts_pipeline_dirty_count(const ts_pipeline *pipeline);
 
 /* Pass every dirty user to backend->save. Returns 0 when all saves
- * succeeded, -1 at the first failure. Users stay dirty until
- * ts_pipeline_mark_clean, i.e. until the caller's commit succeeded. */
+ * succeeded, -1 at the first failure; the users stay dirty either way. */
 int ts_pipeline_save_dirty(ts_pipeline *pipeline);
-void ts_pipeline_mark_clean(ts_pipeline *pipeline);
-/* Pipelined commits (daemon/store_writer.h): the dirty users, saved into a
- * batch now being written, become in flight (clean, but not expirable, so
- * that nobody reads an older record back from the store) until
- * ts_pipeline_mark_durable. One batch is in flight at a time. */
+/* After a successful save: the dirty users become in flight (clean, but
+ * not expirable, so that nobody reads an older record back from the store)
+ * until ts_pipeline_mark_durable, once their commit is done. One batch is
+ * in flight at a time (daemon/store_writer.h). */
 void ts_pipeline_mark_in_flight(ts_pipeline *pipeline);
 void ts_pipeline_mark_durable(ts_pipeline *pipeline);
 

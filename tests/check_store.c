@@ -124,8 +124,9 @@ static void group_commit(ts_pipeline *pipeline, ts_store *store)
     char err[512];
     ck_assert_int_eq(ts_store_begin(store, err, sizeof err), 0);
     ck_assert_int_eq(ts_pipeline_save_dirty(pipeline), 0);
+    ts_pipeline_mark_in_flight(pipeline);
     ck_assert_msg(ts_store_commit(store, err, sizeof err) == 0, "%s", err);
-    ts_pipeline_mark_clean(pipeline);
+    ts_pipeline_mark_durable(pipeline);
 }
 
 /* ------------------------------------------------------------ records */
