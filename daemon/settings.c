@@ -96,7 +96,7 @@ static const ts_setting_def setting_table[] = {
     CHOICE_ROW("output.mode", output_mode, socket_modes, "bind", RESTART,
                "bind the output endpoint or connect to it"),
     INT_ROW("output.hwm", output_hwm, 0, INT_MAX, 1, "100000", RESTART,
-            "send high-water mark in messages; 0 = unlimited"),
+            "send high-water mark in outcomes; 0 = unlimited"),
     CHOICE_ROW("output.type", output_kind, output_types, "pub", RESTART,
                "PUB (best effort) or PUSH (lossless, pauses input)"),
     CHOICE_ROW("output.format", output_format, output_formats, "point",
@@ -411,6 +411,14 @@ size_t ts_input_frame_cap(const ts_settings *s)
      * answered with an `oversized` rejection that says its size; past it
      * libzmq drops the peer's connection without reading on. */
     return s->max_message_bytes * 2;
+}
+
+int ts_output_queue_messages(const ts_settings *s)
+{
+    if (s->output_format != TS_OUTPUT_BATCH || s->output_hwm == 0)
+        return s->output_hwm;
+    size_t batches = (size_t)s->output_hwm / s->max_batch_updates;
+    return batches > 0 ? (int)batches : 1;
 }
 
 int ts_input_queue_messages(const ts_settings *s)

@@ -178,5 +178,11 @@ size_t ts_input_frame_cap(const ts_settings *settings);
 /* The input socket's ZMQ_RCVHWM, in messages per producer connection:
  * input.max_queued_mb over the frame cap, at most input.hwm. */
 int ts_input_queue_messages(const ts_settings *settings);
+/* The output socket's high-water mark in messages. output.hwm counts
+ * outcomes: with output.format = "batch" a message holds up to
+ * input.max_batch_updates of them, so a slow subscriber may queue at most
+ * output.hwm / max_batch_updates batches (at least 1), no more outcomes
+ * than with per-point output. 0 stays 0 (unlimited). */
+int ts_output_queue_messages(const ts_settings *settings);
 
 #endif

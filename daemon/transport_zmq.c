@@ -175,7 +175,8 @@ static int open_output(ts_transport *t, const ts_settings *settings,
                  zmq_strerror(zmq_errno()));
         return -1;
     }
-    if (set_int_option(t->output, ZMQ_SNDHWM, settings->output_hwm) != 0 ||
+    if (set_int_option(t->output, ZMQ_SNDHWM,
+                       ts_output_queue_messages(settings)) != 0 ||
         set_int_option(t->output, ZMQ_LINGER, OUTPUT_LINGER_MS) != 0 ||
         (t->subscriber_output &&
          set_int_option(t->output, ZMQ_XPUB_NODROP, 1) != 0)) {
