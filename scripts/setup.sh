@@ -18,7 +18,7 @@ say() { printf 'setup: %s\n' "$*"; }
 packages=(
     build-essential autoconf automake libtool pkg-config
     libevent-dev libzmq3-dev libprotobuf-c-dev protobuf-c-compiler
-    libconfig-dev libgsl-dev libsodium-dev zlib1g-dev check uthash-dev
+    libconfig-dev libgsl-dev libglpk-dev libsodium-dev zlib1g-dev check uthash-dev
     valgrind liblmdb-dev gzip procps
     clang libclang-rt-14-dev
     libsystemd-dev curl
