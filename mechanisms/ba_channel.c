@@ -41,6 +41,60 @@ static void channel_of_marginal(const double *kernel, size_t n,
     }
 }
 
+/* Clamps a marginal at the floor and rescales it to sum 1. */
+static void normalise_marginal(double *c, size_t n)
+{
+    double sum = 0.0;
+    for (size_t y = 0; y < n; y++) {
+        if (!(c[y] >= MARGINAL_FLOOR))
+            c[y] = MARGINAL_FLOOR;
+        sum += c[y];
+    }
+    for (size_t y = 0; y < n; y++)
+        c[y] /= sum;
+}
+
+/* sum_i a[i] b[i] with four partial sums: without -ffast-math the
+ * compiler may not reorder one long sum, and the BA step is two n x n
+ * products of these. */
+static double dot(const double *a, const double *b, size_t n)
+{
+    double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
+    size_t i = 0;
+    for (; i + 4 <= n; i += 4) {
+        s0 += a[i] * b[i];
+        s1 += a[i + 1] * b[i + 1];
+        s2 += a[i + 2] * b[i + 2];
+        s3 += a[i + 3] * b[i + 3];
+    }
+    for (; i < n; i++)
+        s0 += a[i] * b[i];
+    return (s0 + s1) + (s2 + s3);
+}
+
+/* One plain BA step without forming the channel: with Z = K c (each row's
+ * normaliser), c'(y) = c(y) sum_x pi(x) K(x, y) / Z(x). The kernel is
+ * symmetric, so both products read it row by row. Returns
+ * max_y |c'(y) - c(y)|. */
+static double ba_step(const double *kernel, size_t n, const double *prior,
+                      const double *c, double *out, double *weight)
+{
+    for (size_t x = 0; x < n; x++) {
+        weight[x] = prior[x] / dot(kernel + x * n, c, n);
+    }
+    for (size_t y = 0; y < n; y++) {
+        out[y] = c[y] * dot(kernel + y * n, weight, n);
+    }
+    normalise_marginal(out, n);
+    double change = 0.0;
+    for (size_t y = 0; y < n; y++) {
+        double delta = fabs(out[y] - c[y]);
+        if (delta > change)
+            change = delta;
+    }
+    return change;
+}
+
 int ts_ba_channel(const ts_vec2 *centres, size_t n, const double *prior,
                   const ts_ba_params *p, double *channel, double *marginal,
                   ts_ba_result *result, char *err, size_t errlen)
@@ -83,10 +137,17 @@ int ts_ba_channel(const ts_vec2 *centres, size_t n, const double *prior,
     double *kernel = malloc(n * n * sizeof *kernel);
     double *c = malloc(n * sizeof *c);
     double *next = malloc(n * sizeof *next);
-    if (kernel == NULL || c == NULL || next == NULL) {
+    double *c1 = malloc(n * sizeof *c1);
+    double *c2 = malloc(n * sizeof *c2);
+    double *scratch = malloc(n * sizeof *scratch);
+    if (kernel == NULL || c == NULL || next == NULL || c1 == NULL ||
+        c2 == NULL || scratch == NULL) {
         free(kernel);
         free(c);
         free(next);
+        free(c1);
+        free(c2);
+        free(scratch);
         snprintf(err, errlen, "out of memory");
         return -1;
     }
@@ -97,35 +158,70 @@ int ts_ba_channel(const ts_vec2 *centres, size_t n, const double *prior,
                                               p->unit_m));
     for (size_t y = 0; y < n; y++)
         c[y] = 1.0 / (double)n;
-    for (unsigned t = 1; t <= p->max_iterations; t++) {
-        channel_of_marginal(kernel, n, c, channel);
-        memset(next, 0, n * sizeof *next);
-        for (size_t x = 0; x < n; x++) {
-            const double *row = channel + x * n;
-            for (size_t y = 0; y < n; y++)
-                next[y] += prior[x] * row[y];
+    /* Accelerated fixed-point iteration (SQUAREM, Varadhan & Roland 2008,
+     * scheme S3): two plain BA steps c1 = F(c), c2 = F(c1) give the
+     * extrapolation c - 2 a r + a^2 v (r = c1 - c, v = c2 - c1 - r,
+     * a = -|r| / |v|), and one plain step from there stabilises it. From a
+     * uniform prior plain BA crawls (8,795 steps at beta 0.5 on the 24 x 17
+     * grid); the extrapolation cuts that several-fold. It changes only
+     * which positive marginal the iteration stops at, and the channel of
+     * any positive marginal is 2 beta d-private, so the guarantee does not
+     * depend on it. The stopping rule is the plain one: the last plain
+     * step moved no entry by more than the precision. */
+    unsigned steps = 0;
+    double change = INFINITY;
+    while (steps < p->max_iterations) {
+        if (p->max_iterations - steps < 3) {
+            change = ba_step(kernel, n, prior, c, next, scratch);
+            memcpy(c, next, n * sizeof *c);
+            steps++;
+            if (change <= p->precision)
+                break;
+            continue;
         }
-        double sum = 0.0;
-        for (size_t y = 0; y < n; y++) {
-            if (next[y] < MARGINAL_FLOOR)
-                next[y] = MARGINAL_FLOOR;
-            sum += next[y];
-        }
-        double change = 0.0;
-        for (size_t y = 0; y < n; y++) {
-            next[y] /= sum;
-            double delta = fabs(next[y] - c[y]);
-            if (delta > change)
-                change = delta;
-            c[y] = next[y];
-        }
-        result->iterations = t;
-        result->last_change = change;
-        if (change <= p->precision) {
-            result->converged = 1;
+        double first = ba_step(kernel, n, prior, c, c1, scratch);
+        if (first <= p->precision) {
+            memcpy(c, c1, n * sizeof *c);
+            change = first;
+            steps++;
             break;
         }
+        ba_step(kernel, n, prior, c1, c2, scratch);
+        steps += 2;
+        double rr = 0.0, vv = 0.0;
+        for (size_t y = 0; y < n; y++) {
+            double r = c1[y] - c[y], v = c2[y] - 2.0 * c1[y] + c[y];
+            rr += r * r;
+            vv += v * v;
+        }
+        double alpha = vv > 0.0 ? -sqrt(rr / vv) : -1.0;
+        if (alpha > -1.0)
+            alpha = -1.0;   /* -1 is exactly the second plain step */
+        /* Step back towards the plain step until every entry stays at or
+         * above the floor: an extrapolated marginal must remain one. */
+        for (;;) {
+            int positive = 1;
+            for (size_t y = 0; y < n; y++) {
+                double r = c1[y] - c[y], v = c2[y] - 2.0 * c1[y] + c[y];
+                next[y] = c[y] - 2.0 * alpha * r + alpha * alpha * v;
+                if (!(next[y] >= MARGINAL_FLOOR))
+                    positive = 0;
+            }
+            if (positive || alpha == -1.0)
+                break;
+            alpha = (alpha - 1.0) / 2.0;
+            if (alpha > -1.0)
+                alpha = -1.0;
+        }
+        normalise_marginal(next, n);
+        change = ba_step(kernel, n, prior, next, c, scratch);
+        steps++;
+        if (change <= p->precision)
+            break;
     }
+    result->iterations = steps;
+    result->last_change = change;
+    result->converged = change <= p->precision;
     /* The published channel is the one of the final marginal. */
     channel_of_marginal(kernel, n, c, channel);
     if (marginal != NULL)
@@ -133,6 +229,9 @@ int ts_ba_channel(const ts_vec2 *centres, size_t n, const double *prior,
     free(kernel);
     free(c);
     free(next);
+    free(c1);
+    free(c2);
+    free(scratch);
     return 0;
 }
 
