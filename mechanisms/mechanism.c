@@ -9,6 +9,7 @@
 #include "mechanisms/delta_privacy.h"
 #include "mechanisms/geoind.h"
 #include "mechanisms/predictive.h"
+#include "mechanisms/privic.h"
 
 /* The registry: adding a mechanism is one line here. */
 static const ts_mechanism_ops *const registry[] = {
@@ -16,6 +17,7 @@ static const ts_mechanism_ops *const registry[] = {
     &ts_predictive_ops,
     &ts_pim_ops,
     &ts_lm_delta_ops,
+    &ts_privic_ops,
     NULL,
 };
 
@@ -25,6 +27,9 @@ const ts_report_extra_def ts_report_extras[] = {
     { "delta_set_size", TS_EXTRA_UINT32,
       offsetof(ts_report, has_delta_set_size),
       offsetof(ts_report, delta_set_size) },
+    { "channel_version", TS_EXTRA_UINT32,
+      offsetof(ts_report, has_channel_version),
+      offsetof(ts_report, channel_version) },
 };
 const size_t ts_report_n_extras =
     sizeof ts_report_extras / sizeof ts_report_extras[0];
@@ -168,7 +173,38 @@ static void store_default(const ts_param_spec *row, void *profile)
         memcpy(field, &none, sizeof none);
         break;
     }
+    case TS_PARAM_BOX: {
+        double box[4] = { NAN, NAN, NAN, NAN };
+        if (def != NULL)
+            ts_parse_box(def, box);
+        memcpy(field, box, sizeof box);
+        break;
     }
+    }
+}
+
+int ts_parse_box(const char *text, double box[4])
+{
+    double v[4];
+    const char *p = text;
+    for (int i = 0; i < 4; i++) {
+        char *end;
+        v[i] = strtod(p, &end);
+        if (end == p || !isfinite(v[i]))
+            return -1;
+        while (*end == ' ')
+            end++;
+        if (i < 3 && *end != ',')
+            return -1;
+        if (i == 3 && *end != '\0')
+            return -1;
+        p = end + 1;
+    }
+    if (!(v[0] >= -90.0 && v[2] <= 90.0 && v[1] >= -180.0 &&
+          v[3] <= 180.0 && v[0] < v[2] && v[1] < v[3]))
+        return -1;
+    memcpy(box, v, sizeof v);
+    return 0;
 }
 
 static int parse_row(const ts_param_spec *row, const ts_params *src,
@@ -256,6 +292,21 @@ static int parse_row(const ts_param_spec *row, const ts_params *src,
         memcpy(field, &model, sizeof model);
         return 0;
     }
+    case TS_PARAM_BOX: {
+        const char *v;
+        double box[4];
+        int found = src->get_string(src->ctx, row->key, &v);
+        if (found == 0)
+            return 0;
+        if (found < 0 || ts_parse_box(v, box) != 0) {
+            snprintf(err, errlen, "%s: must be \"LAT_MIN,LON_MIN,LAT_MAX,"
+                     "LON_MAX\" in degrees, min < max, inside WGS84",
+                     row->key);
+            return -1;
+        }
+        memcpy(field, box, sizeof box);
+        return 0;
+    }
     }
     return -1;
 }
@@ -338,6 +389,9 @@ void ts_mechanism_param_help(const ts_mechanism_ops *ops, char *buf,
             break;
         case TS_PARAM_MODEL:
             snprintf(kind, sizeof kind, "model file path");
+            break;
+        case TS_PARAM_BOX:
+            snprintf(kind, sizeof kind, "LAT_MIN,LON_MIN,LAT_MAX,LON_MAX");
             break;
         }
         int w = snprintf(buf + used, len - used,

@@ -53,6 +53,10 @@ typedef enum ts_param_type {
      * after every other row, so a profile whose model is missing has had
      * all its other keys checked. */
     TS_PARAM_MODEL,
+    /* double[4]: a region "LAT_MIN,LON_MIN,LAT_MAX,LON_MAX" in WGS84
+     * degrees (the form `tracesan learn --region` takes), min < max on
+     * both axes, no antimeridian wrap. */
+    TS_PARAM_BOX,
 } ts_param_type;
 
 enum {
@@ -103,6 +107,10 @@ typedef struct ts_report {
     int predicted;
     int has_delta_set_size; /* delta-location-set mechanisms: |Delta X| */
     unsigned delta_set_size;
+    /* Channel mechanisms whose channel changes over time (privic): the
+     * version of the channel the report was drawn through. */
+    int has_channel_version;
+    unsigned channel_version;
 } ts_report;
 
 /* The per-report values beyond the point and its spend that a paper proves
@@ -195,6 +203,12 @@ typedef struct ts_mechanism_ops {
     /* Optional, for memory figures: the leading bytes of user_state that
      * carry information (the rest is zero). NULL = all of it. */
     size_t (*state_live_bytes)(const void *profile, const void *user_state);
+
+    /* Optional (mechanisms/population.h): the mechanism's reports are the
+     * cells of a grid drawn through a public channel, so the caller can
+     * estimate the population's distribution from them and, for an
+     * adaptive mechanism, rebuild the channel from that estimate. */
+    const struct ts_population_ops *population;
 } ts_mechanism_ops;
 
 /* Fills `profile` (the mechanism's own struct) from src by the ops'
@@ -218,6 +232,10 @@ void ts_mechanism_param_help(const ts_mechanism_ops *ops, char *buf,
 /* A NULL-terminated list of choices as an error or help text puts it:
  * "\"a\"", "\"a\" or \"b\"", "\"a\", \"b\" or \"c\"". */
 void ts_choices_text(const char *const *choices, char *buf, size_t len);
+
+/* Parses "LAT_MIN,LON_MIN,LAT_MAX,LON_MAX" (TS_PARAM_BOX's form) into
+ * box; 0, or -1 when it is not four finite numbers of a valid region. */
+int ts_parse_box(const char *text, double box[4]);
 
 /* `.params` and `.n_params` of an ops table from a static array of rows. */
 #define TS_PARAM_ROWS(rows) \

@@ -58,7 +58,7 @@ rows_ok() {
     tail -n +2 "$1" | sort -t, -k1,1 -k2,2n | awk -F, '
         function complain(msg) { if (bad++ < 10) print "# " msg ": " $0 }
         {
-            if (NF != 11) complain("column count")
+            if (NF != 12) complain("column count")
             want_mech = $9 == "pim" ? "pim" : "lm-delta"
             want_eps = $9 == "pim" ? 1 : 2
             if ($5 != want_mech) complain("mechanism")

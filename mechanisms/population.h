@@ -1,0 +1,170 @@
+/* Mechanisms whose reports are the cells of a grid, drawn through a public
+ * channel C[x * n + y] = P(report cell y | true cell x).
+ *
+ * Such a profile's published reports can be turned back into an estimate
+ * of where its users are (IBU, inference/ibu.h), and an adaptive mechanism
+ * (PRIVIC) rebuilds its channel from that estimate, cycle after cycle. The
+ * caller owns that loop: the daemon runs it off its event loop
+ * (daemon/population.c), `tracesan privic` in a plain loop. What is here
+ * are its pure steps. Only published reports and public channels enter
+ * them, so the estimate, the next channel and its version are
+ * post-processing of released data (docs/privic.md). */
+#ifndef TRACESAN_MECHANISMS_POPULATION_H
+#define TRACESAN_MECHANISMS_POPULATION_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "geometry/plane.h"
+#include "inference/ibu.h"
+
+/* When a cycle ends: after `reports` reports or `seconds` of event time
+ * since the cycle's first report, whichever comes first (0 = unused; at
+ * least one is set). */
+typedef struct ts_population_cycle {
+    uint64_t reports;
+    double seconds;
+    ts_ibu_params ibu;
+} ts_population_cycle;
+
+/* What building one channel did (BA for privic). */
+typedef struct ts_channel_build_stats {
+    unsigned iterations;
+    int converged;
+    double last_change;
+} ts_channel_build_stats;
+
+typedef struct ts_population_ops {
+    /* 1: channel_build depends on the estimate (the loop rebuilds and
+     * installs a channel every cycle); 0: the channel is fixed. */
+    int adaptive;
+    size_t (*cells)(const void *profile);
+    /* The grid is cols x rows cells of cell_w x cell_h metres, cell index
+     * row * cols + col, row 0 the southernmost. */
+    void (*grid_shape)(const void *profile, uint32_t *cols, uint32_t *rows,
+                       double *cell_w, double *cell_h);
+    /* The cell of a published point: 0 with *cell set, -1 when it is in
+     * no cell. */
+    int (*cell_of)(const void *profile, double lat, double lon,
+                   uint32_t *cell);
+    /* A cell's bounds in degrees {lat_min, lon_min, lat_max, lon_max}
+     * (GeoJSON) and its centre in metres of the grid's plane (EMD). */
+    void (*cell_bounds)(const void *profile, uint32_t cell, double bounds[4]);
+    ts_vec2 (*cell_centre)(const void *profile, uint32_t cell);
+    void (*cycle)(const void *profile, ts_population_cycle *out);
+    /* The channel for an estimate `theta` of the true distribution (n
+     * entries, full support; NULL: none yet, uniform). Pure, may be slow
+     * and is thread-safe: the daemon calls it off its event loop while
+     * releases go on through the installed channel. NULL with err set on
+     * failure. */
+    void *(*channel_build)(const void *profile, const double *theta,
+                           ts_channel_build_stats *stats, char *err,
+                           size_t errlen);
+    void (*channel_free)(void *channel);
+    /* The n x n matrix, row-major. */
+    const double *(*channel_matrix)(const void *channel);
+    /* Releases from now on go through `channel` (which the caller keeps
+     * alive until it installs another or frees the profile) and carry
+     * `version`. NULL channel: back to the profile's own first channel. */
+    void (*channel_install)(void *profile, const void *channel,
+                            uint32_t version);
+    /* The installed channel and its version. */
+    const void *(*channel_current)(const void *profile, uint32_t *version);
+} ts_population_ops;
+
+/* ------------------------------------------------------------ the loop
+ *
+ * PRIVIC's Algorithm 1 as state and steps, shared by the daemon (which
+ * runs ts_population_run on a worker thread) and `tracesan privic`:
+ *
+ *   observe   each published report's cell, counted under the version of
+ *             the channel it was drawn through;
+ *   close     at the cycle's end, the counts become a job;
+ *   run       IBU (GIBU when the cycle's reports went through two channel
+ *             versions) from the previous estimate, then, for an adaptive
+ *             mechanism, the next channel from the new estimate;
+ *   finish    the estimate replaces the old one and the new channel is
+ *             installed as version + 1.
+ *
+ * Reports of a version that is no longer counted (drawn before the
+ * channel before last) are dropped and counted in `stale`. */
+typedef struct ts_population_source {
+    const void *channel;         /* borrowed from the profile, or owned */
+    int owned;
+    uint32_t version;
+    double *counts;              /* n */
+    uint64_t reports;
+} ts_population_source;
+
+typedef struct ts_population_loop {
+    const ts_population_ops *ops;
+    void *profile;
+    size_t n;
+    ts_population_cycle cycle;
+    uint32_t cycles;             /* completed */
+    uint64_t reports_total;      /* observed and counted, all cycles */
+    uint64_t stale;
+    uint64_t outside;            /* published points in no cell */
+    double *theta;               /* the last estimate; NULL before one */
+    /* [0] the channel before the current one, [1] the current one. */
+    ts_population_source source[2];
+    uint64_t cycle_reports;
+    int64_t cycle_start_ms;
+    int job_running;
+} ts_population_loop;
+
+typedef struct ts_population_job {
+    const ts_population_ops *ops;
+    const void *profile;
+    size_t n;
+    ts_ibu_params ibu_params;
+    int adaptive;
+    ts_ibu_source sources[2];
+    double *counts[2];           /* owned copies */
+    size_t n_sources;
+    uint64_t reports;
+    double *theta;               /* in: the start; out: the estimate */
+    /* out */
+    int ok;
+    char err[256];
+    ts_ibu_result ibu;
+    double ibu_ms;
+    void *channel;               /* adaptive: the next channel */
+    ts_channel_build_stats build;
+    double build_ms;
+} ts_population_job;
+
+/* Starts the loop on the profile's installed channel. -1 on allocation
+ * failure. */
+int ts_population_loop_init(ts_population_loop *loop,
+                            const ts_population_ops *ops, void *profile);
+/* Frees the counts and the channels the loop owns, re-installing the
+ * profile's own first channel when one of them was installed. */
+void ts_population_loop_free(ts_population_loop *loop);
+
+/* Resumes a loop from a persisted estimate: builds the channel for theta
+ * (adaptive) and installs it as `version`. A theta of another length (the
+ * grid changed) is dropped and the first channel installed as version, so
+ * versions never go back. 0, or -1 with err. */
+int ts_population_restore(ts_population_loop *loop, uint32_t version,
+                          uint32_t cycles, uint64_t reports_total,
+                          const double *theta, size_t n_theta, char *err,
+                          size_t errlen);
+
+/* Counts one published report drawn through channel `version` at event
+ * time ts_ms. Returns 1 when the cycle is due (and no job is running). */
+int ts_population_observe(ts_population_loop *loop, double lat, double lon,
+                          uint32_t version, int64_t ts_ms);
+/* Moves the cycle's counts into `job` (the loop starts counting afresh).
+ * -1 on allocation failure or when nothing was counted; -1 without
+ * touching `job` while a job is running. */
+int ts_population_close(ts_population_loop *loop, ts_population_job *job);
+/* The slow step; touches only the job (and reads the profile). */
+void ts_population_run(ts_population_job *job);
+/* Takes the job's results into the loop; frees the job. Returns 1 when a
+ * new channel was installed, 0 when only the estimate changed, -1 when the
+ * job failed (the loop keeps its estimate and channel). */
+int ts_population_finish(ts_population_loop *loop, ts_population_job *job);
+void ts_population_job_free(ts_population_job *job);
+
+#endif
