@@ -507,6 +507,24 @@ int ts_codec_encode_outcome(const ts_outcome *outcome, ts_buf *topic,
                                      topic, payload);
 }
 
+int ts_codec_encode_density(const Tracesan__V1__DensityEstimate *estimate,
+                            ts_buf *topic, ts_buf *payload)
+{
+    size_t topic_mark = topic->len;
+    size_t payload_mark = payload->len;
+    if (estimate->profile == NULL ||
+        ts_buf_append(topic, TS_TOPIC_DENSITY_PREFIX,
+                      sizeof TS_TOPIC_DENSITY_PREFIX - 1) != 0 ||
+        ts_buf_append(topic, estimate->profile, strlen(estimate->profile)) !=
+            0 ||
+        pack_message(&estimate->base, payload) != 0) {
+        topic->len = topic_mark;
+        payload->len = payload_mark;
+        return -1;
+    }
+    return 0;
+}
+
 static size_t put_varint(uint8_t *out, uint64_t value)
 {
     size_t n = 0;

@@ -11,6 +11,7 @@
 
 #define TS_TOPIC_REJECTED "rejected"
 #define TS_TOPIC_SANITIZED_PREFIX "sanitized."
+#define TS_TOPIC_DENSITY_PREFIX "density."
 
 /* Growable byte buffer. */
 typedef struct ts_buf {
@@ -105,6 +106,12 @@ int ts_codec_encode_rejection(ts_reason reason, const char *user_id,
                               ts_buf *payload);
 
 /* Producer side (tracesan replay, tests, bench): pack a batch. */
+/* A tracesan.v1.DensityEstimate on topic "density.<profile>" (the caller
+ * fills everything but the topic). 0, or -1 on allocation failure (both
+ * buffers then as they were). */
+int ts_codec_encode_density(const Tracesan__V1__DensityEstimate *estimate,
+                            ts_buf *topic, ts_buf *payload);
+
 int ts_codec_encode_batch(const ts_input *inputs, size_t n, ts_buf *payload);
 
 #endif

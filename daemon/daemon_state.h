@@ -16,6 +16,7 @@
 #include "daemon/ops_http.h"
 #include "daemon/outbox.h"
 #include "daemon/pipeline.h"
+#include "daemon/population.h"
 #include "daemon/settings.h"
 #include "daemon/store.h"
 #include "daemon/transport.h"
@@ -37,6 +38,8 @@ typedef struct ts_daemon {
     ts_wire_update *wire;
     ts_store *store;             /* NULL: state.dir unset, memory only */
     ts_store_backend store_backend;
+    /* PRIVIC loops and the density feed; NULL when no profile has one. */
+    ts_population_set *population;
     /* operations: metrics, HTTP, reload, systemd */
     ts_metrics *metrics;
     ts_ops_http *http;

@@ -42,21 +42,53 @@ int64_t ts_wall_clock_ms(void)
 }
 
 /* Profiles live in one array inside the pipeline, so an outcome's profile
- * pointer gives its index without a name lookup on the hot path. */
-static void observe_update_latency(ts_daemon *daemon,
-                                   const ts_outcome *outcome,
-                                   const struct timespec *started)
+ * pointer gives its index without a name lookup on the hot path; -1 when
+ * it has none. */
+static long outcome_profile_index(const ts_daemon *daemon,
+                                  const ts_outcome *outcome)
 {
-    if (daemon->metrics == NULL || outcome->profile == NULL)
-        return;
+    if (outcome->profile == NULL)
+        return -1;
     const ts_profile *first = ts_pipeline_profile_at(daemon->pipeline, 0);
     size_t count = ts_pipeline_profile_count(daemon->pipeline);
     if (first == NULL || outcome->profile < first ||
         outcome->profile >= first + count)
+        return -1;
+    return (long)(outcome->profile - first);
+}
+
+static void observe_update_latency(ts_daemon *daemon,
+                                   const ts_outcome *outcome,
+                                   const struct timespec *started)
+{
+    long index = outcome_profile_index(daemon, outcome);
+    if (daemon->metrics == NULL || index < 0)
         return;
-    ts_metrics_observe_profile(daemon->metrics,
-                               (size_t)(outcome->profile - first),
+    ts_metrics_observe_profile(daemon->metrics, (size_t)index,
                                ts_metrics_seconds_since(started));
+}
+
+/* A fresh report of a profile with a PRIVIC loop: counted once its group
+ * is committed. A repeat is the previous report again, not a new draw
+ * from the channel, so it would bias the estimate. */
+static void queue_observation(ts_daemon *daemon, const ts_outcome *outcome)
+{
+    if (daemon->population == NULL || !outcome->sanitized ||
+        outcome->repeated)
+        return;
+    long index = outcome_profile_index(daemon, outcome);
+    if (index < 0 ||
+        ts_population_profile_has_loop(daemon->population, (size_t)index) < 0)
+        return;
+    ts_outbox_observation observation = {
+        .profile_index = (uint32_t)index,
+        .channel_version = outcome->report.has_channel_version
+                               ? outcome->report.channel_version : 1,
+        .lat = outcome->report.lat,
+        .lon = outcome->report.lon,
+        .ts_ms = outcome->ts_ms,
+    };
+    ts_outbox_add_observation(&daemon->outbox, &observation);
 }
 
 static void process_update(ts_daemon *daemon,
@@ -87,7 +119,8 @@ static void process_update(ts_daemon *daemon,
     if (!outcome->sanitized)
         log_rejection(daemon, outcome->user_id, outcome->reason,
                       outcome->detail);
-    ts_outbox_add_outcome(&daemon->outbox, outcome);
+    if (ts_outbox_add_outcome(&daemon->outbox, outcome) == 0)
+        queue_observation(daemon, outcome);
 }
 
 void ts_daemon_on_message(void *arg, const ts_inbound *message)

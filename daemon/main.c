@@ -323,6 +323,19 @@ static int run(const options *opts)
         goto out;
     }
 
+    if (ts_population_set_new(&daemon.population, daemon.pipeline,
+                              daemon.store, daemon.base,
+                              daemon.settings->density_publish_ms,
+                              daemon.transport_ops, daemon.transport, err,
+                              sizeof err) != 0) {
+        ts_log(TS_LOG_ERROR, "%s", err);
+        goto out;
+    }
+    if (daemon.population != NULL) {
+        daemon.commit.on_committed = ts_population_on_committed;
+        daemon.commit.on_committed_arg = daemon.population;
+    }
+
     if (ts_daemon_start_operations(&daemon, path, opts->overrides, opts->n_overrides,
                          &sighup_event) != 0)
         goto out;
@@ -352,6 +365,7 @@ static int run(const options *opts)
 
 out:
     ts_daemon_stop_operations(&daemon, sighup_event);
+    ts_population_set_free(daemon.population);
     if (expire_event != NULL)
         event_free(expire_event);
     ts_group_commit_stop(&daemon.commit);

@@ -87,7 +87,28 @@ static char *render_metrics(void *arg, size_t *len)
     }
     sources.zap_accepted = transport.zap_accepted;
     sources.zap_denied = transport.zap_denied;
-    return ts_metrics_render(daemon->metrics, &sources, len);
+    char *text = ts_metrics_render(daemon->metrics, &sources, len);
+    if (text == NULL || daemon->population == NULL)
+        return text;
+    ts_buf body = { 0 };
+    if (ts_buf_append(&body, text, *len) != 0 ||
+        ts_population_render_metrics(daemon->population, &body) != 0 ||
+        ts_buf_append(&body, "", 1) != 0) {
+        free(text);
+        ts_buf_free(&body);
+        return NULL;
+    }
+    free(text);
+    *len = body.len - 1;
+    return (char *)body.data;
+}
+
+static char *serve_density(void *arg, const char *rest, int *status,
+                           const char **content_type, size_t *len)
+{
+    ts_daemon *daemon = arg;
+    *content_type = "application/geo+json";
+    return ts_population_geojson(daemon->population, rest, status, len);
 }
 
 void ts_daemon_notify_status(const ts_daemon *daemon)
@@ -173,6 +194,7 @@ static void reload_configuration(ts_daemon *daemon)
         .overrides = daemon->overrides,
         .n_overrides = daemon->n_overrides,
         .pipeline = daemon->pipeline,
+        .population = daemon->population,
         .running = daemon->settings,
         .transport_ops = daemon->transport_ops,
         .transport = daemon->transport,
@@ -226,6 +248,8 @@ int ts_daemon_start_operations(ts_daemon *daemon, const char *config_path,
             ts_log(TS_LOG_ERROR, "%s", err);
             return -1;
         }
+        ts_ops_http_set_resource(daemon->http, "/density/", serve_density,
+                                 daemon);
     }
 
     *sighup_event = evsignal_new(daemon->base, SIGHUP, on_sighup, daemon);

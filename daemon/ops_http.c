@@ -51,6 +51,9 @@ struct ts_ops_http {
     ts_ops_render_fn render;
     void *arg;
     char address[HOST_MAX + 16];
+    const char *resource_prefix;
+    ts_ops_resource_fn resource;
+    void *resource_arg;
 };
 
 typedef struct http_connection {
@@ -180,6 +183,34 @@ static void serve_healthz(http_connection *conn, int head_only)
                reason, n, 0);
 }
 
+static const char *status_reason(int status)
+{
+    switch (status) {
+    case 200: return "OK";
+    case 404: return "Not Found";
+    case 503: return "Service Unavailable";
+    default: return "Internal Server Error";
+    }
+}
+
+static void serve_resource(http_connection *conn, int head_only,
+                           const char *rest)
+{
+    int status = 500;
+    const char *type = "text/plain";
+    size_t len = 0;
+    char *body = conn->http->resource(conn->http->resource_arg, rest,
+                                      &status, &type, &len);
+    if (body == NULL) {
+        send_plain(conn, head_only, 500, "Internal Server Error",
+                   "internal error\n");
+        return;
+    }
+    send_reply(conn, head_only, status, status_reason(status), type, body,
+               len, 0);
+    free(body);
+}
+
 /* Case-insensitive: does the comma-separated header value list `token`? */
 static int header_has_token(const char *value, const char *token)
 {
@@ -266,6 +297,11 @@ static void serve_request(http_connection *conn)
         serve_metrics(conn, head_only);
     else if (strcmp(target, "/healthz") == 0)
         serve_healthz(conn, head_only);
+    else if (conn->http->resource != NULL &&
+             strncmp(target, conn->http->resource_prefix,
+                     strlen(conn->http->resource_prefix)) == 0)
+        serve_resource(conn, head_only,
+                       target + strlen(conn->http->resource_prefix));
     else
         send_plain(conn, head_only, 404, "Not Found", "not found\n");
 }
@@ -506,6 +542,14 @@ fail:
 const char *ts_ops_http_address(const ts_ops_http *http)
 {
     return http->address;
+}
+
+void ts_ops_http_set_resource(ts_ops_http *http, const char *prefix,
+                              ts_ops_resource_fn serve, void *arg)
+{
+    http->resource_prefix = prefix;
+    http->resource = serve;
+    http->resource_arg = arg;
 }
 
 ts_ops_http_counters ts_ops_http_get_counters(const ts_ops_http *http)

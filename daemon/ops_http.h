@@ -35,6 +35,14 @@ ts_ops_http *ts_ops_http_start(struct event_base *base, const char *listen,
                                size_t max_connections,
                                ts_ops_render_fn render, void *arg, char *err,
                                size_t errlen);
+/* Serves GET/HEAD of every path under `prefix` ("/density/") through
+ * `serve`, which gets the rest of the path and returns a malloc'ed body
+ * (NULL: 500) with its status and content type. One such route. */
+typedef char *(*ts_ops_resource_fn)(void *arg, const char *rest,
+                                    int *status, const char **content_type,
+                                    size_t *len);
+void ts_ops_http_set_resource(ts_ops_http *http, const char *prefix,
+                              ts_ops_resource_fn serve, void *arg);
 ts_ops_http_counters ts_ops_http_get_counters(const ts_ops_http *http);
 /* "host:port" actually bound (ephemeral port resolved). */
 const char *ts_ops_http_address(const ts_ops_http *http);

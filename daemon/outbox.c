@@ -148,8 +148,25 @@ int ts_outbox_publish(ts_outbox *box, const ts_transport_ops *ops,
     return 0;
 }
 
+int ts_outbox_add_observation(ts_outbox *box,
+                              const ts_outbox_observation *observation)
+{
+    if (box->n_observations == box->observations_cap) {
+        size_t cap = box->observations_cap ? 2 * box->observations_cap : 256;
+        ts_outbox_observation *grown =
+            realloc(box->observations, cap * sizeof *grown);
+        if (grown == NULL)
+            return -1;
+        box->observations = grown;
+        box->observations_cap = cap;
+    }
+    box->observations[box->n_observations++] = *observation;
+    return 0;
+}
+
 void ts_outbox_clear(ts_outbox *box)
 {
+    box->n_observations = 0;
     ts_buf_reset(&box->topics);
     ts_buf_reset(&box->payloads);
     box->count = 0;
@@ -173,5 +190,8 @@ void ts_outbox_free(ts_outbox *box)
     ts_buf_free(&box->scratch_payload);
     free(box->entries);
     box->entries = NULL;
+    free(box->observations);
+    box->observations = NULL;
+    box->n_observations = box->observations_cap = 0;
     box->count = box->capacity = box->sent = 0;
 }

@@ -17,6 +17,16 @@ typedef struct ts_outbox_entry {
     size_t payload_len;
 } ts_outbox_entry;
 
+/* A sanitized report of a profile with a population loop
+ * (daemon/population.h): what the loop counts once the report's group is
+ * committed. Published values only. */
+typedef struct ts_outbox_observation {
+    uint32_t profile_index;
+    uint32_t channel_version;
+    double lat, lon;
+    int64_t ts_ms;
+} ts_outbox_observation;
+
 typedef struct ts_outbox {
     ts_buf topics;
     ts_buf payloads;
@@ -26,6 +36,8 @@ typedef struct ts_outbox {
     /* Entries before `sent` are published: a full lossless output stopped
      * the rest, which wait (committed, in order) until it takes more. */
     size_t sent;
+    ts_outbox_observation *observations;
+    size_t n_observations, observations_cap;
     /* output.format = "batch" (`batched`): the outcomes of one input
      * message go into one OutcomeBatch entry on topic "batch", framed as
      * its repeated fields; batch_open says the last entry still takes
@@ -46,6 +58,11 @@ int ts_outbox_add_outcome(ts_outbox *box, const ts_outcome *outcome);
 /* A rejection not tied to a parsed update (malformed message, ...). */
 int ts_outbox_add_rejection(ts_outbox *box, ts_reason reason,
                             const char *detail);
+
+/* 0, or -1 when memory ran out (the observation is lost: the loop then
+ * estimates from one report fewer). */
+int ts_outbox_add_observation(ts_outbox *box,
+                              const ts_outbox_observation *observation);
 
 /* A new input message begins: in batched mode its outcomes go into a new
  * entry. */

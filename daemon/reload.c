@@ -1,5 +1,7 @@
 #include "daemon/reload.h"
 
+#include "daemon/population.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -114,8 +116,15 @@ int ts_reload(const ts_reload_target *t)
     /* NULL only when out of memory: the reload then goes on unlogged. */
     size_t n_before = 0;
     profile_summary *before = summarize_profiles(t->pipeline, &n_before);
-    if (ts_pipeline_replace_profiles(t->pipeline, profiles, n_profiles,
-                                     default_index, err, sizeof err) != 0) {
+    ts_population_set_detach(t->population);
+    int replaced = ts_pipeline_replace_profiles(t->pipeline, profiles,
+                                                n_profiles, default_index,
+                                                err, sizeof err);
+    char population_err[ERR_MAX];
+    if (ts_population_set_attach(t->population, population_err,
+                                 sizeof population_err) != 0)
+        ts_log(TS_LOG_ERROR, "reload: %s", population_err);
+    if (replaced != 0) {
         free(before);
         ts_config_free(fresh);
         return refuse(t, err);

@@ -19,6 +19,9 @@ typedef struct ts_reload_target {
     const char *const *overrides;
     size_t n_overrides;
     ts_pipeline *pipeline;
+    /* PRIVIC loops bound to the pipeline's profiles (may be NULL): they
+     * let go of the old profiles and rebind to the new ones. */
+    struct ts_population_set *population;
     /* The running settings stay those of the original file: the transport
      * and store hold pointers into them. */
     const ts_settings *running;

@@ -102,6 +102,9 @@ static const ts_setting_def setting_table[] = {
     CHOICE_ROW("output.format", output_format, output_formats, "point",
                RESTART, "one message per outcome, or one OutcomeBatch per "
                "input message"),
+    INT_ROW("output.density_publish_s", density_publish_ms, 0,
+            MAX_DURATION_S, 1000, "10", RESTART,
+            "period of the density.<profile> estimates; 0 = off"),
     INT_ROW("users.max_users", limits.max_users, 1, 1LL << 32, 1, "1000000",
             RESTART, "capacity of the per-user table"),
     INT_ROW("users.idle_ttl_s", limits.idle_ttl_ms, 0, MAX_DURATION_S, 1000,

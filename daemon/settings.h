@@ -49,6 +49,7 @@ typedef struct ts_settings {
     int output_hwm;
     ts_output_kind output_kind;
     ts_output_format output_format;
+    int64_t density_publish_ms;          /* 0 = off */
     ts_pipeline_limits limits;
     int64_t expire_interval_ms;
     int log_level;                       /* ts_log_level */

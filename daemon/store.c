@@ -426,6 +426,50 @@ out:
     return result;
 }
 
+int ts_store_put_meta(ts_store *store, const char *name, const void *bytes,
+                      size_t len, char *err, size_t errlen)
+{
+    MDB_txn *txn;
+    int rc = mdb_txn_begin(store->env, NULL, 0, &txn);
+    if (rc == 0) {
+        MDB_val key = { .mv_size = strlen(name), .mv_data = (void *)name };
+        MDB_val value = { .mv_size = len, .mv_data = (void *)bytes };
+        rc = mdb_put(txn, store->meta, &key, &value, 0);
+        if (rc == 0)
+            rc = mdb_txn_commit(txn);
+        else
+            mdb_txn_abort(txn);
+    }
+    if (rc != 0) {
+        set_err(err, errlen, "state store: cannot write %s: %s", name,
+                mdb_strerror(rc));
+        return -1;
+    }
+    return 0;
+}
+
+int ts_store_get_meta(ts_store *store, const char *name, void **bytes,
+                      size_t *len)
+{
+    MDB_txn *txn;
+    if (mdb_txn_begin(store->env, NULL, MDB_RDONLY, &txn) != 0)
+        return -1;
+    MDB_val key = { .mv_size = strlen(name), .mv_data = (void *)name };
+    MDB_val value;
+    int rc = mdb_get(txn, store->meta, &key, &value);
+    int result = rc == MDB_NOTFOUND ? 0 : -1;
+    if (rc == 0) {
+        *bytes = malloc(value.mv_size > 0 ? value.mv_size : 1);
+        if (*bytes != NULL) {
+            memcpy(*bytes, value.mv_data, value.mv_size);
+            *len = value.mv_size;
+            result = 1;
+        }
+    }
+    mdb_txn_abort(txn);
+    return result;
+}
+
 int ts_store_iterate(ts_store *store, ts_store_visit_fn visit, void *ctx)
 {
     MDB_txn *txn;

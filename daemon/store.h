@@ -75,6 +75,17 @@ void ts_store_abort(ts_store *store);
 int ts_store_get(ts_store *store, const char *user_id, size_t id_len,
                  const void **bytes, size_t *len);
 
+/* The daemon's own small records beside the users (a PRIVIC profile's
+ * channel version and estimate), in the meta database under `name`. put
+ * runs a write transaction of its own, so any thread may call it (LMDB
+ * serialises writers; it waits for the store writer's commit), and it is
+ * durable per the sync mode when it returns 0. get: 1 with *bytes
+ * malloc'ed (the caller frees), 0 absent, -1 error. */
+int ts_store_put_meta(ts_store *store, const char *name, const void *bytes,
+                      size_t len, char *err, size_t errlen);
+int ts_store_get_meta(ts_store *store, const char *name, void **bytes,
+                      size_t *len);
+
 /* Visit every user in key order; a non-zero return from `visit` stops the
  * walk and is returned. -1 on a store error. */
 typedef int (*ts_store_visit_fn)(void *ctx, const char *user_id,

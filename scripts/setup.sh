@@ -21,7 +21,7 @@ packages=(
     libconfig-dev libgsl-dev libglpk-dev libsodium-dev zlib1g-dev check uthash-dev
     valgrind liblmdb-dev gzip procps
     clang libclang-rt-14-dev
-    libsystemd-dev curl
+    libsystemd-dev curl python3
 )
 
 install_missing_packages() {

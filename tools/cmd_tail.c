@@ -30,6 +30,9 @@
 #define DRAIN_BUDGET 4096
 #define MAX_SKIP_WARNINGS 20
 #define STDOUT_BUFFER_BYTES (256 * 1024)
+#define DENSITY_HEADER                                                      \
+    "profile,mechanism,channel_version,cycle,reports,reports_total,rows,"  \
+    "cols,cells,probability_sum,estimated_at_ms"
 
 typedef struct topic_list {
     const char *topics[MAX_TOPICS];
@@ -38,6 +41,7 @@ typedef struct topic_list {
 
 typedef struct tail_state {
     FILE *rejections;
+    FILE *density;           /* NULL: density estimates are skipped */
     ts_codec_arena arena;    /* batches unpack here */
     uint64_t received;       /* sanitized + rejected */
     uint64_t skipped;
@@ -58,7 +62,8 @@ static void usage(FILE *out)
         "[--count N]\n"
         "                     [--timeout S] [--rejections FILE] "
         "[--ready-file F]\n"
-        "                     [--config FILE] [-o PATH=VALUE]...\n"
+        "                     [--density FILE] [--config FILE] "
+        "[-o PATH=VALUE]...\n"
         "\n"
         "Subscribes to tracesand's output and prints sanitized points on\n"
         "stdout as CSV with the header\n",
@@ -88,6 +93,10 @@ static void usage(FILE *out)
         "  -T, --timeout S         exit after S seconds (float) without a\n"
         "                          message\n"
         "  -r, --rejections FILE   write rejections there (default stderr)\n"
+        "  -D, --density FILE      write a CSV summary of each density estimate\n"
+        "                          (topic density.<profile>) there, header\n"
+        "                          " DENSITY_HEADER "\n"
+        "                          (the cells themselves: GET /density/<profile>)\n"
         "  -R, --ready-file F      create F once the subscription is connected\n"
         "                          (scripts wait for it before sending)\n"
         "  -h, --help              show this help\n"
@@ -207,6 +216,35 @@ static int print_batch(tail_state *state, const zmq_msg_t *payload)
     return rc;
 }
 
+/* One summary row per estimate; the sum of its probabilities lets a
+ * script check that what arrived is a distribution. */
+static int print_density(tail_state *state, const zmq_msg_t *payload)
+{
+    Tracesan__V1__DensityEstimate *estimate =
+        tracesan__v1__density_estimate__unpack(
+            NULL, zmq_msg_size(payload), zmq_msg_data((zmq_msg_t *)payload));
+    if (estimate == NULL) {
+        skip_message(state, "payload is not a DensityEstimate");
+        return 0;
+    }
+    double sum = 0.0;
+    for (size_t i = 0; i < estimate->n_probability; i++)
+        sum += estimate->probability[i];
+    int rc = fprintf(state->density,
+                     "%s,%s,%" PRIu32 ",%" PRIu32 ",%" PRIu64 ",%" PRIu64
+                     ",%" PRIu32 ",%" PRIu32 ",%zu,%.12g,%" PRId64 "\n",
+                     estimate->profile != NULL ? estimate->profile : "",
+                     estimate->mechanism != NULL ? estimate->mechanism : "",
+                     estimate->channel_version, estimate->cycle,
+                     estimate->reports, estimate->reports_total,
+                     estimate->rows, estimate->cols,
+                     estimate->n_probability, sum,
+                     estimate->estimated_at_ms) < 0 ||
+             fflush(state->density) != 0 ? -1 : 0;
+    tracesan__v1__density_estimate__free_unpacked(estimate, NULL);
+    return rc;
+}
+
 static int topic_is(const zmq_msg_t *topic, const char *name, int prefix)
 {
     size_t len = strlen(name);
@@ -244,6 +282,11 @@ static int receive_one(void *socket, tail_state *state, zmq_msg_t *topic,
         return print_rejection(state, payload) == 0 ? 1 : -1;
     if (topic_is(topic, "batch", 0))
         return print_batch(state, payload) == 0 ? 1 : -1;
+    /* Density estimates are grids, not rows of the points' CSV: --density
+     * summarises them, GET /density/<profile> serves their cells. */
+    if (topic_is(topic, TS_TOPIC_DENSITY_PREFIX, 1))
+        return state->density == NULL || print_density(state, payload) == 0
+                   ? 1 : -1;
     skip_message(state, "unknown topic");
     return 1;
 }
@@ -278,6 +321,7 @@ int cmd_tail(int argc, char **argv)
     double timeout_s = 0.0;  /* 0 = none */
     const char *rejections_path = NULL;
     const char *ready_path = NULL;
+    const char *density_path = NULL;
     const ts_tool_option options[] = {
         { "topic", 't', TS_ARG_HANDLER, .dest = &subscriptions,
           .handle = add_topic },
@@ -285,6 +329,7 @@ int cmd_tail(int argc, char **argv)
         { "timeout", 'T', TS_ARG_POSITIVE, .dest = &timeout_s },
         { "rejections", 'r', TS_ARG_STRING, .dest = &rejections_path },
         { "ready-file", 'R', TS_ARG_STRING, .dest = &ready_path },
+        { "density", 'D', TS_ARG_STRING, .dest = &density_path },
         { 0 },
     };
     const ts_tool_command command = {
@@ -319,6 +364,17 @@ int cmd_tail(int argc, char **argv)
             state.rejections = stderr;
             goto out;
         }
+    }
+    if (density_path != NULL) {
+        state.density = fopen(density_path, "w");
+        if (state.density == NULL) {
+            fprintf(stderr, TS_TOOL_NAME ": %s: %s\n", density_path,
+                    strerror(errno));
+            goto out;
+        }
+        if (fputs(DENSITY_HEADER "\n", state.density) == EOF ||
+            fflush(state.density) != 0)
+            goto write_error;
     }
     static char stdout_buffer[STDOUT_BUFFER_BYTES];
     setvbuf(stdout, stdout_buffer, _IOFBF, sizeof stdout_buffer);
@@ -462,6 +518,10 @@ out:
         zmq_ctx_term(context);
     if (state.rejections != stderr && state.rejections != NULL)
         fclose(state.rejections);
+    if (state.density != NULL && fclose(state.density) != 0 && status == 0) {
+        fprintf(stderr, TS_TOOL_NAME ": cannot write the density summary\n");
+        status = 1;
+    }
     ts_codec_arena_free(&state.arena);
     return status;
 }

@@ -52,6 +52,10 @@ static void usage(FILE *out)
         "LAT_MIN,LON_MIN,LAT_MAX,LON_MAX\n"
         "             --cell-m METRES --tick-s SECONDS [--per-user]\n"
         "             [--output FILE] IN.csv)\n"
+        "  privic    run the PRIVIC loop of a privic profile over a trace\n"
+        "            (" TS_TOOL_NAME " privic --config FILE --profile NAME "
+        "[--compare-laplace]\n"
+        "             TRUE.csv)\n"
         "\n"
         "options:\n"
         "  -h, --help     show this help\n"
@@ -108,6 +112,7 @@ int main(int argc, char **argv)
         { "eval", cmd_eval },
         { "sample", cmd_sample },
         { "learn", cmd_learn },
+        { "privic", cmd_privic },
     };
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         if (strcmp(command, commands[i].name) == 0)

@@ -1,0 +1,485 @@
+/* tracesan privic: PRIVIC's loop (Algorithm 1) offline over a CSV trace,
+ * with the figures the paper judges it by.
+ *
+ * Every row inside the profile's region is released once through the
+ * profile's mechanism (no ledger: this measures the mechanism's
+ * statistical utility, not a user's budget); the cycle length comes from
+ * the profile. Per cycle: EMD between the true distribution of the cycle's
+ * rows and the IBU estimate, EMD between the estimate and the previous
+ * one, and what BA and IBU cost. With --compare-laplace, the BA channel
+ * and the planar Laplace at the same geo-indistinguishability level
+ * (eps = 2 beta) each release every row once, IBU estimates the
+ * distribution from each one's reports, and EMD says how far each estimate
+ * is from the truth (the paper's Figure 3). */
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "inference/emd.h"
+#include "inference/ibu.h"
+#include "mechanisms/laplace_channel.h"
+#include "mechanisms/planar_laplace.h"
+#include "mechanisms/population.h"
+#include "tools/commands.h"
+#include "tools/csv.h"
+
+#define ERR_MAX 512
+
+static void usage(FILE *out)
+{
+    fputs(
+        "usage: " TS_TOOL_NAME " privic --config FILE --profile NAME "
+        "[-o PATH=VALUE]... [--seed N]\n"
+        "                       [--compare-laplace] TRUE.csv\n"
+        "\n"
+        "Runs the PRIVIC loop of a privic profile over a CSV trace (header\n"
+        "user,ts,lat,lon): every row inside the profile's region is released\n"
+        "once through the profile's channel, and at each cycle's end IBU\n"
+        "estimates the distribution and BA builds the next channel.\n"
+        "\n"
+        "options:\n"
+        "  -c, --config FILE       tracesand configuration\n"
+        "  -o, --override PATH=VALUE\n"
+        "  -p, --profile NAME      a privic profile (default: the default one)\n"
+        "  -s, --seed N            deterministic noise (testing only)\n"
+        "      --compare-laplace   BA against planar Laplace at eps = 2 beta\n"
+        "  -h, --help\n"
+        "\n"
+        "stdout: CSV, one row per completed cycle:\n"
+        "  cycle,reports,emd_true_m,emd_prev_m,ba_iterations,ba_ms,"
+        "ibu_iterations,ibu_ms,emd_pop_m,emd_acc_m\n"
+        "  emd_true_m: estimate vs the cycle's own rows; emd_pop_m: vs all\n"
+        "  rows inside the region; emd_acc_m: the paper's combination of the\n"
+        "  estimates so far, weighted by reports, vs all rows\n"
+        "or with --compare-laplace:\n"
+        "  mechanism,beta,emd_true_m,ibu_iterations   (beta per km)\n",
+        out);
+}
+
+typedef struct trace {
+    double *lat, *lon;
+    int64_t *ts_ms;
+    uint32_t *cell;          /* the true cell */
+    size_t n, cap;
+    size_t outside;
+} trace;
+
+static void trace_free(trace *t)
+{
+    free(t->lat);
+    free(t->lon);
+    free(t->ts_ms);
+    free(t->cell);
+}
+
+static int trace_push(trace *t, const ts_csv_row *row, uint32_t cell)
+{
+    if (t->n == t->cap) {
+        size_t cap = t->cap ? 2 * t->cap : 4096;
+        double *lat = realloc(t->lat, cap * sizeof *lat);
+        if (lat != NULL)
+            t->lat = lat;
+        double *lon = realloc(t->lon, cap * sizeof *lon);
+        if (lon != NULL)
+            t->lon = lon;
+        int64_t *ts = realloc(t->ts_ms, cap * sizeof *ts);
+        if (ts != NULL)
+            t->ts_ms = ts;
+        uint32_t *c = realloc(t->cell, cap * sizeof *c);
+        if (c != NULL)
+            t->cell = c;
+        if (lat == NULL || lon == NULL || ts == NULL || c == NULL)
+            return -1;
+        t->cap = cap;
+    }
+    t->lat[t->n] = row->lat;
+    t->lon[t->n] = row->lon;
+    t->ts_ms[t->n] = row->ts_ms;
+    t->cell[t->n] = cell;
+    t->n++;
+    return 0;
+}
+
+static int read_trace(const char *path, const ts_population_ops *pop,
+                      const void *profile, trace *t)
+{
+    char err[ERR_MAX];
+    ts_csv_reader *reader = ts_csv_open(path, err, sizeof err);
+    if (reader == NULL) {
+        fprintf(stderr, TS_TOOL_NAME " privic: %s\n", err);
+        return -1;
+    }
+    ts_csv_row row;
+    int rc, status = 0;
+    while ((rc = ts_csv_read(reader, &row, err, sizeof err)) != TS_CSV_EOF) {
+        if (rc == TS_CSV_IO_ERROR) {
+            fprintf(stderr, TS_TOOL_NAME " privic: %s: %s\n", path, err);
+            status = -1;
+            break;
+        }
+        if (rc == TS_CSV_BAD_ROW)
+            continue;
+        uint32_t cell;
+        if (pop->cell_of(profile, row.lat, row.lon, &cell) != 0) {
+            t->outside++;
+            continue;
+        }
+        if (trace_push(t, &row, cell) != 0) {
+            fprintf(stderr, TS_TOOL_NAME " privic: out of memory\n");
+            status = -1;
+            break;
+        }
+    }
+    ts_csv_close(reader);
+    return status;
+}
+
+typedef struct grid_points {
+    size_t n;
+    ts_vec2 *centres;
+} grid_points;
+
+/* ts_emd is given the excess p - q rescaled to unit mass and the result
+ * scaled back, which is the same distance (with a metric ground distance
+ * only p - q matters). Passed as is, two estimates a cycle apart that
+ * differ by ~1e-7 a cell leave GLPK bounds at the size of its absolute
+ * feasibility tolerance, and its simplex was seen to run for minutes
+ * without returning. */
+static double emd_between(const grid_points *g, const double *p,
+                          const double *q)
+{
+    size_t n = g->n;
+    double *from = malloc(n * sizeof *from);
+    double *to = malloc(n * sizeof *to);
+    double d = NAN, p_total = 0.0, q_total = 0.0, moved = 0.0;
+    if (from == NULL || to == NULL)
+        goto out;
+    for (size_t i = 0; i < n; i++) {
+        p_total += p[i];
+        q_total += q[i];
+    }
+    for (size_t i = 0; i < n; i++) {
+        double e = p[i] / p_total - q[i] / q_total;
+        from[i] = e > 0.0 ? e : 0.0;
+        to[i] = e < 0.0 ? -e : 0.0;
+        moved += from[i];
+    }
+    if (!(moved > 0.0)) {
+        d = 0.0;
+        goto out;
+    }
+    double to_total = 0.0;
+    for (size_t i = 0; i < n; i++)
+        to_total += to[i];
+    for (size_t i = 0; i < n; i++) {
+        from[i] /= moved;
+        to[i] /= to_total;
+    }
+    ts_emd_result result;
+    char err[ERR_MAX];
+    if (ts_emd(g->centres, n, from, to, &result, err, sizeof err) != 0)
+        fprintf(stderr, TS_TOOL_NAME " privic: emd: %s\n", err);
+    else
+        d = result.distance * moved;
+out:
+    free(from);
+    free(to);
+    return d;
+}
+
+static void normalise(double *v, size_t n)
+{
+    double total = 0.0;
+    for (size_t i = 0; i < n; i++)
+        total += v[i];
+    for (size_t i = 0; i < n; i++)
+        v[i] = total > 0.0 ? v[i] / total : 1.0 / (double)n;
+}
+
+/* ------------------------------------------------------ the loop */
+
+static int run_loop(const ts_profile *profile, const trace *t,
+                    const grid_points *g, ts_rng *rng)
+{
+    const ts_population_ops *pop = profile->ops->population;
+    ts_population_loop loop;
+    if (ts_population_loop_init(&loop, pop, profile->mech) != 0)
+        return -1;
+    size_t n = g->n;
+    double *truth = calloc(n, sizeof *truth);
+    double *previous = malloc(n * sizeof *previous);
+    double *population = calloc(n, sizeof *population);
+    double *combined = calloc(n, sizeof *combined);
+    double combined_reports = 0.0;
+    int status = -1;
+    if (truth == NULL || previous == NULL || population == NULL ||
+        combined == NULL)
+        goto out;
+    for (size_t i = 0; i < n; i++)
+        previous[i] = 1.0 / (double)n;
+    /* The paper's Figures 8-9 measure against the PMF of the whole data
+     * set, not of one cycle's rows: a cycle of 1000 rows over 408 cells
+     * is itself a noisy sample of it. */
+    for (size_t r = 0; r < t->n; r++)
+        population[t->cell[r]] += 1.0;
+    normalise(population, n);
+    printf("cycle,reports,emd_true_m,emd_prev_m,ba_iterations,ba_ms,"
+           "ibu_iterations,ibu_ms,emd_pop_m,emd_acc_m\n");
+    ts_budget_view unlimited = { INFINITY, 0.0 };
+    for (size_t r = 0; r < t->n; r++) {
+        ts_point truth_point = { .lat = t->lat[r], .lon = t->lon[r],
+                                 .ts_ms = t->ts_ms[r], .accuracy_m = NAN };
+        ts_report report;
+        memset(&report, 0, sizeof report);
+        if (profile->ops->release(profile->mech, NULL, &truth_point,
+                                  &unlimited, rng, &report) != TS_RELEASE_OK) {
+            fprintf(stderr, TS_TOOL_NAME " privic: release failed\n");
+            goto out;
+        }
+        truth[t->cell[r]] += 1.0;
+        if (!ts_population_observe(&loop, report.lat, report.lon,
+                                   report.channel_version, t->ts_ms[r]))
+            continue;
+        ts_population_job job;
+        if (ts_population_close(&loop, &job) != 0)
+            goto out;
+        uint64_t reports = job.reports;
+        ts_population_run(&job);
+        double ibu_ms = job.ibu_ms, ba_ms = job.build_ms;
+        unsigned ibu_it = job.ibu.iterations, ba_it = job.build.iterations;
+        if (ts_population_finish(&loop, &job) < 0) {
+            fprintf(stderr, TS_TOOL_NAME " privic: cycle %u failed\n",
+                    loop.cycles + 1);
+            goto out;
+        }
+        normalise(truth, n);
+        double emd_true = emd_between(g, truth, loop.theta);
+        double emd_prev = emd_between(g, loop.theta, previous);
+        double emd_pop = emd_between(g, population, loop.theta);
+        /* The loop keeps only the last cycle's estimate; Algorithm 1
+         * step iv combines it with the earlier ones in proportion to
+         * their reports, which is what makes the paper's curves fall.
+         * Computed on the side so both can be read off one run. */
+        double w = (double)reports / (combined_reports + (double)reports);
+        for (size_t i = 0; i < n; i++)
+            combined[i] = (1.0 - w) * combined[i] + w * loop.theta[i];
+        combined_reports += (double)reports;
+        normalise(combined, n);
+        double emd_acc = emd_between(g, population, combined);
+        memcpy(previous, loop.theta, n * sizeof *previous);
+        memset(truth, 0, n * sizeof *truth);
+        printf("%u,%" PRIu64 ",%.3f,%.3f,%u,%.1f,%u,%.1f,%.3f,%.3f\n",
+               loop.cycles, reports, emd_true, emd_prev, ba_it, ba_ms,
+               ibu_it, ibu_ms, emd_pop, emd_acc);
+    }
+    if (loop.cycle_reports > 0)
+        fprintf(stderr, "privic: %" PRIu64 " reports of an unfinished cycle "
+                "left out\n", loop.cycle_reports);
+    status = 0;
+out:
+    free(truth);
+    free(previous);
+    free(population);
+    free(combined);
+    ts_population_loop_free(&loop);
+    return status;
+}
+
+/* ------------------------------------------- BA against planar Laplace */
+
+/* IBU from a uniform start on one channel's reports, then EMD to truth. */
+static double estimate_distance(const grid_points *g, const double *channel,
+                                const double *counts, const double *truth,
+                                const ts_ibu_params *ibu,
+                                unsigned *iterations)
+{
+    *iterations = 0;
+    size_t n = g->n;
+    double *theta = malloc(n * sizeof *theta);
+    if (theta == NULL)
+        return NAN;
+    for (size_t i = 0; i < n; i++)
+        theta[i] = 1.0 / (double)n;
+    ts_ibu_result result;
+    char err[ERR_MAX];
+    double d = NAN;
+    if (ts_ibu(channel, counts, n, theta, ibu, &result, err, sizeof err) ==
+        0) {
+        d = emd_between(g, truth, theta);
+        *iterations = result.iterations;
+    } else
+        fprintf(stderr, TS_TOOL_NAME " privic: ibu: %s\n", err);
+    free(theta);
+    return d;
+}
+
+/* The level both are compared at: what a report spends, 2 beta per
+ * metre; printed as beta per kilometre. */
+static double report_eps(const ts_profile *profile, const trace *t,
+                         ts_rng *rng)
+{
+    ts_point p = { .lat = t->lat[0], .lon = t->lon[0], .ts_ms = t->ts_ms[0],
+                   .accuracy_m = NAN };
+    ts_report report;
+    memset(&report, 0, sizeof report);
+    ts_budget_view unlimited = { INFINITY, 0.0 };
+    if (profile->ops->release(profile->mech, NULL, &p, &unlimited, rng,
+                              &report) != TS_RELEASE_OK)
+        return NAN;
+    return report.eps_point;
+}
+
+static int compare_laplace(const ts_profile *profile, const trace *t,
+                           const grid_points *g, ts_rng *rng)
+{
+    const ts_population_ops *pop = profile->ops->population;
+    size_t n = g->n;
+    uint32_t cols, rows;
+    double cell_w, cell_h;
+    pop->grid_shape(profile->mech, &cols, &rows, &cell_w, &cell_h);
+    double eps = report_eps(profile, t, rng);
+    double beta = eps * 1000.0 / 2.0;
+    ts_population_cycle cycle;
+    pop->cycle(profile->mech, &cycle);
+
+    double *truth = calloc(n, sizeof *truth);
+    double *prior = malloc(n * sizeof *prior);
+    double *counts_ba = calloc(n, sizeof *counts_ba);
+    double *counts_lap = calloc(n, sizeof *counts_lap);
+    double *laplace = malloc(n * n * sizeof *laplace);
+    void *ba = NULL;
+    char err[ERR_MAX];
+    int status = -1;
+    if (!truth || !prior || !counts_ba || !counts_lap || !laplace ||
+        !isfinite(eps))
+        goto out;
+    for (size_t r = 0; r < t->n; r++)
+        truth[t->cell[r]] += 1.0;
+    normalise(truth, n);
+    /* BA's fixed point for this population: the channel PRIVIC converges
+     * towards, its prior the true distribution (floored: BA needs full
+     * support). */
+    for (size_t i = 0; i < n; i++)
+        prior[i] = truth[i] + 1e-9;
+    normalise(prior, n);
+    ba = pop->channel_build(profile->mech, prior, NULL, err, sizeof err);
+    if (ba == NULL ||
+        ts_laplace_grid_channel(eps, cols, rows, cell_w, cell_h, laplace, err,
+                                sizeof err) != 0) {
+        fprintf(stderr, TS_TOOL_NAME " privic: %s\n", err);
+        goto out;
+    }
+    uint32_t version;
+    const void *was = pop->channel_current(profile->mech, &version);
+    pop->channel_install(profile->mech, ba, version);
+    ts_vec2 origin = g->centres[0];
+    ts_budget_view unlimited = { INFINITY, 0.0 };
+    for (size_t r = 0; r < t->n; r++) {
+        ts_point truth_point = { .lat = t->lat[r], .lon = t->lon[r],
+                                 .ts_ms = t->ts_ms[r], .accuracy_m = NAN };
+        ts_report report;
+        memset(&report, 0, sizeof report);
+        uint32_t cell;
+        if (profile->ops->release(profile->mech, NULL, &truth_point,
+                                  &unlimited, rng, &report) != TS_RELEASE_OK ||
+            pop->cell_of(profile->mech, report.lat, report.lon, &cell) != 0) {
+            pop->channel_install(profile->mech, was, version);
+            fprintf(stderr, TS_TOOL_NAME " privic: release failed\n");
+            goto out;
+        }
+        counts_ba[cell] += 1.0;
+        /* Planar Laplace from the true cell's centre, the report being
+         * the cell the noisy point falls in (the border cells take what
+         * falls beyond): the channel ts_laplace_grid_channel computes. */
+        double radius, angle;
+        ts_planar_laplace_sample(rng, eps, &radius, &angle);
+        ts_vec2 c = g->centres[t->cell[r]];
+        double px = c.x + radius * cos(angle) - (origin.x - cell_w / 2);
+        double py = c.y + radius * sin(angle) - (origin.y - cell_h / 2);
+        double col = floor(px / cell_w), row = floor(py / cell_h);
+        col = col < 0 ? 0 : col >= cols ? cols - 1 : col;
+        row = row < 0 ? 0 : row >= rows ? rows - 1 : row;
+        counts_lap[(size_t)row * cols + (size_t)col] += 1.0;
+    }
+    pop->channel_install(profile->mech, was, version);
+    unsigned it_ba, it_lap;
+    double d_ba = estimate_distance(g, pop->channel_matrix(ba), counts_ba,
+                                    truth, &cycle.ibu, &it_ba);
+    double d_lap = estimate_distance(g, laplace, counts_lap, truth,
+                                     &cycle.ibu, &it_lap);
+    printf("mechanism,beta,emd_true_m,ibu_iterations\n");
+    printf("ba,%g,%.3f,%u\n", beta, d_ba, it_ba);
+    printf("laplace,%g,%.3f,%u\n", beta, d_lap, it_lap);
+    status = 0;
+out:
+    if (ba != NULL)
+        pop->channel_free(ba);
+    free(truth);
+    free(prior);
+    free(counts_ba);
+    free(counts_lap);
+    free(laplace);
+    return status;
+}
+
+int cmd_privic(int argc, char **argv)
+{
+    int compare = 0;
+    const ts_tool_option options[] = {
+        { "compare-laplace", 0, TS_ARG_FLAG, &compare, NULL, 0, 0, NULL,
+          NULL },
+        { 0 },
+    };
+    static const ts_tool_command base = {
+        "privic", TS_OPT_CONFIG | TS_OPT_OVERRIDE | TS_OPT_PROFILE |
+                      TS_OPT_SEED,
+        NULL, 1, "one trace file", usage,
+    };
+    ts_tool_command command = base;
+    command.options = options;
+    ts_tool_common common;
+    int first = ts_tool_parse(&command, argc, argv, &common);
+    if (first <= 0)
+        return first == 0 ? 0 : 1;
+    ts_tool_pipeline tool;
+    if (ts_tool_pipeline_open(&common, &tool) != 0)
+        return 1;
+    int status = 1;
+    trace t = { 0 };
+    grid_points g = { 0 };
+    const ts_profile *profile = tool.profile;
+    const ts_population_ops *pop = profile->ops->population;
+    if (pop == NULL || !pop->adaptive) {
+        fprintf(stderr, TS_TOOL_NAME " privic: profile %s uses mechanism %s, "
+                "not privic\n", profile->name, profile->ops->name);
+        goto out;
+    }
+    if (read_trace(argv[first], pop, profile->mech, &t) != 0)
+        goto out;
+    if (t.n == 0) {
+        fprintf(stderr, TS_TOOL_NAME " privic: no row inside the region\n");
+        goto out;
+    }
+    g.n = pop->cells(profile->mech);
+    g.centres = malloc(g.n * sizeof *g.centres);
+    if (g.centres == NULL)
+        goto out;
+    for (size_t i = 0; i < g.n; i++)
+        g.centres[i] = pop->cell_centre(profile->mech, (uint32_t)i);
+    fprintf(stderr, "privic: %zu rows inside the region, %zu outside, %zu "
+            "cells\n", t.n, t.outside, g.n);
+    if (compare) {
+        status = compare_laplace(profile, &t, &g, tool.rng) ? 1 : 0;
+    } else {
+        status = run_loop(profile, &t, &g, tool.rng) ? 1 : 0;
+    }
+    if (fflush(stdout) != 0)
+        status = 1;
+out:
+    free(g.centres);
+    trace_free(&t);
+    ts_tool_pipeline_close(&tool);
+    return status;
+}
