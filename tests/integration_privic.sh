@@ -9,6 +9,9 @@
 #      to 1.
 #   3. After kill -9 and a restart on the same state.dir, the version and
 #      the cycle count do not go back, and reports resume at that version.
+#   4. A geoind profile with density = true estimates its own feed's
+#      distribution: GET /density/geoind serves cells summing to 1, and
+#      its points carry no channel version.
 . "${top_srcdir:-$(dirname "$0")/..}/tests/lib.sh"
 
 command -v curl >/dev/null 2>&1 || fatal "curl is not installed (scripts/setup.sh installs it)"
@@ -155,4 +158,33 @@ check "privic2: reports resume at the persisted version or later" \
     awk -F, -v c="$(col channel_version "$TAIL_OUT")" -v v="$version_before" \
         'NR > 1 && $c < v { exit 1 }' "$TAIL_OUT"
 stop_daemon privic2
+
+# --------------------------------------------- 4. a geoind feed's density
+start_daemon geoind1 -o profiles.geoind.density=true \
+    -o 'profiles.geoind.region="37.7228,-122.5153,37.7946,-122.3789"' \
+    -o profiles.geoind.rows=17 -o profiles.geoind.cols=24 \
+    -o profiles.geoind.cycle_reports=$CYCLE
+start_tail geoind1 "$PER_CHUNK" --topic sanitized.geoind --topic rejected
+replay "$TMPD/chunk1.csv" --profile geoind
+wait_tail geoind1 60
+check "geoind1: points carry no channel version" \
+    awk -F, -v c="$(col channel_version "$TAIL_OUT")" 'NR > 1 && $c != "" { exit 1 }' "$TAIL_OUT"
+tries=$(( TS_START_TIMEOUT * 10 ))
+while [ "$(curl -s --max-time 5 -o /dev/null -w '%{http_code}' "http://$HTTP_EP/density/geoind")" != 200 ] &&
+      [ $tries -gt 0 ]; do
+    sleep 0.1
+    tries=$((tries - 1))
+done
+http_get /density/geoind >"$TMPD/geoind.geojson"
+check "geoind1: /density/geoind has 408 cells summing to 1 at version 1" \
+    python3 -c '
+import json, sys
+doc = json.load(open(sys.argv[1]))
+assert doc["mechanism"] == "geoind" and doc["channel_version"] == 1, doc
+cells = doc["features"]
+assert len(cells) == 408, len(cells)
+total = sum(f["properties"]["probability"] for f in cells)
+assert abs(total - 1.0) < 1e-9, total
+' "$TMPD/geoind.geojson"
+stop_daemon geoind1
 finish
