@@ -114,3 +114,58 @@ void ts_cell_grid_centre_latlon(const ts_cell_grid *g, uint32_t cell,
 {
     ts_grid_unproject(&g->projection, g->centres[cell], lat, lon);
 }
+
+/* ----------------------------------------------- a profile's density grid */
+
+int ts_grid_density_init(ts_grid_density *d, size_t max_cells, char *err,
+                         size_t errlen)
+{
+    if (d->cycle_reports == 0 && d->cycle_s == 0.0) {
+        snprintf(err, errlen, "cycle_reports: set cycle_reports or cycle_s "
+                 "(or both) to end a cycle");
+        return -1;
+    }
+    return ts_cell_grid_init(&d->grid, d->region, d->cell_m, d->rows_param,
+                             d->cols_param, max_cells, err, errlen);
+}
+
+void ts_grid_density_free(ts_grid_density *d)
+{
+    ts_cell_grid_free(&d->grid);
+}
+
+/* The profile's first member, as the header promises. */
+static const ts_cell_grid *profile_grid(const void *profile)
+{
+    return &((const ts_grid_density *)profile)->grid;
+}
+
+void ts_grid_density_shape(const void *profile, uint32_t *cols,
+                           uint32_t *rows, double *cell_w, double *cell_h)
+{
+    const ts_cell_grid *g = profile_grid(profile);
+    *cols = g->cols;
+    *rows = g->rows;
+    *cell_w = g->cell_w;
+    *cell_h = g->cell_h;
+}
+
+void ts_grid_density_cell_bounds(const void *profile, uint32_t cell,
+                                 double bounds[4])
+{
+    ts_cell_grid_bounds(profile_grid(profile), cell, bounds);
+}
+
+ts_vec2 ts_grid_density_cell_centre(const void *profile, uint32_t cell)
+{
+    return profile_grid(profile)->centres[cell];
+}
+
+void ts_grid_density_cycle(const void *profile, ts_population_cycle *out)
+{
+    const ts_grid_density *d = profile;
+    out->reports = (uint64_t)d->cycle_reports;
+    out->seconds = d->cycle_s;
+    out->ibu.precision = d->ibu_precision;
+    out->ibu.max_iterations = (unsigned)d->ibu_max_iterations;
+}

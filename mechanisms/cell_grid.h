@@ -13,6 +13,8 @@
 
 #include "geometry/plane.h"
 #include "inference/grid.h"
+#include "mechanisms/mechanism.h"
+#include "mechanisms/population.h"
 
 typedef struct ts_cell_grid {
     double region[4];        /* lat_min, lon_min, lat_max, lon_max */
@@ -48,5 +50,74 @@ void ts_cell_grid_bounds(const ts_cell_grid *grid, uint32_t cell,
 /* A cell's centre in degrees. */
 void ts_cell_grid_centre_latlon(const ts_cell_grid *grid, uint32_t cell,
                                 double *lat, double *lon);
+
+/* ----------------------------------------------- a profile's density grid
+ *
+ * What every profile that keeps a density estimate configures (the keys
+ * region, cell_m, rows, cols, cycle_reports, cycle_s, ibu_precision,
+ * ibu_max_iterations) and derives (the grid). A profile struct whose
+ * first member is a ts_grid_density lists TS_GRID_DENSITY_PARAMS among
+ * its parameter rows and uses the ts_grid_density_* functions below in
+ * its ts_population_ops. */
+typedef struct ts_grid_density {
+    double region[4];
+    double cell_m;
+    long long rows_param, cols_param;
+    long long cycle_reports;
+    double cycle_s;
+    double ibu_precision;
+    long long ibu_max_iterations;
+    ts_cell_grid grid;       /* derived by ts_grid_density_init */
+} ts_grid_density;
+
+#define TS_GRID_DENSITY_FIELD(profile_type, name)                                   \
+    .offset = offsetof(profile_type, density) + offsetof(ts_grid_density, name)
+
+#define TS_GRID_DENSITY_PARAMS(profile_type)                                        \
+    { .key = "region", .type = TS_PARAM_BOX,                                \
+      TS_GRID_DENSITY_FIELD(profile_type, region), .default_value = "\"\"",         \
+      .doc = "the grid's box \"LAT_MIN,LON_MIN,LAT_MAX,LON_MAX\", "         \
+             "degrees (required)" },                                        \
+    { .key = "cell_m", .type = TS_PARAM_NUMBER,                             \
+      TS_GRID_DENSITY_FIELD(profile_type, cell_m), .min = 0.0, .max = INFINITY,     \
+      .default_value = "0",                                                 \
+      .doc = "side of square cells in metres (0: use rows and cols)" },    \
+    { .key = "rows", .type = TS_PARAM_INT,                                  \
+      TS_GRID_DENSITY_FIELD(profile_type, rows_param), .min = 0, .max = 65535,      \
+      .default_value = "0", .doc = "cells north-south when cell_m is 0" },  \
+    { .key = "cols", .type = TS_PARAM_INT,                                  \
+      TS_GRID_DENSITY_FIELD(profile_type, cols_param), .min = 0, .max = 65535,      \
+      .default_value = "0", .doc = "cells east-west when cell_m is 0" },    \
+    { .key = "cycle_reports", .type = TS_PARAM_INT,                         \
+      TS_GRID_DENSITY_FIELD(profile_type, cycle_reports), .min = 0, .max = 1e12,    \
+      .default_value = "1000",                                              \
+      .doc = "a cycle ends after this many reports (0: unused)" },          \
+    { .key = "cycle_s", .type = TS_PARAM_NUMBER,                            \
+      TS_GRID_DENSITY_FIELD(profile_type, cycle_s), .min = 0.0, .max = INFINITY,    \
+      .default_value = "0",                                                 \
+      .doc = "or after this many seconds of event time (0: unused)" },      \
+    { .key = "ibu_precision", .type = TS_PARAM_NUMBER,                      \
+      TS_GRID_DENSITY_FIELD(profile_type, ibu_precision), .min = 0.0, .max = 1.0,   \
+      .bounds = TS_PARAM_MIN_EXCLUSIVE, .default_value = "1e-6",            \
+      .doc = "IBU stops when no estimated probability moves more than "     \
+             "this" },                                                      \
+    { .key = "ibu_max_iterations", .type = TS_PARAM_INT,                    \
+      TS_GRID_DENSITY_FIELD(profile_type, ibu_max_iterations), .min = 1,            \
+      .max = 1e7, .default_value = "2000",                                  \
+      .doc = "cap on IBU iterations per cycle" }
+
+/* Checks that a cycle can end and builds the grid (errors name the key). */
+int ts_grid_density_init(ts_grid_density *density, size_t max_cells,
+                         char *err, size_t errlen);
+void ts_grid_density_free(ts_grid_density *density);
+
+/* ts_population_ops members for a profile that starts with a
+ * ts_grid_density. */
+void ts_grid_density_shape(const void *profile, uint32_t *cols,
+                           uint32_t *rows, double *cell_w, double *cell_h);
+void ts_grid_density_cell_bounds(const void *profile, uint32_t cell,
+                                 double bounds[4]);
+ts_vec2 ts_grid_density_cell_centre(const void *profile, uint32_t cell);
+void ts_grid_density_cycle(const void *profile, ts_population_cycle *out);
 
 #endif

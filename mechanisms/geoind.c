@@ -13,23 +13,17 @@
 #include "mechanisms/population.h"
 
 typedef struct geoind_profile {
+    /* With keeps_density: the daemon keeps an IBU estimate of where the
+     * profile's users are, from its published points binned on this grid.
+     * First: the population ops read it. */
+    ts_grid_density density;
     double radius_m;
     double level;
     long long points_per_window;
-    /* density = true: the daemon keeps an IBU estimate of where the
-     * profile's users are, from its published points binned on a grid */
-    int density;
-    double region[4];
-    double cell_m;
-    long long rows_param, cols_param;
-    long long cycle_reports;
-    double cycle_s;
-    double ibu_precision;
-    long long ibu_max_iterations;
+    int keeps_density;      /* the key `density` */
     /* derived */
     double window_budget;   /* eps per metre for the whole window */
     double eps_point;       /* eps per metre spent by each released point */
-    ts_cell_grid grid;      /* density only */
     double *channel;        /* density only: the binned Laplace channel */
 } geoind_profile;
 
@@ -53,37 +47,11 @@ static const ts_param_spec geoind_params[] = {
       .offset = offsetof(geoind_profile, points_per_window), .min = 1,
       .max = 1e9, .default_value = "30",
       .doc = "each released point spends eps / points_per_window" },
-    { .key = "density", .type = TS_PARAM_SWITCH, FIELD(density),
+    { .key = "density", .type = TS_PARAM_SWITCH, FIELD(keeps_density),
       .default_value = "false",
       .doc = "keep an IBU estimate of the users' distribution on a grid "
              "(density.<profile>, GET /density/<profile>)" },
-    { .key = "region", .type = TS_PARAM_BOX, FIELD(region),
-      .default_value = "\"\"",
-      .doc = "density grid's box \"LAT_MIN,LON_MIN,LAT_MAX,LON_MAX\" "
-             "(required with density)" },
-    { .key = "cell_m", .type = TS_PARAM_NUMBER, FIELD(cell_m), .min = 0.0,
-      .max = INFINITY, .default_value = "0",
-      .doc = "density grid: square cells of this side in metres (0: rows "
-             "and cols)" },
-    { .key = "rows", .type = TS_PARAM_INT, FIELD(rows_param), .min = 0,
-      .max = 65535, .default_value = "0",
-      .doc = "density grid: cells north-south when cell_m is 0" },
-    { .key = "cols", .type = TS_PARAM_INT, FIELD(cols_param), .min = 0,
-      .max = 65535, .default_value = "0",
-      .doc = "density grid: cells east-west when cell_m is 0" },
-    { .key = "cycle_reports", .type = TS_PARAM_INT, FIELD(cycle_reports),
-      .min = 0, .max = 1e12, .default_value = "1000",
-      .doc = "re-estimate the density after this many reports (0: unused)" },
-    { .key = "cycle_s", .type = TS_PARAM_NUMBER, FIELD(cycle_s), .min = 0.0,
-      .max = INFINITY, .default_value = "0",
-      .doc = "or after this many seconds of event time (0: unused)" },
-    { .key = "ibu_precision", .type = TS_PARAM_NUMBER, FIELD(ibu_precision),
-      .min = 0.0, .max = 1.0, .bounds = TS_PARAM_MIN_EXCLUSIVE,
-      .default_value = "1e-6",
-      .doc = "IBU stops when no estimated probability moves more than this" },
-    { .key = "ibu_max_iterations", .type = TS_PARAM_INT,
-      FIELD(ibu_max_iterations), .min = 1, .max = 1e7,
-      .default_value = "2000", .doc = "cap on IBU iterations per estimate" },
+    TS_GRID_DENSITY_PARAMS(geoind_profile),
 };
 
 static void geoind_profile_free(void *profile)
@@ -91,7 +59,7 @@ static void geoind_profile_free(void *profile)
     geoind_profile *p = profile;
     if (p == NULL)
         return;
-    ts_cell_grid_free(&p->grid);
+    ts_grid_density_free(&p->density);
     free(p->channel);
     free(p);
 }
@@ -101,25 +69,20 @@ static void geoind_profile_free(void *profile)
  * counted in the nearest border cell, as the estimate's reports are. */
 static int density_setup(geoind_profile *p, char *err, size_t errlen)
 {
-    if (p->cycle_reports == 0 && p->cycle_s == 0.0) {
-        snprintf(err, errlen, "cycle_reports: set cycle_reports or cycle_s "
-                 "(or both) to re-estimate the density");
+    if (ts_grid_density_init(&p->density, GEOIND_DENSITY_MAX_CELLS, err,
+                             errlen) != 0)
         return -1;
-    }
-    if (ts_cell_grid_init(&p->grid, p->region, p->cell_m, p->rows_param,
-                          p->cols_param, GEOIND_DENSITY_MAX_CELLS, err,
-                          errlen) != 0)
-        return -1;
-    size_t n = p->grid.cells;
+    const ts_cell_grid *grid = &p->density.grid;
+    size_t n = grid->cells;
     p->channel = malloc(n * n * sizeof *p->channel);
     if (p->channel == NULL) {
         snprintf(err, errlen, "out of memory for a %zu-cell channel", n);
         return -1;
     }
     char why[256];
-    if (ts_laplace_grid_channel(p->eps_point, p->grid.cols, p->grid.rows,
-                                p->grid.cell_w, p->grid.cell_h, p->channel,
-                                why, sizeof why) != 0) {
+    if (ts_laplace_grid_channel(p->eps_point, grid->cols, grid->rows,
+                                grid->cell_w, grid->cell_h, p->channel, why,
+                                sizeof why) != 0) {
         snprintf(err, errlen, "density: %s", why);
         return -1;
     }
@@ -163,7 +126,7 @@ static int geoind_profile_new(const ts_params *params, void **profile,
         return -1;
     }
     *copy = p;
-    if (copy->density && density_setup(copy, err, errlen) != 0) {
+    if (copy->keeps_density && density_setup(copy, err, errlen) != 0) {
         geoind_profile_free(copy);
         return -1;
     }
@@ -225,17 +188,7 @@ static ts_release_status geoind_release(const void *profile, void *user_state,
 static size_t pop_cells(const void *profile)
 {
     const geoind_profile *p = profile;
-    return p->density ? p->grid.cells : 0;
-}
-
-static void pop_grid_shape(const void *profile, uint32_t *cols,
-                           uint32_t *rows, double *cell_w, double *cell_h)
-{
-    const geoind_profile *p = profile;
-    *cols = p->grid.cols;
-    *rows = p->grid.rows;
-    *cell_w = p->grid.cell_w;
-    *cell_h = p->grid.cell_h;
+    return p->keeps_density ? p->density.grid.cells : 0;
 }
 
 /* Published points beyond the grid count in the nearest border cell,
@@ -243,29 +196,8 @@ static void pop_grid_shape(const void *profile, uint32_t *cols,
 static int pop_cell_of(const void *profile, double lat, double lon,
                        uint32_t *cell)
 {
-    return ts_cell_grid_locate(&((const geoind_profile *)profile)->grid, lat,
-                               lon, 1, cell);
-}
-
-static void pop_cell_bounds(const void *profile, uint32_t cell,
-                            double bounds[4])
-{
-    ts_cell_grid_bounds(&((const geoind_profile *)profile)->grid, cell,
-                        bounds);
-}
-
-static ts_vec2 pop_cell_centre(const void *profile, uint32_t cell)
-{
-    return ((const geoind_profile *)profile)->grid.centres[cell];
-}
-
-static void pop_cycle(const void *profile, ts_population_cycle *out)
-{
     const geoind_profile *p = profile;
-    out->reports = (uint64_t)p->cycle_reports;
-    out->seconds = p->cycle_s;
-    out->ibu.precision = p->ibu_precision;
-    out->ibu.max_iterations = (unsigned)p->ibu_max_iterations;
+    return ts_cell_grid_locate(&p->density.grid, lat, lon, 1, cell);
 }
 
 static void *pop_channel_build(const void *profile, const double *theta,
@@ -308,11 +240,11 @@ static const void *pop_channel_current(const void *profile,
 static const ts_population_ops geoind_population = {
     .adaptive = 0,
     .cells = pop_cells,
-    .grid_shape = pop_grid_shape,
+    .grid_shape = ts_grid_density_shape,
     .cell_of = pop_cell_of,
-    .cell_bounds = pop_cell_bounds,
-    .cell_centre = pop_cell_centre,
-    .cycle = pop_cycle,
+    .cell_bounds = ts_grid_density_cell_bounds,
+    .cell_centre = ts_grid_density_cell_centre,
+    .cycle = ts_grid_density_cycle,
     .channel_build = pop_channel_build,
     .channel_free = pop_channel_free,
     .channel_matrix = pop_channel_matrix,

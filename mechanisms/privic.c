@@ -20,21 +20,14 @@ typedef struct privic_channel {
 } privic_channel;
 
 typedef struct privic_profile {
-    double region[4];
-    double cell_m;
-    long long rows_param, cols_param;
+    ts_grid_density density;     /* first: the population ops read it */
     double beta;
     double unit_m;
     long long points_per_window;
-    long long cycle_reports;
-    double cycle_s;
     double ba_precision;
     long long ba_max_iterations;
-    double ibu_precision;
-    long long ibu_max_iterations;
     int reject_outside;
     /* derived */
-    ts_cell_grid grid;
     double eps_point;            /* per metre */
     privic_channel *first;       /* built from the uniform prior, owned */
     const privic_channel *current;
@@ -46,17 +39,7 @@ typedef struct privic_profile {
 static const char *const outside_names[] = { "clamp", "reject", NULL };
 
 static const ts_param_spec privic_params[] = {
-    { .key = "region", .type = TS_PARAM_BOX, FIELD(region),
-      .doc = "the grid's box \"LAT_MIN,LON_MIN,LAT_MAX,LON_MAX\", degrees" },
-    { .key = "cell_m", .type = TS_PARAM_NUMBER, FIELD(cell_m), .min = 0.0,
-      .max = INFINITY, .default_value = "0",
-      .doc = "side of square cells in metres (0: use rows and cols)" },
-    { .key = "rows", .type = TS_PARAM_INT, FIELD(rows_param), .min = 0,
-      .max = 65535, .default_value = "0",
-      .doc = "cells north-south when cell_m is 0" },
-    { .key = "cols", .type = TS_PARAM_INT, FIELD(cols_param), .min = 0,
-      .max = 65535, .default_value = "0",
-      .doc = "cells east-west when cell_m is 0" },
+    TS_GRID_DENSITY_PARAMS(privic_profile),
     { .key = "beta", .type = TS_PARAM_NUMBER, FIELD(beta), .min = 0.0,
       .max = INFINITY, .bounds = TS_PARAM_MIN_EXCLUSIVE,
       .default_value = "1.0",
@@ -71,12 +54,6 @@ static const ts_param_spec privic_params[] = {
       .default_value = "30",
       .doc = "reports one budget window pays for, each spending 2 beta / "
              "unit_m per metre" },
-    { .key = "cycle_reports", .type = TS_PARAM_INT, FIELD(cycle_reports),
-      .min = 0, .max = 1e12, .default_value = "1000",
-      .doc = "a PRIVIC cycle ends after this many reports (0: unused)" },
-    { .key = "cycle_s", .type = TS_PARAM_NUMBER, FIELD(cycle_s), .min = 0.0,
-      .max = INFINITY, .default_value = "0",
-      .doc = "or after this many seconds of event time (0: unused)" },
     { .key = "ba_precision", .type = TS_PARAM_NUMBER, FIELD(ba_precision),
       .min = 0.0, .max = 1.0, .bounds = TS_PARAM_MIN_EXCLUSIVE,
       .default_value = "1e-6",
@@ -84,13 +61,6 @@ static const ts_param_spec privic_params[] = {
     { .key = "ba_max_iterations", .type = TS_PARAM_INT,
       FIELD(ba_max_iterations), .min = 1, .max = 1e7,
       .default_value = "10000", .doc = "cap on BA iterations per channel" },
-    { .key = "ibu_precision", .type = TS_PARAM_NUMBER, FIELD(ibu_precision),
-      .min = 0.0, .max = 1.0, .bounds = TS_PARAM_MIN_EXCLUSIVE,
-      .default_value = "1e-6",
-      .doc = "IBU stops when no estimated probability moves more than this" },
-    { .key = "ibu_max_iterations", .type = TS_PARAM_INT,
-      FIELD(ibu_max_iterations), .min = 1, .max = 1e7,
-      .default_value = "2000", .doc = "cap on IBU iterations per cycle" },
     { .key = "on_outside", .type = TS_PARAM_CHOICE, FIELD(reject_outside),
       .choices = outside_names, .default_value = "clamp",
       .doc = "a true point outside the region: released from the nearest "
@@ -100,9 +70,6 @@ static const ts_param_spec privic_params[] = {
 /* Cells are capped so that a channel (matrix and alias tables, about
  * 20 n^2 bytes) and BA's kernel stay below about 130 MB. */
 #define PRIVIC_MAX_CELLS 2048u
-
-/* ------------------------------------------------------------- the grid */
-
 
 /* ---------------------------------------------------------- channels */
 
@@ -123,7 +90,7 @@ static privic_channel *channel_from_prior(const privic_profile *p,
                                           ts_channel_build_stats *stats,
                                           char *err, size_t errlen)
 {
-    size_t n = p->grid.cells;
+    size_t n = p->density.grid.cells;
     double *uniform = NULL;
     ts_ba_result result;
     privic_channel *ch = calloc(1, sizeof *ch);
@@ -148,8 +115,8 @@ static privic_channel *channel_from_prior(const privic_profile *p,
         .precision = p->ba_precision,
         .max_iterations = (unsigned)p->ba_max_iterations,
     };
-    if (ts_ba_channel(p->grid.centres, n, theta, &ba, ch->matrix, NULL, &result,
-                      err, errlen) != 0)
+    if (ts_ba_channel(p->density.grid.centres, n, theta, &ba, ch->matrix,
+                      NULL, &result, err, errlen) != 0)
         goto fail;
     for (size_t x = 0; x < n; x++)
         if (ts_alias_build(&ch->rows[x], ch->matrix + x * n, n) != 0)
@@ -177,7 +144,7 @@ static void privic_profile_free(void *profile)
     if (p == NULL)
         return;
     channel_destroy(p->first);
-    ts_cell_grid_free(&p->grid);
+    ts_grid_density_free(&p->density);
     free(p);
 }
 
@@ -192,15 +159,8 @@ static int privic_profile_new(const ts_params *params, void **profile,
     }
     if (ts_mechanism_parse_params(&ts_privic_ops, params, p, err, errlen) < 0)
         goto fail;
-    if (!isfinite(p->region[0])) {
-        snprintf(err, errlen, "region: is required");
+    if (ts_grid_density_init(&p->density, PRIVIC_MAX_CELLS, err, errlen) != 0)
         goto fail;
-    }
-    if (p->cycle_reports == 0 && p->cycle_s == 0.0) {
-        snprintf(err, errlen, "cycle_reports: set cycle_reports or cycle_s "
-                 "(or both) to end a PRIVIC cycle");
-        goto fail;
-    }
     p->eps_point = 2.0 * p->beta / p->unit_m;
     if (!isnormal(p->eps_point) ||
         !isfinite(p->eps_point * (double)p->points_per_window)) {
@@ -208,9 +168,6 @@ static int privic_profile_new(const ts_params *params, void **profile,
                  "per-metre budget");
         goto fail;
     }
-    if (ts_cell_grid_init(&p->grid, p->region, p->cell_m, p->rows_param,
-                          p->cols_param, PRIVIC_MAX_CELLS, err, errlen) != 0)
-        goto fail;
     p->first = channel_from_prior(p, NULL, NULL, err, errlen);
     if (p->first == NULL) {
         /* ba_channel's messages are about beta and the grid's width */
@@ -254,18 +211,19 @@ static ts_release_status privic_release(const void *profile, void *user_state,
     if (!ts_budget_allows(budget, p->eps_point))
         return TS_RELEASE_EXHAUSTED;
     uint32_t cell;
-    if (ts_cell_grid_locate(&p->grid, truth->lat, truth->lon,
+    if (ts_cell_grid_locate(&p->density.grid, truth->lat, truth->lon,
                             !p->reject_outside, &cell) != 0)
         return isfinite(truth->lat) && isfinite(truth->lon)
                    ? TS_RELEASE_OUTSIDE_REGION
                    : TS_RELEASE_ERROR;
     const privic_channel *ch = p->current;
-    if (ch == NULL || ch->n != p->grid.cells)
+    if (ch == NULL || ch->n != p->density.grid.cells)
         return TS_RELEASE_ERROR;
     uint32_t reported = ts_alias_sample(&ch->rows[cell], rng);
-    if (reported >= p->grid.cells)
+    if (reported >= p->density.grid.cells)
         return TS_RELEASE_ERROR;
-    ts_cell_grid_centre_latlon(&p->grid, reported, &out->lat, &out->lon);
+    ts_cell_grid_centre_latlon(&p->density.grid, reported, &out->lat,
+                               &out->lon);
     if (!ts_geo_valid(out->lat, out->lon))
         return TS_RELEASE_ERROR;
     out->eps_point = p->eps_point;
@@ -278,17 +236,7 @@ static ts_release_status privic_release(const void *profile, void *user_state,
 
 static size_t pop_cells(const void *profile)
 {
-    return ((const privic_profile *)profile)->grid.cells;
-}
-
-static void pop_grid_shape(const void *profile, uint32_t *cols,
-                           uint32_t *rows, double *cell_w, double *cell_h)
-{
-    const privic_profile *p = profile;
-    *cols = p->grid.cols;
-    *rows = p->grid.rows;
-    *cell_w = p->grid.cell_w;
-    *cell_h = p->grid.cell_h;
+    return ((const privic_profile *)profile)->density.grid.cells;
 }
 
 /* A published point is a cell centre, and with cell_m the last column
@@ -298,29 +246,8 @@ static void pop_grid_shape(const void *profile, uint32_t *cols,
 static int pop_cell_of(const void *profile, double lat, double lon,
                        uint32_t *cell)
 {
-    return ts_cell_grid_locate(&((const privic_profile *)profile)->grid, lat,
-                               lon, 0, cell);
-}
-
-static void pop_cell_bounds(const void *profile, uint32_t cell,
-                            double bounds[4])
-{
-    ts_cell_grid_bounds(&((const privic_profile *)profile)->grid, cell,
-                        bounds);
-}
-
-static ts_vec2 pop_cell_centre(const void *profile, uint32_t cell)
-{
-    return ((const privic_profile *)profile)->grid.centres[cell];
-}
-
-static void pop_cycle(const void *profile, ts_population_cycle *out)
-{
     const privic_profile *p = profile;
-    out->reports = (uint64_t)p->cycle_reports;
-    out->seconds = p->cycle_s;
-    out->ibu.precision = p->ibu_precision;
-    out->ibu.max_iterations = (unsigned)p->ibu_max_iterations;
+    return ts_cell_grid_locate(&p->density.grid, lat, lon, 0, cell);
 }
 
 static void *pop_channel_build(const void *profile, const double *theta,
@@ -360,11 +287,11 @@ static const void *pop_channel_current(const void *profile,
 static const ts_population_ops privic_population = {
     .adaptive = 1,
     .cells = pop_cells,
-    .grid_shape = pop_grid_shape,
+    .grid_shape = ts_grid_density_shape,
     .cell_of = pop_cell_of,
-    .cell_bounds = pop_cell_bounds,
-    .cell_centre = pop_cell_centre,
-    .cycle = pop_cycle,
+    .cell_bounds = ts_grid_density_cell_bounds,
+    .cell_centre = ts_grid_density_cell_centre,
+    .cycle = ts_grid_density_cycle,
     .channel_build = pop_channel_build,
     .channel_free = pop_channel_free,
     .channel_matrix = pop_channel_matrix,
