@@ -8,6 +8,14 @@
 #include <string.h>
 
 #define EMD_SUM_TOLERANCE 1e-6
+/* The moved mass is handed to GLPK scaled to this total. Its feasibility
+ * tolerance is absolute (1e-7): two estimates a cycle apart differ by
+ * ~1e-7 a cell, and bounds that small left its simplex cycling for many
+ * minutes. At this scale a difference of 1e-13 of the moved mass is
+ * still ten times the tolerance. */
+#define EMD_SCALED_MASS 1e6
+/* A hard stop, so that no input can hang a caller. */
+#define EMD_TIME_LIMIT_MS 120000
 
 static int check_distribution(const double *w, size_t n, const char *name,
                               double *total, char *err, size_t errlen)
@@ -53,12 +61,15 @@ int ts_emd(const ts_vec2 *points, size_t n, const double *p, const double *q,
         return ts_fail(err, errlen, "out of memory");
     }
     size_t n_sources = 0, n_sinks = 0;
+    double moved = 0.0;
     for (size_t i = 0; i < n; i++) {
         excess[i] = p[i] / p_total - q[i] / q_total;
-        if (excess[i] > 0.0)
+        if (excess[i] > 0.0) {
             source[n_sources++] = i;
-        else if (excess[i] < 0.0)
+            moved += excess[i];
+        } else if (excess[i] < 0.0) {
             sink[n_sinks++] = i;
+        }
     }
     result->sources = n_sources;
     result->sinks = n_sinks;
@@ -66,6 +77,15 @@ int ts_emd(const ts_vec2 *points, size_t n, const double *p, const double *q,
     if (n_sources == 0 || n_sinks == 0)
         goto done;   /* identical after renormalisation: nothing moves */
 
+    /* Sources and sinks carry the same mass up to rounding; both are
+     * scaled to EMD_SCALED_MASS in all. */
+    double sink_mass = 0.0;
+    for (size_t t = 0; t < n_sinks; t++)
+        sink_mass -= excess[sink[t]];
+    for (size_t s = 0; s < n_sources; s++)
+        excess[source[s]] *= EMD_SCALED_MASS / moved;
+    for (size_t t = 0; t < n_sinks; t++)
+        excess[sink[t]] *= EMD_SCALED_MASS / sink_mass;
     glp_prob *lp = glp_create_prob();
     glp_set_obj_dir(lp, GLP_MIN);
     /* Rows: one per source (sends at most its excess) and one per sink
@@ -102,15 +122,19 @@ int ts_emd(const ts_vec2 *points, size_t n, const double *p, const double *q,
     glp_smcp control;
     glp_init_smcp(&control);
     control.msg_lev = GLP_MSG_OFF;
+    control.tm_lim = EMD_TIME_LIMIT_MS;
     int status = glp_simplex(lp, &control);
-    if (status != 0) {
+    if (status == GLP_ETMLIM) {
+        rc = ts_fail(err, errlen, "EMD: the simplex solver ran out of its "
+                     "%d s", EMD_TIME_LIMIT_MS / 1000);
+    } else if (status != 0) {
         rc = ts_fail(err, errlen, "EMD: the simplex solver failed "
                      "(glp_simplex returned %d)", status);
     } else if (glp_get_status(lp) != GLP_OPT) {
         rc = ts_fail(err, errlen, "EMD: the simplex solver found no optimum "
                      "(status %d)", glp_get_status(lp));
     } else {
-        result->distance = glp_get_obj_val(lp);
+        result->distance = glp_get_obj_val(lp) / EMD_SCALED_MASS * moved;
         result->simplex_iterations = (unsigned)glp_get_it_cnt(lp);
     }
     glp_delete_prob(lp);

@@ -189,6 +189,52 @@ TS_TEST(test_paper_grid_bounds)
 }
 END_TEST
 
+/* Two estimates a cycle apart: every cell differs by ~1e-9 relative,
+ * some cells hold 1e-11 next to others' 0.1. GLPK's absolute tolerance
+ * once left its simplex cycling on such input for minutes; the answer
+ * must come back, and lie between the centroid distance and the moved
+ * mass times the grid's diameter. */
+TS_TEST(test_nearly_identical_distributions)
+{
+    enum { COLS = 24, ROWS = 17, N = COLS * ROWS };
+    ts_vec2 points[N];
+    grid(COLS, ROWS, 500.0, 467.0, points);
+    double p[N], q[N];
+    ts_rng *rng = ts_rng_new_seeded(77);
+    random_pmf(rng, p, N, 0.0);
+    for (size_t i = 0; i < N; i += 7)
+        p[i] *= 1e-9;   /* dust next to heavy cells */
+    double total = 0.0;
+    for (size_t i = 0; i < N; i++)
+        total += p[i];
+    double moved = 0.0;
+    for (size_t i = 0; i < N; i++) {
+        p[i] /= total;
+        q[i] = p[i] * (1.0 + 1e-9 * (ts_rng_uniform_open(rng) - 0.5));
+    }
+    double q_total = 0.0;
+    for (size_t i = 0; i < N; i++)
+        q_total += q[i];
+    ts_vec2 mp = { 0, 0 }, mq = { 0, 0 };
+    for (size_t i = 0; i < N; i++) {
+        q[i] /= q_total;
+        moved += fabs(p[i] - q[i]) / 2.0;
+        mp.x += p[i] * points[i].x;
+        mp.y += p[i] * points[i].y;
+        mq.x += q[i] * points[i].x;
+        mq.y += q[i] * points[i].y;
+    }
+    double diameter = hypot(23 * 500.0, 16 * 467.0);
+    double got = emd(points, N, p, q);
+    ck_assert_msg(got <= moved * diameter * (1 + 1e-6),
+                  "EMD %.6g above moved mass x diameter %.6g", got,
+                  moved * diameter);
+    ck_assert_msg(got >= hypot(mp.x - mq.x, mp.y - mq.y) * (1 - 1e-6),
+                  "EMD %.6g below the centroid bound", got);
+    ts_rng_free(rng);
+}
+END_TEST
+
 TS_TEST(test_bad_input)
 {
     ts_vec2 points[2] = { { 0, 0 }, { 1, 0 } };
