@@ -250,14 +250,28 @@ static void apply_done(ts_population_set *set, population_entry *e)
            build_it, build_ms, e->loop.source[1].version);
 }
 
-static void take_done(ts_population_set *set)
+static void start_job(ts_population_set *set, population_entry *e);
+
+/* start_next 0: the caller is about to detach the profiles (a reload),
+ * so no new job may start on them. */
+static void take_done(ts_population_set *set, int start_next)
 {
     pthread_mutex_lock(&set->lock);
     population_entry *e = set->done;
     set->done = NULL;
     pthread_mutex_unlock(&set->lock);
-    if (e != NULL)
-        apply_done(set, e);
+    if (e == NULL)
+        return;
+    apply_done(set, e);
+    if (!start_next)
+        return;
+    /* Reports that arrived while the worker was busy may already fill a
+     * cycle (of this profile or another one); start it now rather than
+     * on the next report, which may not come for a long time. */
+    for (size_t i = 0; i < set->n && !set->busy; i++)
+        if (set->entries[i].profile != NULL &&
+            ts_population_due(&set->entries[i].loop))
+            start_job(set, &set->entries[i]);
 }
 
 static void on_notified(evutil_socket_t fd, short what, void *arg)
@@ -266,7 +280,7 @@ static void on_notified(evutil_socket_t fd, short what, void *arg)
     unsigned char bytes[16];
     while (read(fd, bytes, sizeof bytes) > 0)
         ;
-    take_done(arg);
+    take_done(arg, 1);
 }
 
 /* Blocks until the job in flight is done, and applies it. */
@@ -278,7 +292,7 @@ static void wait_job(ts_population_set *set)
     while (set->done == NULL)
         pthread_cond_wait(&set->finished, &set->lock);
     pthread_mutex_unlock(&set->lock);
-    take_done(set);
+    take_done(set, 0);
 }
 
 static void start_job(ts_population_set *set, population_entry *e)

@@ -135,6 +135,9 @@ int ts_population_restore(ts_population_loop *loop, uint32_t version,
         }
         free(loop->theta);
         loop->theta = copy;
+        /* The record keeps the reports counted when the estimate was
+         * made: the weight of the estimate against new cycles. */
+        loop->estimated_reports = reports_total;
     }
     if (install(loop, channel, version) != 0) {
         if (channel != NULL)
@@ -172,16 +175,22 @@ int ts_population_observe(ts_population_loop *loop, double lat, double lon,
     }
     if (loop->cycle_reports == 0)
         loop->cycle_start_ms = ts_ms;
+    loop->last_ts_ms = ts_ms;
     s->counts[cell] += 1.0;
     s->reports++;
     loop->cycle_reports++;
     loop->reports_total++;
-    if (loop->job_running)
+    return ts_population_due(loop);
+}
+
+int ts_population_due(const ts_population_loop *loop)
+{
+    if (loop->job_running || loop->cycle_reports == 0)
         return 0;
     return (loop->cycle.reports > 0 &&
             loop->cycle_reports >= loop->cycle.reports) ||
            (loop->cycle.seconds > 0 &&
-            (double)(ts_ms - loop->cycle_start_ms) >=
+            (double)(loop->last_ts_ms - loop->cycle_start_ms) >=
                 loop->cycle.seconds * 1000.0);
 }
 
@@ -190,6 +199,7 @@ void ts_population_job_free(ts_population_job *job)
     for (int i = 0; i < 2; i++)
         free(job->counts[i]);
     free(job->theta);
+    free(job->previous);
     if (job->channel != NULL)
         job->ops->channel_free(job->channel);
     memset(job, 0, sizeof *job);
@@ -216,6 +226,13 @@ int ts_population_close(ts_population_loop *loop, ts_population_job *job)
     for (size_t x = 0; x < loop->n; x++)
         job->theta[x] = loop->theta != NULL ? loop->theta[x]
                                             : 1.0 / (double)loop->n;
+    if (loop->theta != NULL && loop->estimated_reports > 0) {
+        job->previous = malloc(loop->n * sizeof *job->previous);
+        if (job->previous == NULL)
+            goto oom;
+        memcpy(job->previous, loop->theta, loop->n * sizeof *job->previous);
+        job->previous_reports = loop->estimated_reports;
+    }
     for (int i = 0; i < 2; i++) {
         ts_population_source *s = &loop->source[i];
         if (s->counts == NULL || s->reports == 0)
@@ -249,6 +266,16 @@ void ts_population_run(ts_population_job *job)
     job->ibu_ms = elapsed_ms(&started);
     if (!job->ok)
         return;
+    /* Step iv: one cycle's reports are a small sample; the estimate
+     * rests on all of them. Without it the loop forgets every earlier
+     * cycle, and a channel fitted to one noisy estimate makes the next
+     * estimate noisier (measured: the EMD grew cycle after cycle). */
+    if (job->previous != NULL) {
+        double w = (double)job->reports /
+                   ((double)job->reports + (double)job->previous_reports);
+        for (size_t x = 0; x < job->n; x++)
+            job->theta[x] = w * job->theta[x] + (1.0 - w) * job->previous[x];
+    }
     full_support(job->theta, job->n);
     if (!job->adaptive)
         return;
@@ -270,6 +297,7 @@ int ts_population_finish(ts_population_loop *loop, ts_population_job *job)
     free(loop->theta);
     loop->theta = job->theta;
     job->theta = NULL;
+    loop->estimated_reports += job->reports;
     loop->cycles++;
     int installed = 0;
     if (job->channel != NULL) {

@@ -105,11 +105,15 @@ typedef struct ts_population_loop {
     uint64_t reports_total;      /* observed and counted, all cycles */
     uint64_t stale;
     uint64_t outside;            /* published points in no cell */
-    double *theta;               /* the last estimate; NULL before one */
+    /* The estimate: every cycle's IBU result combined in proportion to
+     * its reports (Algorithm 1, step iv); NULL before the first. */
+    double *theta;
+    uint64_t estimated_reports;  /* the reports behind theta */
     /* [0] the channel before the current one, [1] the current one. */
     ts_population_source source[2];
     uint64_t cycle_reports;
     int64_t cycle_start_ms;
+    int64_t last_ts_ms;          /* event time of the last report counted */
     int job_running;
 } ts_population_loop;
 
@@ -124,6 +128,10 @@ typedef struct ts_population_job {
     size_t n_sources;
     uint64_t reports;
     double *theta;               /* in: the start; out: the estimate */
+    /* The loop's estimate before this cycle and its reports (0: none):
+     * the cycle's IBU result is combined with it before BA. */
+    double *previous;
+    uint64_t previous_reports;
     /* out */
     int ok;
     char err[256];
@@ -155,6 +163,11 @@ int ts_population_restore(ts_population_loop *loop, uint32_t version,
  * time ts_ms. Returns 1 when the cycle is due (and no job is running). */
 int ts_population_observe(ts_population_loop *loop, double lat, double lon,
                           uint32_t version, int64_t ts_ms);
+
+/* 1 when the reports counted so far complete a cycle and no job runs:
+ * after a job, the reports that arrived meanwhile may already fill the
+ * next cycle, and nothing else would start it until one more arrives. */
+int ts_population_due(const ts_population_loop *loop);
 /* Moves the cycle's counts into `job` (the loop starts counting afresh).
  * -1 on allocation failure or when nothing was counted; -1 without
  * touching `job` while a job is running. */

@@ -1125,6 +1125,69 @@ TS_TEST(test_loop_versions_and_estimate)
 }
 END_TEST
 
+/* Algorithm 1 step iv: a cycle's IBU result is combined with the earlier
+ * estimate in proportion to the reports behind each, so the estimate
+ * rests on every cycle, not the last one alone. Checked against IBU run
+ * here on the cycle's own counts. */
+TS_TEST(test_loop_combines_cycles_by_reports)
+{
+    enum { FIRST = 3000, SECOND = 1000 };
+    fake_pop f;
+    fp_init(&f, FIRST);
+    double pi[FP_N];
+    fp_truth(pi);
+    ts_population_loop loop;
+    ck_assert_int_eq(ts_population_loop_init(&loop, &fp_ops_fixed, &f), 0);
+    report_source src;
+    source_init(&src, pi, f.first);
+    ts_rng *rng = ts_rng_new_seeded(4242);
+    int64_t ts_ms = 0;
+    uint64_t observed = 0;
+    ck_assert_int_eq(run_cycle(&loop, &f, &src, rng, &ts_ms, &observed), 0);
+    ck_assert_uint_eq(loop.estimated_reports, FIRST);
+    double before[FP_N];
+    memcpy(before, loop.theta, sizeof before);
+
+    loop.cycle.reports = SECOND;
+    int due = 0;
+    while (!due) {
+        due = observe_cell(&loop, source_draw(&src, rng), f.version, ts_ms);
+        ts_ms += 100;
+    }
+    ts_population_job job;
+    ck_assert_int_eq(ts_population_close(&loop, &job), 0);
+    ck_assert_uint_eq(job.reports, SECOND);
+    ck_assert_uint_eq(job.previous_reports, FIRST);
+    double mu[FP_N];
+    memcpy(mu, job.theta, sizeof mu);
+    ts_ibu_result ibu;
+    char err[256];
+    ck_assert_int_eq(ts_gibu(job.sources, job.n_sources, FP_N, mu,
+                             &job.ibu_params, &ibu, err, sizeof err), 0);
+    ts_population_run(&job);
+    ck_assert_msg(job.ok, "%s", job.err);
+    ck_assert_int_eq(ts_population_finish(&loop, &job), 0);
+    ck_assert_uint_eq(loop.estimated_reports, FIRST + SECOND);
+    double w = (double)SECOND / (FIRST + SECOND);
+    double moved = 0.0;
+    for (size_t x = 0; x < FP_N; x++) {
+        double want = w * mu[x] + (1.0 - w) * before[x];
+        /* full support mixes in 1e-9 of uniform */
+        ck_assert_msg(fabs(loop.theta[x] - want) <= 2e-9,
+                      "cell %zu: %.12g, combination %.12g", x,
+                      loop.theta[x], want);
+        moved += fabs(mu[x] - before[x]);
+    }
+    /* The check means something only if the cycle's own estimate differs
+     * from the earlier one. */
+    ck_assert_double_gt(moved, 1e-3);
+    ts_rng_free(rng);
+    source_free(&src);
+    ts_population_loop_free(&loop);
+    fp_destroy(&f);
+}
+END_TEST
+
 /* A job runs while reports go on: those drawn through the current version
  * are kept for the next cycle, which then has two channel versions (GIBU
  * sources); reports of a version two back, or of none, are stale; points
