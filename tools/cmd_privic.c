@@ -37,7 +37,8 @@ static void usage(FILE *out)
         "Runs the PRIVIC loop of a privic profile over a CSV trace (header\n"
         "user,ts,lat,lon): every row inside the profile's region is released\n"
         "once through the profile's channel, and at each cycle's end IBU\n"
-        "estimates the distribution and BA builds the next channel.\n"
+        "estimates the distribution (combined with the earlier cycles' in\n"
+        "proportion to their reports) and BA builds the next channel.\n"
         "\n"
         "options:\n"
         "  -c, --config FILE       tracesand configuration\n"
@@ -49,10 +50,10 @@ static void usage(FILE *out)
         "\n"
         "stdout: CSV, one row per completed cycle:\n"
         "  cycle,reports,emd_true_m,emd_prev_m,ba_iterations,ba_ms,"
-        "ibu_iterations,ibu_ms,emd_pop_m,emd_acc_m\n"
-        "  emd_true_m: estimate vs the cycle's own rows; emd_pop_m: vs all\n"
-        "  rows inside the region; emd_acc_m: the paper's combination of the\n"
-        "  estimates so far, weighted by reports, vs all rows\n"
+        "ibu_iterations,ibu_ms\n"
+        "  emd_true_m: the estimate vs the distribution of all the trace's\n"
+        "  rows inside the region (metres); emd_prev_m: vs the previous\n"
+        "  cycle's estimate (the first: vs uniform)\n"
         "or with --compare-laplace:\n"
         "  mechanism,beta,emd_true_m,ibu_iterations   (beta per km)\n",
         out);
@@ -141,52 +142,18 @@ typedef struct grid_points {
     ts_vec2 *centres;
 } grid_points;
 
-/* ts_emd is given the excess p - q rescaled to unit mass and the result
- * scaled back, which is the same distance (with a metric ground distance
- * only p - q matters). Passed as is, two estimates a cycle apart that
- * differ by ~1e-7 a cell leave GLPK bounds at the size of its absolute
- * feasibility tolerance, and its simplex was seen to run for minutes
- * without returning. */
+/* EMD in metres between two distributions on the grid's cells; NAN (and
+ * a message) when the solver fails. */
 static double emd_between(const grid_points *g, const double *p,
                           const double *q)
 {
-    size_t n = g->n;
-    double *from = malloc(n * sizeof *from);
-    double *to = malloc(n * sizeof *to);
-    double d = NAN, p_total = 0.0, q_total = 0.0, moved = 0.0;
-    if (from == NULL || to == NULL)
-        goto out;
-    for (size_t i = 0; i < n; i++) {
-        p_total += p[i];
-        q_total += q[i];
-    }
-    for (size_t i = 0; i < n; i++) {
-        double e = p[i] / p_total - q[i] / q_total;
-        from[i] = e > 0.0 ? e : 0.0;
-        to[i] = e < 0.0 ? -e : 0.0;
-        moved += from[i];
-    }
-    if (!(moved > 0.0)) {
-        d = 0.0;
-        goto out;
-    }
-    double to_total = 0.0;
-    for (size_t i = 0; i < n; i++)
-        to_total += to[i];
-    for (size_t i = 0; i < n; i++) {
-        from[i] /= moved;
-        to[i] /= to_total;
-    }
     ts_emd_result result;
     char err[ERR_MAX];
-    if (ts_emd(g->centres, n, from, to, &result, err, sizeof err) != 0)
+    if (ts_emd(g->centres, g->n, p, q, &result, err, sizeof err) != 0) {
         fprintf(stderr, TS_TOOL_NAME " privic: emd: %s\n", err);
-    else
-        d = result.distance * moved;
-out:
-    free(from);
-    free(to);
-    return d;
+        return NAN;
+    }
+    return result.distance;
 }
 
 static void normalise(double *v, size_t n)
@@ -208,14 +175,10 @@ static int run_loop(const ts_profile *profile, const trace *t,
     if (ts_population_loop_init(&loop, pop, profile->mech) != 0)
         return -1;
     size_t n = g->n;
-    double *truth = calloc(n, sizeof *truth);
     double *previous = malloc(n * sizeof *previous);
     double *population = calloc(n, sizeof *population);
-    double *combined = calloc(n, sizeof *combined);
-    double combined_reports = 0.0;
     int status = -1;
-    if (truth == NULL || previous == NULL || population == NULL ||
-        combined == NULL)
+    if (previous == NULL || population == NULL)
         goto out;
     for (size_t i = 0; i < n; i++)
         previous[i] = 1.0 / (double)n;
@@ -226,7 +189,7 @@ static int run_loop(const ts_profile *profile, const trace *t,
         population[t->cell[r]] += 1.0;
     normalise(population, n);
     printf("cycle,reports,emd_true_m,emd_prev_m,ba_iterations,ba_ms,"
-           "ibu_iterations,ibu_ms,emd_pop_m,emd_acc_m\n");
+           "ibu_iterations,ibu_ms\n");
     ts_budget_view unlimited = { INFINITY, 0.0 };
     for (size_t r = 0; r < t->n; r++) {
         ts_point truth_point = { .lat = t->lat[r], .lon = t->lon[r],
@@ -238,7 +201,6 @@ static int run_loop(const ts_profile *profile, const trace *t,
             fprintf(stderr, TS_TOOL_NAME " privic: release failed\n");
             goto out;
         }
-        truth[t->cell[r]] += 1.0;
         if (!ts_population_observe(&loop, report.lat, report.lon,
                                    report.channel_version, t->ts_ms[r]))
             continue;
@@ -254,35 +216,19 @@ static int run_loop(const ts_profile *profile, const trace *t,
                     loop.cycles + 1);
             goto out;
         }
-        normalise(truth, n);
-        double emd_true = emd_between(g, truth, loop.theta);
+        double emd_true = emd_between(g, population, loop.theta);
         double emd_prev = emd_between(g, loop.theta, previous);
-        double emd_pop = emd_between(g, population, loop.theta);
-        /* The loop keeps only the last cycle's estimate; Algorithm 1
-         * step iv combines it with the earlier ones in proportion to
-         * their reports, which is what makes the paper's curves fall.
-         * Computed on the side so both can be read off one run. */
-        double w = (double)reports / (combined_reports + (double)reports);
-        for (size_t i = 0; i < n; i++)
-            combined[i] = (1.0 - w) * combined[i] + w * loop.theta[i];
-        combined_reports += (double)reports;
-        normalise(combined, n);
-        double emd_acc = emd_between(g, population, combined);
         memcpy(previous, loop.theta, n * sizeof *previous);
-        memset(truth, 0, n * sizeof *truth);
-        printf("%u,%" PRIu64 ",%.3f,%.3f,%u,%.1f,%u,%.1f,%.3f,%.3f\n",
-               loop.cycles, reports, emd_true, emd_prev, ba_it, ba_ms,
-               ibu_it, ibu_ms, emd_pop, emd_acc);
+        printf("%u,%" PRIu64 ",%.3f,%.3f,%u,%.1f,%u,%.1f\n", loop.cycles,
+               reports, emd_true, emd_prev, ba_it, ba_ms, ibu_it, ibu_ms);
     }
     if (loop.cycle_reports > 0)
         fprintf(stderr, "privic: %" PRIu64 " reports of an unfinished cycle "
                 "left out\n", loop.cycle_reports);
     status = 0;
 out:
-    free(truth);
     free(previous);
     free(population);
-    free(combined);
     ts_population_loop_free(&loop);
     return status;
 }

@@ -1,0 +1,237 @@
+#!/usr/bin/env bash
+# PRIVIC (Biswas & Palamidessi) against the paper's San Francisco figures,
+# on the paper's grid (24 x 17 cells over 37.7228,-122.5153 ..
+# 37.7946,-122.3789, the shipped `privic` profile) with the Cabspotting
+# taxis as the population (the paper used Gowalla check-ins in that box):
+#
+#   Fig. 3     BA (the channel for the true distribution) against planar
+#              Laplace at the same geo-indistinguishability (eps = 2 beta),
+#              each estimated by IBU from a uniform start: EMD to the truth
+#              for each beta in BETAS, mean over SEEDS seeds, with
+#              `tracesan privic --compare-laplace`. Also BA stopped after
+#              BA_EARLY iterations (the paper reports 5 BA iterations a
+#              cycle on SF), still 2 beta geo-indistinguishable.
+#   Figs. 8-9  the PRIVIC loop at beta = 0.5 and 1 (LOOP_BETAS) with
+#              `tracesan privic`: EMD per cycle, for cycles of
+#              CYCLE_REPORTS reports (default 1000, the shipped profile's)
+#              over CYCLES cycles each, mean over LOOP_SEEDS seeds.
+#
+# Columns of the per-cycle tables: emd_true (the loop's estimate, every
+# cycle's IBU result combined in proportion to its reports as Algorithm 1
+# step iv says, vs the PMF of every row the loop is given, CYCLE_REPORTS x
+# CYCLES shuffled rows: what the paper plots), emd_prev (how far the
+# estimate moved since the previous cycle; cycle 1: from the uniform
+# start).
+#
+# Convergence, per run (the median over seeds is printed):
+#   moved<1%  the first cycle whose estimate moved less than CONV_FRAC
+#             (default 0.01) of how far cycle 1 moved it from uniform;
+#   settled   the first cycle from which emd_true stays within
+#             SETTLE_FRAC (default 0.10) of its mean over the last 5
+#             cycles.
+# "-" when it never happens within the cycles run.
+#
+# Rows are shuffled with a fixed seed (SHUFFLE_SEED, default 1; a
+# Lehmer generator in awk, so every awk gives the same order) so that a
+# cycle sees the population, not one cab's morning. ROWS (default 123025,
+# the paper's SF check-in count; 0 = all) rows of the shuffle are used for
+# Fig. 3.
+#
+# Usage (from a build directory, or set BUILD_DIR / TRACESAN):
+#   bench/eval_privic.sh [DATA.csv.gz]
+# Default data: ../shared/data/cabspotting-sf-35cabs.csv.gz next to the
+# source tree; when it is absent, the bundled Gowalla New York sample with
+# the region set to its bounding box (a smoke run, not the paper's
+# setting). Everything derived from the data lives in a temporary
+# directory removed on exit (Cabspotting may not be redistributed).
+# Environment: BETAS, SEEDS (default 3), BA_EARLY (default 5; 0 = skip),
+# LOOP_BETAS, LOOP_SEEDS (default 3), CYCLE_REPORTS, CYCLES (default 30),
+# ROWS, SHUFFLE_SEED, CONV_FRAC, SETTLE_FRAC, JOBS (parallel runs,
+# default the number of cores).
+set -euo pipefail
+
+BENCH=eval_privic
+. "$(dirname "$0")/common.sh"
+data=${1:-$srcdir/../shared/data/cabspotting-sf-35cabs.csv.gz}
+betas=${BETAS-0.2 0.4 0.6 0.8 1.0 1.5 2.0 3.0 5.0}
+seeds=${SEEDS:-3}
+ba_early=${BA_EARLY:-5}
+loop_betas=${LOOP_BETAS-0.5 1.0}
+loop_seeds=${LOOP_SEEDS:-3}
+cycle_reports=${CYCLE_REPORTS:-1000}
+cycles=${CYCLES:-30}
+rows=${ROWS:-123025}
+shuffle_seed=${SHUFFLE_SEED:-1}
+conv_frac=${CONV_FRAC:-0.01}
+settle_frac=${SETTLE_FRAC:-0.10}
+jobs=${JOBS:-$(nproc)}
+conf=$srcdir/conf/tracesand.conf
+region=37.7228,-122.5153,37.7946,-122.3789
+
+need_programs "$tracesan"
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/tracesan-evalprivic.XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
+
+if [ -f "$data" ]; then
+    source_name=$data
+else
+    echo "eval_privic: $data not found; using the bundled Gowalla sample" \
+         "(a smoke run: not the paper's city)" >&2
+    data=$srcdir/data/sample/gowalla-nyc-sample.csv
+    source_name=$data
+    region=$(awk -F, 'NR > 1 { if (n++ == 0) { a = c = $3; b = d = $4 }
+        if ($3 < a) a = $3; if ($3 > c) c = $3; if ($4 < b) b = $4; if ($4 > d) d = $4 }
+        END { printf "%.6f,%.6f,%.6f,%.6f", a, b, c, d }' "$data")
+fi
+profile=(--config "$conf" --profile privic -o "profiles.privic.region=\"$region\"")
+
+# Inside the box, then shuffled: key = a Lehmer (minstd) stream, exact in
+# doubles, sorted numerically.
+gzip -dcf "$data" | awk -F, -v box="$region" -v seed="$shuffle_seed" '
+    BEGIN { split(box, b, ","); s = seed }
+    NR == 1 { next }
+    $3 >= b[1] && $3 <= b[3] && $4 >= b[2] && $4 <= b[4] {
+        s = (s * 48271) % 2147483647; printf "%010d\t%s\n", s, $0 }' |
+    sort -s -k1,1 | cut -f2- | { echo "user,ts,lat,lon"; cat; } >"$tmp/all.csv"
+in_box=$(($(wc -l <"$tmp/all.csv") - 1))
+if [ "$rows" -gt 0 ] && [ "$rows" -lt "$in_box" ]; then
+    head -n $((rows + 1)) "$tmp/all.csv" >"$tmp/fig3.csv"
+else
+    cp "$tmp/all.csv" "$tmp/fig3.csv"
+fi
+fig3_rows=$(($(wc -l <"$tmp/fig3.csv") - 1))
+loop_rows=$((cycle_reports * cycles))
+head -n $((loop_rows + 1)) "$tmp/all.csv" >"$tmp/loop.csv"
+echo "eval_privic: $source_name: $in_box rows in the box $region (shuffle" \
+     "seed $shuffle_seed); Fig. 3 on $fig3_rows, the loop on" \
+     "$(($(wc -l <"$tmp/loop.csv") - 1))" >&2
+
+# run_one OUT ARGS...: one tracesan privic run, its stdout to OUT, its
+# log beside it; the wall time in OUT.time.
+run_one() {
+    local out=$1; shift
+    local t0 t1
+    t0=$(date +%s.%N)
+    "$tracesan" privic "${profile[@]}" "$@" >"$out" 2>"$out.log" ||
+        { echo "eval_privic: failed: tracesan privic $*" >&2; cat "$out.log" >&2; return 1; }
+    t1=$(date +%s.%N)
+    awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f\n", b - a }' >"$out.time"
+}
+
+# At most $jobs runs at a time; any failure fails the script.
+pids=()
+spawn() {
+    if [ "${#pids[@]}" -ge "$jobs" ]; then
+        wait "${pids[0]}" || exit 1
+        pids=("${pids[@]:1}")
+    fi
+    run_one "$@" &
+    pids+=($!)
+}
+wait_all() {
+    for p in "${pids[@]}"; do wait "$p" || exit 1; done
+    pids=()
+}
+
+start=$(date +%s)
+# ------------------------------------------------------------- Fig. 3
+# BETAS="" or LOOP_BETAS="" skips that part.
+for b in $betas; do
+    for s in $(seq 1 "$seeds"); do
+        spawn "$tmp/cmp.$b.$s.csv" --seed "$s" -o "profiles.privic.beta=$b" \
+            --compare-laplace "$tmp/fig3.csv"
+        if [ "$ba_early" -gt 0 ]; then
+            spawn "$tmp/cmpe.$b.$s.csv" --seed "$s" -o "profiles.privic.beta=$b" \
+                -o "profiles.privic.ba_max_iterations=$ba_early" \
+                --compare-laplace "$tmp/fig3.csv"
+        fi
+    done
+done
+wait_all
+fig3_s=$(($(date +%s) - start))
+
+[ -z "$betas" ] || {
+echo "Fig. 3: EMD (m) between the true PMF and its IBU estimate, $fig3_rows" \
+     "reports, mean over $seeds seeds (eps = 2 beta)"
+printf "%6s %6s %12s %12s %12s %10s %10s\n" beta eps_km ba_emd_m laplace_emd_m \
+    "ba${ba_early}it_emd_m" ba/laplace winner
+for b in $betas; do
+    cat "$tmp"/cmp."$b".*.csv | awk -F, '$1 != "mechanism" { s[$1] += $3; n[$1]++ }
+        END { printf "%s %s\n", s["ba"] / n["ba"], s["laplace"] / n["laplace"] }' \
+        >"$tmp/m.$b"
+    early=nan
+    if [ "$ba_early" -gt 0 ]; then
+        early=$(cat "$tmp"/cmpe."$b".*.csv | awk -F, '$1 == "ba" { s += $3; n++ }
+            END { printf "%.1f", s / n }')
+    fi
+    read -r ba lap <"$tmp/m.$b"
+    awk -v b="$b" -v ba="$ba" -v lap="$lap" -v e="$early" 'BEGIN {
+        printf "%6.2f %6.2f %12.1f %12.1f %12s %10.2f %10s\n", b, 2 * b, ba, lap, e,
+            ba / lap, (ba < lap) ? "BA" : "Laplace" }'
+done
+echo "(Fig. 3 runs: ${fig3_s} s wall, $jobs at a time)"
+echo
+}
+
+# ---------------------------------------------------------- Figs. 8-9
+start=$(date +%s)
+for b in $loop_betas; do
+    for s in $(seq 1 "$loop_seeds"); do
+        spawn "$tmp/loop.$b.$s.csv" --seed "$s" -o "profiles.privic.beta=$b" \
+            -o "profiles.privic.cycle_reports=$cycle_reports" "$tmp/loop.csv"
+    done
+done
+wait_all
+loop_s=$(($(date +%s) - start))
+
+for b in $loop_betas; do
+    echo "Figs. 8-9: PRIVIC loop, beta $b per km, cycles of $cycle_reports" \
+         "reports, mean over $loop_seeds seeds (EMD in m)"
+    # columns: cycle reports emd_true emd_prev ba_it ba_ms ibu_it ibu_ms
+    cat "$tmp"/loop."$b".*.csv | awk -F, '
+        $1 == "cycle" { next }
+        { c = $1; n[c]++; t[c] += $3; p[c] += $4; bi[c] += $5; bm[c] += $6
+          ii[c] += $7; im[c] += $8; if (c > max) max = c }
+        END {
+            printf "%6s %10s %10s %8s %8s %8s %8s\n", "cycle", "emd_true",
+                "emd_prev", "ba_it", "ba_ms", "ibu_it", "ibu_ms"
+            for (c = 1; c <= max; c++) {
+                if (!(c in n)) continue; k = n[c]
+                printf "%6d %10.1f %10.1f %8.0f %8.1f %8.0f %8.1f\n", c,
+                    t[c] / k, p[c] / k, bi[c] / k, bm[c] / k, ii[c] / k, im[c] / k }
+        }'
+    for f in "$tmp"/loop."$b".*.csv; do
+        awk -F, -v frac="$conv_frac" -v settle="$settle_frac" '
+            $1 == "cycle" { next }
+            { c = $1; pop[c] = $3; prev[c] = $4; max = c }
+            END {
+                moved = "-"
+                for (c = 2; c <= max; c++)
+                    if (prev[c] < frac * prev[1]) { moved = c; break }
+                tail = 0; k = 0
+                for (c = (max > 5 ? max - 4 : 1); c <= max; c++) { tail += pop[c]; k++ }
+                tail /= k; settled = "-"
+                for (c = 1; c <= max; c++) {
+                    ok = 1
+                    for (d = c; d <= max; d++)
+                        if (pop[d] > tail * (1 + settle) || pop[d] < tail * (1 - settle)) { ok = 0; break }
+                    if (ok) { settled = c; break }
+                }
+                printf "%s %s %.1f %.1f\n", moved, settled, pop[1], pop[max]
+            }' "$f"
+    done >"$tmp/conv.$b"
+    awk -v b="$b" -v frac="$conv_frac" -v settle="$settle_frac" '
+        function med(v, k,   i, j, t) {
+            for (i = 1; i <= k; i++) for (j = i + 1; j <= k; j++)
+                if (v[j] + 0 < v[i] + 0) { t = v[i]; v[i] = v[j]; v[j] = t }
+            return (k % 2) ? v[(k + 1) / 2] : (v[k / 2] + v[k / 2 + 1]) / 2 }
+        { k++; m[k] = ($1 == "-") ? 1e9 : $1; s[k] = ($2 == "-") ? 1e9 : $2; runs = runs " " $1 "/" $2 }
+        END {
+            mm = med(m, k); ss = med(s, k)
+            printf "convergence (beta %s): moved<%g%% of cycle 1 at cycle %s, emd_true settled " \
+                "(within %g%% of its last-5 mean) from cycle %s; per seed moved/settled:%s\n",
+                b, 100 * frac, (mm >= 1e9) ? "- (never)" : mm, 100 * settle,
+                (ss >= 1e9) ? "- (never)" : ss, runs }' "$tmp/conv.$b"
+    echo
+done
+[ -z "$loop_betas" ] || echo "(loop runs: ${loop_s} s wall, $jobs at a time)"
