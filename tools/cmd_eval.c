@@ -53,6 +53,14 @@
  *                  order); precision |R ∩ R'| / k', recall |R ∩ R'| / k,
  *                  averaged over releases (Xiao & Xiong, Section 6.3).
  *
+ * --identity replaces the report by the identity adversary of Romanelli et
+ * al. (CSF 2020, Section IV-B; inference/identity.h): per cell size, the
+ * held-out Bayes error of a MAP guess of the user from the binned released
+ * point, the plug-in I(U; Z) and the mean distortion. Only joined rows
+ * count (a rejected row published nothing to guess from). The rows are
+ * split by ts_identity_split into the adversary's training rows and the
+ * held-out rows it is scored on, the split printed on stderr.
+ *
  * The output holds aggregates only, never a coordinate.
  */
 #include <inttypes.h>
@@ -65,6 +73,8 @@
 #include "daemon/pipeline.h"
 #include "mechanisms/delta_privacy.h"
 #include "geometry/geo.h"
+#include "inference/grid.h"
+#include "inference/identity.h"
 #include "tools/commands.h"
 #include "tools/csv.h"
 #include "tools/name_index.h"
@@ -75,6 +85,9 @@
 #define WINDOW_START_TOLERANCE 1e-7
 #define OVERALL_LABEL "(all)"
 #define DEFAULT_KNN 5
+/* The paper's evaluation grids (Section IV-B). */
+static const double DEFAULT_IDENTITY_CELLS[] = { 50.0, 100.0, 200.0, 400.0 };
+#define MAX_IDENTITY_CELLS 32
 /* profile_slot of a sanitized row whose profile column is absent or empty
  * (taken to be the replayed profile), or names no profile of eval's
  * configuration (never replayed). */
@@ -155,6 +168,8 @@ static void usage(FILE *out)
         "[-o PATH=VALUE]...\n"
         "                     [--poi FILE [--knn K] [--knn-returned K2]]\n"
         "                     TRUE.csv SANITIZED.csv\n"
+        "       " TS_TOOL_NAME " eval --identity [--cell-m M]... "
+        "TRUE.csv SANITIZED.csv\n"
         "\n"
         "Joins a true trace (user,ts,lat,lon, as given to sanitize) with its\n"
         "sanitized output by (user, ts) and reports per user and overall:\n"
@@ -187,6 +202,15 @@ static void usage(FILE *out)
         "      --knn K             k of the true kNN set (default 5)\n"
         "      --knn-returned K2   k' of the kNN set of the released point\n"
         "                          (default K, at least K)\n"
+        "      --identity          instead: the identity adversary's Bayes\n"
+        "                          error (held-out MAP guess of the user from\n"
+        "                          the released point binned on a grid), the\n"
+        "                          plug-in I(U;Z) and the mean distortion, as\n"
+        "                          CSV cell_m,bayes_error,mi_bits,\n"
+        "                          mean_distortion_m,users,rows; the\n"
+        "                          training/evaluation split goes to stderr\n"
+        "      --cell-m M          a grid cell side in metres for --identity,\n"
+        "                          repeatable (default 50, 100, 200, 400)\n"
         "  -h, --help              show this help\n"
         "\n"
         "The columns drift_ratio, knn_precision, knn_recall are appended\n"
@@ -983,6 +1007,140 @@ out:
     return status;
 }
 
+/* ------------------------------------------------- identity adversary */
+
+typedef struct identity_cells {
+    double side_m[MAX_IDENTITY_CELLS];
+    size_t n;
+} identity_cells;
+
+static const char *take_cell(void *dest, const char *value)
+{
+    identity_cells *cells = dest;
+    double side;
+    if (ts_tool_parse_double(value, &side) != 0 || !(side > 0.0))
+        return "needs a cell side in metres (a number > 0)";
+    if (cells->n == MAX_IDENTITY_CELLS)
+        return "is given too many times";
+    cells->side_m[cells->n++] = side;
+    return NULL;
+}
+
+/* The joined rows as the adversary sees them: the user and the released
+ * point projected to metres (equirectangular about the centre of the
+ * released points' bounding box, inference/grid.h), each on its side of
+ * the split. */
+static int identity_rows(const eval_data *data, ts_identity_obs *train,
+                         size_t *n_train, ts_identity_obs *held_out,
+                         size_t *n_held_out, double *distortion_sum)
+{
+    double lat_min = INFINITY, lat_max = -INFINITY;
+    double lon_min = INFINITY, lon_max = -INFINITY;
+    for (size_t i = 0; i < data->n_rows; i++) {
+        const true_row *r = &data->rows[i];
+        if (!r->matched)
+            continue;
+        lat_min = fmin(lat_min, r->released_lat);
+        lat_max = fmax(lat_max, r->released_lat);
+        lon_min = fmin(lon_min, r->released_lon);
+        lon_max = fmax(lon_max, r->released_lon);
+    }
+    /* Only the projection of the grid is used: the adversary's cells are
+     * keyed sparsely by the estimator, so one cell as wide as the whole
+     * box keeps ts_grid_init's cell-count limit out of the way. The pad
+     * keeps the box non-empty when every report is the same point. */
+    const double pad = 1e-6;
+    ts_grid grid;
+    char err[ERR_MAX];
+    if (ts_grid_init(&grid, fmax(lat_min - pad, -90.0),
+                     fmax(lon_min - pad, -180.0), fmin(lat_max + pad, 90.0),
+                     fmin(lon_max + pad, 180.0), 1e8, err, sizeof err) != 0) {
+        fprintf(stderr, TS_TOOL_NAME " eval: the released points do not fit "
+                "one planar projection: %s\n", err);
+        return -1;
+    }
+    *n_train = *n_held_out = 0;
+    *distortion_sum = 0.0;
+    for (size_t i = 0; i < data->n_rows; i++) {
+        const true_row *r = &data->rows[i];
+        if (!r->matched)
+            continue;
+        const char *name = ts_name_index_name(data->users, r->user);
+        ts_identity_obs obs = {
+            r->user, ts_grid_project(&grid, r->released_lat, r->released_lon)
+        };
+        if (ts_identity_split(name, strlen(name), r->ts_ms))
+            held_out[(*n_held_out)++] = obs;
+        else
+            train[(*n_train)++] = obs;
+        *distortion_sum += r->error_m;
+    }
+    return 0;
+}
+
+static int identity_report(const eval_data *data, const identity_cells *cells)
+{
+    size_t n_users = ts_name_index_count(data->users);
+    size_t n_matched = 0;
+    for (size_t i = 0; i < data->n_rows; i++)
+        n_matched += data->rows[i].matched != 0;
+    ts_identity_obs *train = malloc((n_matched ? n_matched : 1) *
+                                    sizeof *train);
+    ts_identity_obs *held_out = malloc((n_matched ? n_matched : 1) *
+                                       sizeof *held_out);
+    int status = -1;
+    if (train == NULL || held_out == NULL) {
+        fprintf(stderr, TS_TOOL_NAME ": out of memory\n");
+        goto out;
+    }
+    size_t n_train = 0, n_held_out = 0;
+    double distortion_sum = 0.0;
+    if (n_matched > 0 &&
+        identity_rows(data, train, &n_train, held_out, &n_held_out,
+                      &distortion_sum) != 0)
+        goto out;
+    fprintf(stderr, "eval --identity: %zu sanitized rows joined: %zu "
+            "training (the adversary's MAP table), %zu held out (scored); "
+            "split by a hash of (user, ts), "
+            "docs/evaluation.md\n", n_matched, n_train, n_held_out);
+    if (n_train == 0 || n_held_out == 0) {
+        fprintf(stderr, TS_TOOL_NAME " eval: --identity needs sanitized rows "
+                "on both sides of the split (%zu training, %zu held out)\n",
+                n_train, n_held_out);
+        goto out;
+    }
+    printf("cell_m,bayes_error,mi_bits,mean_distortion_m,users,rows\n");
+    for (size_t c = 0; c < cells->n; c++) {
+        ts_identity_result result;
+        char err[ERR_MAX];
+        if (ts_identity_estimate(train, n_train, held_out, n_held_out,
+                                 n_users, cells->side_m[c], &result, err,
+                                 sizeof err) != 0) {
+            fprintf(stderr, TS_TOOL_NAME " eval: --cell-m %g: %s\n",
+                    cells->side_m[c], err);
+            goto out;
+        }
+        printf("%g,%.6f,%.6f,%.1f,%zu,%zu\n", cells->side_m[c],
+               result.bayes_error, result.mi_bits,
+               distortion_sum / (double)n_matched, result.users,
+               n_matched);
+        fprintf(stderr, "eval --identity: cell %g m: %zu cells hold "
+                "training rows; %zu held-out rows fell outside them (guessed "
+                "from the prior); resubstitution error (the paper's Eq. 27 "
+                "on all rows) %.6f; first-order plug-in MI bias %.6f "
+                "bits\n",
+                cells->side_m[c], result.train_cells, result.eval_unseen,
+                result.resubstitution_error, result.mi_bias_bits);
+    }
+    status = fflush(stdout) != 0 || ferror(stdout) ? -1 : 0;
+    if (status != 0)
+        fprintf(stderr, TS_TOOL_NAME ": cannot write the output\n");
+out:
+    free(train);
+    free(held_out);
+    return status;
+}
+
 /* The profile to replay, found in its pipeline as slot *slot; NULL
  * (reported) when it is not a delta-location-set profile. */
 static const ts_profile *replayable(const ts_pipeline *pipeline,
@@ -1008,13 +1166,19 @@ int cmd_eval(int argc, char **argv)
     const char *series_path = NULL;
     const char *poi_path = NULL;
     uint64_t knn = DEFAULT_KNN, knn_returned = 0;
+    int identity = 0, format_given = 0, knn_given = 0;
+    identity_cells cells = { .n = 0 };
     const ts_tool_option options[] = {
-        { "format", 'f', TS_ARG_CHOICE, .dest = &csv, .choices = formats },
+        { "format", 'f', TS_ARG_CHOICE, .dest = &csv, .given = &format_given,
+          .choices = formats },
         { "series", 's', TS_ARG_STRING, .dest = &series_path },
         { "poi", 0, TS_ARG_STRING, .dest = &poi_path },
-        { "knn", 0, TS_ARG_U64, .dest = &knn, .min = 1, .max = UINT32_MAX },
-        { "knn-returned", 0, TS_ARG_U64, .dest = &knn_returned, .min = 1,
+        { "knn", 0, TS_ARG_U64, .dest = &knn, .given = &knn_given, .min = 1,
           .max = UINT32_MAX },
+        { "knn-returned", 0, TS_ARG_U64, .dest = &knn_returned,
+          .given = &knn_given, .min = 1, .max = UINT32_MAX },
+        { "identity", 0, TS_ARG_FLAG, .dest = &identity },
+        { "cell-m", 0, TS_ARG_HANDLER, .dest = &cells, .handle = take_cell },
         { 0 },
     };
     const ts_tool_command command = {
@@ -1026,6 +1190,24 @@ int cmd_eval(int argc, char **argv)
     if (first <= 0)
         return first == 0 ? 0 : 1;
     const char *true_path = argv[first], *sanitized_path = argv[first + 1];
+    if (cells.n != 0 && !identity) {
+        fprintf(stderr, TS_TOOL_NAME " eval: --cell-m needs --identity\n");
+        return 1;
+    }
+    if (identity &&
+        ((format_given && !csv) || series_path != NULL || poi_path != NULL ||
+         knn_given || common.config_path != NULL || common.profile != NULL ||
+         common.n_overrides != 0)) {
+        fprintf(stderr, TS_TOOL_NAME " eval: --identity writes CSV and takes "
+                "only --cell-m\n");
+        return 1;
+    }
+    if (identity && cells.n == 0) {
+        cells.n = sizeof DEFAULT_IDENTITY_CELLS /
+                  sizeof *DEFAULT_IDENTITY_CELLS;
+        memcpy(cells.side_m, DEFAULT_IDENTITY_CELLS,
+               sizeof DEFAULT_IDENTITY_CELLS);
+    }
     if (knn_returned == 0)
         knn_returned = knn;
     if (knn_returned < knn) {
@@ -1066,8 +1248,12 @@ int cmd_eval(int argc, char **argv)
     data.has_drift = replay_profile != NULL;
     /* The layout depends on the options only, not on the profile found. */
     data.has_extra = tool.pipeline != NULL || poi_path != NULL;
-    if (load_truth(&data, true_path) == 0 &&
-        load_sanitized(&data, sanitized_path) == 0 &&
+    int loaded = load_truth(&data, true_path) == 0 &&
+                 load_sanitized(&data, sanitized_path) == 0;
+    if (loaded && identity) {
+        if (identity_report(&data, &cells) == 0)
+            status = 0;
+    } else if (loaded &&
         (replay_profile == NULL ||
          replay_drift(&data, replay_profile, replay_slot) == 0) &&
         (poi_path == NULL ||
