@@ -1,0 +1,79 @@
+/* The identity-protecting channel of Romanelli, Chatzikokolakis,
+ * Palamidessi & Piantanida (CSF 2020), solved exactly on a grid: the
+ * channel C[x * n + z] = P(report cell z | true cell x) that minimises the
+ * mutual information I(U; Z) between a user's identity U and the report Z,
+ * subject to the expected distortion E[d(X, Z)] <= L (metres between cell
+ * centres), and optionally to epsilon-geo-indistinguishability,
+ * C(x, z) <= exp(eps d(x, x')) C(x', z) for all x, x', z.
+ *
+ * I(U; Z) is convex in C (it is convex in P(Z|U), which is linear in C),
+ * and every constraint is linear, so a first-order method with a duality
+ * gap reaches the optimum with a certificate: the gap bounds how far the
+ * returned I(U; Z) is above the optimum. */
+#ifndef TRACESAN_INFERENCE_MI_OPTIMAL_H
+#define TRACESAN_INFERENCE_MI_OPTIMAL_H
+
+#include <stddef.h>
+
+#include "geometry/plane.h"
+
+/* The channel and the optimizer's workspaces are cells x cells. */
+#define TS_MI_MAX_CELLS 4096u
+#define TS_MI_MAX_USERS 100000u
+/* With geoind_epsilon each linear step is an LP over cells^2 entries and
+ * about 8 cells^2 neighbour constraints (see mi_optimal.c); beyond this
+ * many cells ts_mi_optimize refuses instead of weakening the guarantee. */
+#define TS_MI_GEOIND_MAX_CELLS 144u
+
+typedef struct ts_mi_problem {
+    size_t cells;               /* n: inputs and outputs are the same cells */
+    const ts_vec2 *centres;     /* n cell centres, metres of a plane */
+    size_t users;               /* k */
+    /* k x n, row-major: the empirical joint P(U = u, X = x) of a training
+     * trace; non-negative, sums to 1. */
+    const double *joint;
+    /* L >= 0. L = 0 gives the identity (I(U; Z) = I(U; X), gap 0); with
+     * geo-ind, L must exceed the least distortion an eps-geo-ind channel
+     * can have, else an error says what that least distortion is. */
+    double distortion_m;
+    double geoind_epsilon;      /* per metre; 0: no geo-ind constraint */
+} ts_mi_problem;
+
+typedef struct ts_mi_params {
+    double gap_tolerance_bits;  /* stop when the duality gap is below */
+    unsigned max_iterations;
+    /* Without geo-ind: 0 (the default) runs the accelerated mirror
+     * descent of mi_optimal.c and polishes with Frank-Wolfe only if it
+     * stalls; 1 runs Frank-Wolfe alone (for comparison). The result's
+     * guarantees are the same either way. */
+    int frank_wolfe_only;
+} ts_mi_params;
+
+typedef struct ts_mi_result {
+    double mi_bits;             /* I(U; Z) of the returned channel */
+    double distortion_m;        /* its E[d(X, Z)] (<= L up to 1e-9 relative) */
+    double gap_bits;            /* certificate: mi_bits - optimum <= gap */
+    unsigned iterations;
+    int converged;              /* gap_bits <= gap_tolerance_bits */
+} ts_mi_result;
+
+/* Writes the n x n channel. Cells no training row visits (P(x) = 0) do not
+ * enter I(U; Z) or E[d]. Without geo-ind they get the row of the nearest
+ * visited cell (lowest index on ties): their reports are distributed like
+ * that cell's, so they add no output and no identifying power. With
+ * geo-ind their rows are LP variables like every other, since the
+ * constraints tie them to their neighbours; they come out as whatever
+ * feasible rows the optimum holds. (No visited cell at all cannot happen:
+ * the joint sums to 1.) 0, or -1 with err on bad input, allocation
+ * failure, an infeasible or too large geo-ind problem or an LP failure;
+ * not converging within max_iterations is not an error
+ * (result->converged says it). Deterministic: no randomness is used. */
+int ts_mi_optimize(const ts_mi_problem *problem, const ts_mi_params *params,
+                   double *channel, ts_mi_result *result, char *err,
+                   size_t errlen);
+
+/* I(U; Z) in bits and E[d(X, Z)] in metres of a channel for a problem. */
+double ts_mi_bits(const ts_mi_problem *problem, const double *channel);
+double ts_mi_distortion(const ts_mi_problem *problem, const double *channel);
+
+#endif

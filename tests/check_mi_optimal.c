@@ -1,0 +1,555 @@
+/* The MI-optimal channel: its certificate and constraints on random
+ * instances, mirror descent against Frank-Wolfe, the tiny 3-user 3 x 3 instance against an independent solver
+ * (exponentiated gradient on the Lagrangian, bisected on the multiplier,
+ * with its own gradient code), the two limits (a constant channel when L
+ * allows one; the identity at L = 0), the geo-ind ratio checked exactly on
+ * every (x, x', z), unvisited cells, and bad input. */
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "inference/mi_optimal.h"
+#include "mechanisms/rng.h"
+#include "tests/support/check_run.h"
+
+static void grid(size_t cols, size_t rows, double dx, double dy,
+                 ts_vec2 *centres)
+{
+    for (size_t r = 0; r < rows; r++)
+        for (size_t c = 0; c < cols; c++)
+            centres[r * cols + c] =
+                (ts_vec2){ (double)c * dx + dx / 2, (double)r * dy + dy / 2 };
+}
+
+static double d2(ts_vec2 a, ts_vec2 b)
+{
+    return hypot(a.x - b.x, a.y - b.y);
+}
+
+/* Each user a cloud around its own home cell; `zero_share` of the cells
+ * each user never visits. */
+static void random_joint(ts_rng *rng, const ts_vec2 *c, size_t n, size_t k,
+                         double spread_m, double zero_share, double *joint)
+{
+    double total = 0.0;
+    for (size_t u = 0; u < k; u++) {
+        size_t home = (size_t)(ts_rng_uniform_open(rng) * (double)n) % n;
+        for (size_t x = 0; x < n; x++) {
+            double w = exp(-d2(c[x], c[home]) / spread_m) *
+                       (0.2 + ts_rng_uniform_open(rng));
+            if (x != home && ts_rng_uniform_open(rng) < zero_share)
+                w = 0.0;
+            joint[u * n + x] = w;
+            total += w;
+        }
+    }
+    for (size_t i = 0; i < n * k; i++)
+        joint[i] /= total;
+}
+
+/* I(U; X): the MI of the identity channel, from the joint alone. */
+static double mi_of_joint_bits(const double *joint, size_t n, size_t k)
+{
+    double f = 0.0;
+    for (size_t u = 0; u < k; u++) {
+        double pu = 0.0;
+        for (size_t x = 0; x < n; x++)
+            pu += joint[u * n + x];
+        for (size_t x = 0; x < n; x++) {
+            double px = 0.0;
+            for (size_t v = 0; v < k; v++)
+                px += joint[v * n + x];
+            double j = joint[u * n + x];
+            if (j > 0.0)
+                f += j * log2(j / (pu * px));
+        }
+    }
+    return f;
+}
+
+static void assert_stochastic(const double *C, size_t n)
+{
+    for (size_t x = 0; x < n; x++) {
+        double sum = 0.0;
+        for (size_t z = 0; z < n; z++) {
+            ck_assert_msg(C[x * n + z] >= 0.0 && isfinite(C[x * n + z]),
+                          "C(%zu, %zu) = %g", x, z, C[x * n + z]);
+            sum += C[x * n + z];
+        }
+        ck_assert_msg(fabs(sum - 1.0) <= 1e-9, "row %zu sums to %.15g", x,
+                      sum);
+    }
+}
+
+/* Runs the optimizer and checks what every run must give: converged,
+ * gap below tolerance, E[d] <= L, stochastic rows, and a result that
+ * agrees with the channel it describes. */
+static ts_mi_result solve_with(const ts_mi_problem *pb, double tol,
+                               double *C, int frank_wolfe_only)
+{
+    ts_mi_params params = { .gap_tolerance_bits = tol,
+                            .max_iterations = 200000,
+                            .frank_wolfe_only = frank_wolfe_only };
+    ts_mi_result res;
+    char err[256] = "";
+    ck_assert_msg(ts_mi_optimize(pb, &params, C, &res, err, sizeof err) == 0,
+                  "ts_mi_optimize: %s", err);
+    ck_assert_msg(res.converged, "not converged: gap %g bits after %u",
+                  res.gap_bits, res.iterations);
+    ck_assert_msg(res.gap_bits >= 0.0 && res.gap_bits <= tol,
+                  "gap %g bits, tolerance %g", res.gap_bits, tol);
+    assert_stochastic(C, pb->cells);
+    double D = ts_mi_distortion(pb, C);
+    ck_assert_msg(D <= pb->distortion_m * (1.0 + 1e-9) + 1e-12,
+                  "E[d] %.12g m > L %.12g m", D, pb->distortion_m);
+    ck_assert(fabs(D - res.distortion_m) <= 1e-9 * (1.0 + D));
+    ck_assert(fabs(ts_mi_bits(pb, C) - res.mi_bits) <= 1e-12);
+    ck_assert(res.mi_bits >= 0.0);
+    return res;
+}
+
+static ts_mi_result solve(const ts_mi_problem *pb, double tol, double *C)
+{
+    return solve_with(pb, tol, C, 0);
+}
+
+TS_TEST(test_certificate_and_constraint_on_random_instances)
+{
+    enum { COLS = 7, ROWS = 6, N = COLS * ROWS, K = 5 };
+    ts_vec2 c[N];
+    grid(COLS, ROWS, 200.0, 150.0, c);
+    double joint[K * N];
+    static double C[N * N];
+    ts_rng *rng = ts_rng_new_seeded(1301);
+    const double Ls[] = { 30.0, 120.0, 400.0 };
+    for (int trial = 0; trial < 3; trial++) {
+        random_joint(rng, c, N, K, 300.0, 0.4, joint);
+        double mi_x = mi_of_joint_bits(joint, N, K);
+        double prev = INFINITY;
+        for (size_t l = 0; l < sizeof Ls / sizeof Ls[0]; l++) {
+            ts_mi_problem pb = { .cells = N, .centres = c, .users = K,
+                                 .joint = joint, .distortion_m = Ls[l] };
+            ts_mi_result r = solve(&pb, 1e-4, C);
+            ck_assert(r.mi_bits <= mi_x + 1e-9);
+            /* A looser bound can only help, up to the two gaps. */
+            ck_assert_msg(r.mi_bits <= prev + 1e-4, "L %g: %g bits after %g",
+                          Ls[l], r.mi_bits, prev);
+            prev = r.mi_bits;
+        }
+    }
+    ts_rng_free(rng);
+}
+END_TEST
+
+/* Mirror descent (the default) and plain Frank-Wolfe certify the same
+ * optimum: each I is at least the optimum and at most it plus its gap, so
+ * the two differ by no more than the larger gap. */
+TS_TEST(test_mirror_descent_and_frank_wolfe_agree)
+{
+    enum { COLS = 6, ROWS = 5, N = COLS * ROWS, K = 6 };
+    ts_vec2 c[N];
+    grid(COLS, ROWS, 100.0, 100.0, c);
+    double joint[K * N];
+    static double A[N * N], B[N * N];
+    ts_rng *rng = ts_rng_new_seeded(1303);
+    const double Ls[] = { 20.0, 80.0, 150.0 };
+    for (int trial = 0; trial < 3; trial++) {
+        random_joint(rng, c, N, K, 200.0, 0.5, joint);
+        for (size_t l = 0; l < sizeof Ls / sizeof Ls[0]; l++) {
+            ts_mi_problem pb = { .cells = N, .centres = c, .users = K,
+                                 .joint = joint, .distortion_m = Ls[l] };
+            ts_mi_result md = solve_with(&pb, 1e-4, A, 0);
+            ts_mi_result fw = solve_with(&pb, 1e-4, B, 1);
+            ck_assert_msg(md.mi_bits <= fw.mi_bits + md.gap_bits + 1e-12 &&
+                          fw.mi_bits <= md.mi_bits + fw.gap_bits + 1e-12,
+                          "L %g: mirror descent %.9f (gap %.2g), "
+                          "Frank-Wolfe %.9f (gap %.2g)", Ls[l], md.mi_bits,
+                          md.gap_bits, fw.mi_bits, fw.gap_bits);
+        }
+    }
+    ts_rng_free(rng);
+}
+END_TEST
+
+/* ---------------------------------------------- the independent solver */
+
+/* I(U; Z) in nats and its gradient, written from the definition
+ * P(z|u) = sum_x p(x|u) C(x, z), I = sum_u p(u) KL(P(.|u) || P(.)). */
+static double ref_mi(const double *joint, size_t n, size_t k,
+                     const double *C, double *grad)
+{
+    double pu[8] = { 0 }, pzu[8 * 16] = { 0 }, pz[16] = { 0 };
+    for (size_t u = 0; u < k; u++)
+        for (size_t x = 0; x < n; x++)
+            pu[u] += joint[u * n + x];
+    for (size_t u = 0; u < k; u++)
+        for (size_t z = 0; z < n; z++) {
+            for (size_t x = 0; x < n; x++)
+                pzu[u * n + z] += joint[u * n + x] / pu[u] * C[x * n + z];
+            pz[z] += pu[u] * pzu[u * n + z];
+        }
+    double f = 0.0;
+    for (size_t u = 0; u < k; u++)
+        for (size_t z = 0; z < n; z++)
+            if (pzu[u * n + z] > 0.0)
+                f += pu[u] * pzu[u * n + z] * log(pzu[u * n + z] / pz[z]);
+    if (grad != NULL)
+        for (size_t x = 0; x < n; x++)
+            for (size_t z = 0; z < n; z++) {
+                double g = 0.0, px = 0.0;
+                for (size_t u = 0; u < k; u++) {
+                    g += joint[u * n + x] * log(pzu[u * n + z]);
+                    px += joint[u * n + x];
+                }
+                grad[x * n + z] = g - px * log(pz[z]);
+            }
+    return f;
+}
+
+/* Minimises I + mu E[d] over row-stochastic C by exponentiated gradient
+ * (mirror descent with the entropy on each row, step scaled by p(x)). */
+static void ref_lagrangian(const double *joint, const ts_vec2 *c, size_t n,
+                           size_t k, double mu, double *C)
+{
+    double grad[16 * 16], px[16] = { 0 };
+    for (size_t x = 0; x < n; x++)
+        for (size_t u = 0; u < k; u++)
+            px[x] += joint[u * n + x];
+    for (size_t i = 0; i < n * n; i++)
+        C[i] = 1.0 / (double)n;
+    for (int it = 0; it < 6000; it++) {
+        ref_mi(joint, n, k, C, grad);
+        double eta = 2.0 / sqrt(1.0 + it / 50.0);
+        for (size_t x = 0; x < n; x++) {
+            double sum = 0.0;
+            for (size_t z = 0; z < n; z++) {
+                double g = grad[x * n + z] / px[x] +
+                           mu * d2(c[x], c[z]) / 100.0;
+                C[x * n + z] *= exp(-eta * g);
+                if (C[x * n + z] < 1e-300)
+                    C[x * n + z] = 1e-300;
+                sum += C[x * n + z];
+            }
+            for (size_t z = 0; z < n; z++)
+                C[x * n + z] /= sum;
+        }
+    }
+}
+
+static double ref_distortion(const double *joint, const ts_vec2 *c,
+                             size_t n, size_t k, const double *C)
+{
+    double D = 0.0;
+    for (size_t u = 0; u < k; u++)
+        for (size_t x = 0; x < n; x++)
+            for (size_t z = 0; z < n; z++)
+                D += joint[u * n + x] * C[x * n + z] * d2(c[x], c[z]);
+    return D;
+}
+
+TS_TEST(test_tiny_instance_matches_independent_solver)
+{
+    enum { N = 9, K = 3 };
+    ts_vec2 c[N];
+    grid(3, 3, 100.0, 100.0, c);
+    /* Three users on overlapping corners of the 3 x 3 grid. */
+    const double w[K][N] = {
+        { 4, 3, 0, 3, 2, 0, 0, 0, 0 },
+        { 0, 1, 4, 0, 2, 3, 0, 0, 1 },
+        { 0, 0, 0, 2, 1, 0, 4, 3, 1 },
+    };
+    double joint[K * N], total = 0.0;
+    for (size_t i = 0; i < K * N; i++)
+        total += (&w[0][0])[i];
+    for (size_t i = 0; i < K * N; i++)
+        joint[i] = (&w[0][0])[i] / total;
+    const double Ls[] = { 25.0, 60.0, 110.0 };
+    const double tol = 1e-5;
+    for (size_t l = 0; l < sizeof Ls / sizeof Ls[0]; l++) {
+        double L = Ls[l];
+        ts_mi_problem pb = { .cells = N, .centres = c, .users = K,
+                             .joint = joint, .distortion_m = L };
+        double C[N * N], R[N * N], best[N * N];
+        ts_mi_result r = solve(&pb, tol, C);
+        /* Bisect the multiplier (per 100 m) so that the reference channel
+         * meets the bound; the last feasible one is kept. */
+        double lo = 0.0, hi = 50.0, f_ref = INFINITY;
+        for (int b = 0; b < 30; b++) {
+            double mu = 0.5 * (lo + hi);
+            ref_lagrangian(joint, c, N, K, mu, R);
+            double D = ref_distortion(joint, c, N, K, R);
+            if (D <= L) {
+                hi = mu;
+                double f = ref_mi(joint, N, K, R, NULL) / M_LN2;
+                if (f < f_ref) {
+                    f_ref = f;
+                    memcpy(best, R, sizeof best);
+                }
+            } else {
+                lo = mu;
+            }
+        }
+        ck_assert(isfinite(f_ref));
+        /* The certificate says no feasible channel is below
+         * mi - gap; the reference is feasible. */
+        ck_assert_msg(f_ref >= r.mi_bits - r.gap_bits - 1e-12,
+                      "L %g: reference %.9f bits beats %.9f - gap %.2g", L,
+                      f_ref, r.mi_bits, r.gap_bits);
+        /* And the reference, converged to about 1e-3 bits by its own
+         * bisection and step count, finds the same optimum. */
+        ck_assert_msg(f_ref <= r.mi_bits + 2e-3,
+                      "L %g: reference %.9f bits, optimizer %.9f", L, f_ref,
+                      r.mi_bits);
+        /* The independent MI of the optimizer's channel agrees. */
+        ck_assert(fabs(ref_mi(joint, N, K, C, NULL) / M_LN2 - r.mi_bits) <=
+                  1e-12);
+    }
+}
+END_TEST
+
+TS_TEST(test_loose_bound_gives_constant_channel)
+{
+    enum { COLS = 5, ROWS = 4, N = COLS * ROWS, K = 4 };
+    ts_vec2 c[N];
+    grid(COLS, ROWS, 100.0, 100.0, c);
+    double joint[K * N];
+    static double C[N * N];
+    ts_rng *rng = ts_rng_new_seeded(7);
+    random_joint(rng, c, N, K, 150.0, 0.3, joint);
+    double dmax = 0.0;
+    for (size_t a = 0; a < N; a++)
+        for (size_t b = 0; b < N; b++)
+            dmax = fmax(dmax, d2(c[a], c[b]));
+    ts_mi_problem pb = { .cells = N, .centres = c, .users = K,
+                         .joint = joint, .distortion_m = dmax };
+    ts_mi_result r = solve(&pb, 1e-7, C);
+    ck_assert_msg(r.mi_bits <= 1e-7, "I = %g bits", r.mi_bits);
+    /* Every row the same: nothing of X, hence of U, is in Z. */
+    for (size_t x = 1; x < N; x++)
+        for (size_t z = 0; z < N; z++)
+            ck_assert(fabs(C[x * N + z] - C[z]) <= 1e-9);
+
+    /* A bound just above the best constant channel (all to the weighted
+     * 1-median) still admits I = 0: the optimum is 0 within the gap. */
+    double best = INFINITY;
+    for (size_t z = 0; z < N; z++) {
+        double D = 0.0;
+        for (size_t u = 0; u < K; u++)
+            for (size_t x = 0; x < N; x++)
+                D += joint[u * N + x] * d2(c[x], c[z]);
+        best = fmin(best, D);
+    }
+    pb.distortion_m = best * 1.0001;
+    r = solve(&pb, 1e-5, C);
+    ck_assert_msg(r.mi_bits <= r.gap_bits + 1e-12, "I = %g bits, gap %g",
+                  r.mi_bits, r.gap_bits);
+    ts_rng_free(rng);
+}
+END_TEST
+
+TS_TEST(test_zero_bound_gives_identity)
+{
+    enum { COLS = 4, ROWS = 3, N = COLS * ROWS, K = 3 };
+    ts_vec2 c[N];
+    grid(COLS, ROWS, 100.0, 120.0, c);
+    double joint[K * N];
+    double C[N * N];
+    ts_rng *rng = ts_rng_new_seeded(8);
+    random_joint(rng, c, N, K, 150.0, 0.0, joint);
+    ts_mi_problem pb = { .cells = N, .centres = c, .users = K,
+                         .joint = joint, .distortion_m = 0.0 };
+    ts_mi_result r = solve(&pb, 1e-9, C);
+    for (size_t x = 0; x < N; x++)
+        for (size_t z = 0; z < N; z++)
+            ck_assert(C[x * N + z] == (x == z ? 1.0 : 0.0));
+    ck_assert(r.gap_bits == 0.0);
+    ck_assert(r.distortion_m == 0.0);
+    ck_assert(fabs(r.mi_bits - mi_of_joint_bits(joint, N, K)) <= 1e-12);
+    ts_rng_free(rng);
+}
+END_TEST
+
+TS_TEST(test_unvisited_cells_copy_nearest_visited_row)
+{
+    enum { COLS = 5, ROWS = 5, N = COLS * ROWS, K = 3 };
+    ts_vec2 c[N];
+    grid(COLS, ROWS, 100.0, 100.0, c);
+    double joint[K * N];
+    static double C[N * N];
+    ts_rng *rng = ts_rng_new_seeded(9);
+    random_joint(rng, c, N, K, 100.0, 0.0, joint);
+    /* Nobody visits the right-hand column. */
+    double total = 0.0;
+    for (size_t u = 0; u < K; u++)
+        for (size_t r = 0; r < ROWS; r++)
+            joint[u * N + r * COLS + COLS - 1] = 0.0;
+    for (size_t i = 0; i < K * N; i++)
+        total += joint[i];
+    for (size_t i = 0; i < K * N; i++)
+        joint[i] /= total;
+    ts_mi_problem pb = { .cells = N, .centres = c, .users = K,
+                         .joint = joint, .distortion_m = 80.0 };
+    solve(&pb, 1e-4, C);
+    for (size_t r = 0; r < ROWS; r++) {
+        size_t x = r * COLS + COLS - 1, nn = x - 1;
+        ck_assert(memcmp(C + x * N, C + nn * N, N * sizeof *C) == 0);
+    }
+    ts_rng_free(rng);
+}
+END_TEST
+
+/* Every pair, every output: C(x, z) <= exp(eps d(x, x')) C(x', z), up to
+ * the rounding of exp and of one product (1e-12 relative). */
+static void assert_geoind(const double *C, const ts_vec2 *c, size_t n,
+                          double eps)
+{
+    for (size_t x = 0; x < n; x++)
+        for (size_t y = 0; y < n; y++) {
+            double bound = exp(eps * d2(c[x], c[y])) * (1.0 + 1e-12);
+            for (size_t z = 0; z < n; z++)
+                ck_assert_msg(C[x * n + z] <= bound * C[y * n + z],
+                              "C(%zu,%zu) = %.17g > e^(eps d) C(%zu,%zu) = "
+                              "%.17g", x, z, C[x * n + z], y, z,
+                              bound * C[y * n + z]);
+        }
+}
+
+TS_TEST(test_geoind_ratio_exact_on_every_triple)
+{
+    enum { K = 4 };
+    static double C[64 * 64];
+    double joint[K * 64];
+    ts_vec2 c[64];
+    ts_rng *rng = ts_rng_new_seeded(1302);
+    /* Square cells, rectangular cells (the stretch of the neighbour graph
+     * differs) and a looser and a tighter epsilon. */
+    const struct {
+        size_t cols, rows;
+        double dx, dy, eps, L;
+    } cases[] = {
+        { 4, 4, 100.0, 100.0, 1.0 / 100.0, 150.0 },
+        { 5, 4, 100.0, 180.0, 1.0 / 100.0, 250.0 },
+        { 5, 4, 150.0, 100.0, 1.0 / 50.0, 100.0 },
+    };
+    for (size_t t = 0; t < sizeof cases / sizeof cases[0]; t++) {
+        size_t n = cases[t].cols * cases[t].rows;
+        grid(cases[t].cols, cases[t].rows, cases[t].dx, cases[t].dy, c);
+        random_joint(rng, c, n, K, 150.0, 0.5, joint);
+        ts_mi_problem pb = { .cells = n, .centres = c, .users = K,
+                             .joint = joint, .distortion_m = cases[t].L,
+                             .geoind_epsilon = cases[t].eps };
+        ts_mi_result r = solve(&pb, 1e-4, C);
+        assert_geoind(C, c, n, cases[t].eps);
+        /* Geo-ind only removes channels: never better than without. */
+        static double P[64 * 64];
+        pb.geoind_epsilon = 0.0;
+        ts_mi_result plain = solve(&pb, 1e-5, P);
+        ck_assert_msg(r.mi_bits >= plain.mi_bits - plain.gap_bits - 1e-9,
+                      "geo-ind %g < plain %g", r.mi_bits, plain.mi_bits);
+    }
+    ts_rng_free(rng);
+}
+END_TEST
+
+TS_TEST(test_bad_input)
+{
+    enum { N = 4, K = 2 };
+    ts_vec2 c[N];
+    grid(2, 2, 100.0, 100.0, c);
+    double joint[K * N] = { 0.25, 0.25, 0, 0, 0, 0, 0.25, 0.25 };
+    double C[N * N];
+    ts_mi_params params = { .gap_tolerance_bits = 1e-6,
+                            .max_iterations = 1000 };
+    ts_mi_result r;
+    char err[256];
+    ts_mi_problem good = { .cells = N, .centres = c, .users = K,
+                           .joint = joint, .distortion_m = 50.0 };
+    ck_assert(ts_mi_optimize(&good, &params, C, &r, err, sizeof err) == 0);
+
+    ts_mi_problem pb = good;
+    ck_assert(ts_mi_optimize(NULL, &params, C, &r, err, sizeof err) == -1);
+    ck_assert(ts_mi_optimize(&pb, NULL, C, &r, err, sizeof err) == -1);
+    ck_assert(ts_mi_optimize(&pb, &params, NULL, &r, err, sizeof err) == -1);
+    ck_assert(ts_mi_optimize(&pb, &params, C, NULL, err, sizeof err) == -1);
+    pb.cells = 0;
+    ck_assert(ts_mi_optimize(&pb, &params, C, &r, err, sizeof err) == -1);
+    pb = good;
+    pb.users = 0;
+    ck_assert(ts_mi_optimize(&pb, &params, C, &r, err, sizeof err) == -1);
+    pb = good;
+    pb.distortion_m = -1.0;
+    ck_assert(ts_mi_optimize(&pb, &params, C, &r, err, sizeof err) == -1);
+    ck_assert(strstr(err, "distortion") != NULL);
+    pb.distortion_m = NAN;
+    ck_assert(ts_mi_optimize(&pb, &params, C, &r, err, sizeof err) == -1);
+    pb = good;
+    pb.geoind_epsilon = -0.1;
+    ck_assert(ts_mi_optimize(&pb, &params, C, &r, err, sizeof err) == -1);
+    pb.geoind_epsilon = INFINITY;
+    ck_assert(ts_mi_optimize(&pb, &params, C, &r, err, sizeof err) == -1);
+
+    double bad[K * N];
+    memcpy(bad, joint, sizeof bad);
+    bad[0] = 0.5;   /* sums to 1.25 */
+    pb = good;
+    pb.joint = bad;
+    ck_assert(ts_mi_optimize(&pb, &params, C, &r, err, sizeof err) == -1);
+    ck_assert(strstr(err, "sums") != NULL);
+    bad[0] = -0.25;
+    bad[1] = 0.75;
+    ck_assert(ts_mi_optimize(&pb, &params, C, &r, err, sizeof err) == -1);
+    bad[0] = NAN;
+    ck_assert(ts_mi_optimize(&pb, &params, C, &r, err, sizeof err) == -1);
+
+    ts_vec2 nan_c[N];
+    memcpy(nan_c, c, sizeof nan_c);
+    nan_c[2].y = NAN;
+    pb = good;
+    pb.centres = nan_c;
+    ck_assert(ts_mi_optimize(&pb, &params, C, &r, err, sizeof err) == -1);
+
+    ts_mi_params bad_params = params;
+    bad_params.gap_tolerance_bits = 0.0;
+    ck_assert(ts_mi_optimize(&good, &bad_params, C, &r, err, sizeof err) ==
+              -1);
+
+    /* Geo-ind with a bound below the least geo-ind distortion, and at
+     * zero: refused with the reason. */
+    pb = good;
+    pb.geoind_epsilon = 1.0 / 1000.0;
+    pb.distortion_m = 1.0;
+    ck_assert(ts_mi_optimize(&pb, &params, C, &r, err, sizeof err) == -1);
+    ck_assert_msg(strstr(err, "least") != NULL, "%s", err);
+    pb.distortion_m = 0.0;
+    ck_assert(ts_mi_optimize(&pb, &params, C, &r, err, sizeof err) == -1);
+
+    /* Geo-ind above its size limit: refused, naming the limit. */
+    enum { BIG = TS_MI_GEOIND_MAX_CELLS + 1 };
+    ts_vec2 *bc = malloc(BIG * sizeof *bc);
+    double *bj = calloc(BIG, sizeof *bj);
+    ck_assert(bc != NULL && bj != NULL);
+    grid(BIG, 1, 100.0, 100.0, bc);
+    bj[0] = 1.0;
+    ts_mi_problem big = { .cells = BIG, .centres = bc, .users = 1,
+                          .joint = bj, .distortion_m = 100.0,
+                          .geoind_epsilon = 0.01 };
+    ck_assert(ts_mi_optimize(&big, &params, NULL, &r, err, sizeof err) ==
+              -1);
+    double *bC = malloc((size_t)BIG * BIG * sizeof *bC);
+    ck_assert(bC != NULL);
+    ck_assert(ts_mi_optimize(&big, &params, bC, &r, err, sizeof err) == -1);
+    char limit[32];
+    snprintf(limit, sizeof limit, "%u", (unsigned)TS_MI_GEOIND_MAX_CELLS);
+    ck_assert_msg(strstr(err, limit) != NULL, "%s", err);
+    free(bc);
+    free(bj);
+    free(bC);
+}
+END_TEST
+
+int main(void)
+{
+    return ts_check_main("mi_optimal", 60, NULL, NULL);
+}
