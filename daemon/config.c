@@ -12,6 +12,7 @@
 #include "daemon/config_override.h"
 #include "daemon/curve_keys.h"
 #include "daemon/log.h"
+#include "inference/channel_file.h"
 #include "inference/model_cache.h"
 
 /* Ten years, as for the settings' durations (daemon/settings.c). */
@@ -328,7 +329,8 @@ static void load_settings(ts_config *config)
 typedef struct param_source {
     config_setting_t *group;
     ts_model_cache *models;
-    int model_empty;             /* the mechanism asked for a model: "" */
+    int model_empty;             /* the mechanism asked for a file: "" */
+    ts_channel_file *channel;    /* opened for profile_new, closed after */
 } param_source;
 
 static config_setting_t *param_lookup(param_source *src, const char *key)
@@ -416,6 +418,48 @@ static const void *param_get_model(void *ctx, const char *key, char *err,
     return model;
 }
 
+/* A channel file is opened for the mechanism to copy from and closed as
+ * soon as profile_new returns; unlike models, nothing shares it. */
+static const void *param_get_channel(void *ctx, const char *key, char *err,
+                                     size_t errlen)
+{
+    param_source *src = ctx;
+    const char *path = NULL;
+    int found = param_get_string(ctx, key, &path);
+    if (found <= 0) {
+        snprintf(err, errlen, found < 0 ? "%s must be a string (a channel "
+                 "file path)" : "%s is required (a channel file of `tracesan "
+                 "optimize`)", key);
+        return NULL;
+    }
+    if (path[0] == '\0') {
+        src->model_empty = 1;
+        snprintf(err, errlen, "%s is empty (no channel configured)", key);
+        return NULL;
+    }
+    if (src->channel != NULL) {
+        snprintf(err, errlen, "%s: one channel file per profile", key);
+        return NULL;
+    }
+    char reason[512];
+    if (ts_channel_open(path, &src->channel, reason, sizeof reason) != 0) {
+        snprintf(err, errlen, "%s: %s", key, reason);
+        return NULL;
+    }
+    return src->channel;
+}
+
+/* The key of a mechanism's file parameter (model or channel): what a
+ * disabled profile's messages tell the operator to set. */
+static const char *file_key(const ts_mechanism_ops *ops)
+{
+    for (size_t i = 0; i < ops->n_params; i++)
+        if (ops->params[i].type == TS_PARAM_MODEL ||
+            ops->params[i].type == TS_PARAM_CHANNEL)
+            return ops->params[i].key;
+    return "model";
+}
+
 static int is_common_key(const char *name)
 {
     size_t n_rows;
@@ -470,11 +514,13 @@ static void *instantiate_profile(ts_config *config, const profile_desc *desc,
         .get_bool = param_get_bool,
         .get_string = param_get_string,
         .get_model = param_get_model,
+        .get_channel = param_get_channel,
     };
     char message[256] = "";
     void *mech = NULL;
     int created = desc->ops->profile_new(&params, &mech, message,
                                          sizeof message) >= 0;
+    ts_channel_close(source.channel);
     /* The parser opens models after every other row, so a disabled
      * profile's parameters have all been checked. */
     if (!created && source.model_empty) {
@@ -581,11 +627,14 @@ static void load_profile(ts_config *config, config_setting_t *group,
         desc->ops->profile_free(mech);
     /* Logged at every load, so the daemon's start, each SIGHUP reload,
      * `--check-config` and `tracesan sanitize` all say it. */
-    if (desc->disabled && !config->failed)
+    if (desc->disabled && !config->failed) {
+        const char *key = file_key(desc->ops);
         ts_log(TS_LOG_INFO, "profile '%s' (mechanism %s) is disabled: its "
-               "model is \"\" (no model configured); updates addressed to "
-               "it are rejected as unknown_profile; enable it with "
-               "-o profiles.%s.model=PATH", name, desc->ops->name, name);
+               "%s is \"\" (no %s configured); updates addressed to it are "
+               "rejected as unknown_profile; enable it with "
+               "-o profiles.%s.%s=PATH", name, desc->ops->name, key, key,
+               name, key);
+    }
 }
 
 static void load_profiles(ts_config *config, config_setting_t *root)
@@ -627,9 +676,10 @@ static void load_profiles(ts_config *config, config_setting_t *root)
         if (config->profiles[i].disabled)
             fail_at(config, setting != NULL ? setting
                                             : config->profiles[i].group,
-                    "default_profile '%s' is disabled (its model is \"\"); "
-                    "set profiles.%s.model or choose another default", wanted,
-                    wanted);
+                    "default_profile '%s' is disabled (its %s is \"\"); "
+                    "set profiles.%s.%s or choose another default", wanted,
+                    file_key(config->profiles[i].ops), wanted,
+                    file_key(config->profiles[i].ops));
         config->default_index = i;
         return;
     }

@@ -8,6 +8,7 @@
 
 #include "mechanisms/delta_privacy.h"
 #include "mechanisms/geoind.h"
+#include "mechanisms/mi_channel.h"
 #include "mechanisms/predictive.h"
 #include "mechanisms/privic.h"
 
@@ -18,6 +19,7 @@ static const ts_mechanism_ops *const registry[] = {
     &ts_pim_ops,
     &ts_lm_delta_ops,
     &ts_privic_ops,
+    &ts_mi_channel_ops,
     NULL,
 };
 
@@ -30,6 +32,9 @@ const ts_report_extra_def ts_report_extras[] = {
     { "channel_version", TS_EXTRA_UINT32,
       offsetof(ts_report, has_channel_version),
       offsetof(ts_report, channel_version) },
+    { "information_theoretic", TS_EXTRA_BOOL,
+      offsetof(ts_report, has_information_theoretic),
+      offsetof(ts_report, information_theoretic) },
 };
 const size_t ts_report_n_extras =
     sizeof ts_report_extras / sizeof ts_report_extras[0];
@@ -168,7 +173,8 @@ static void store_default(const ts_param_spec *row, void *profile)
         memcpy(field, &v, sizeof v);
         break;
     }
-    case TS_PARAM_MODEL: {
+    case TS_PARAM_MODEL:
+    case TS_PARAM_CHANNEL: {
         const void *none = NULL;
         memcpy(field, &none, sizeof none);
         break;
@@ -276,14 +282,18 @@ static int parse_row(const ts_param_spec *row, const ts_params *src,
         snprintf(err, errlen, "%s: must be true or false (or 0/1)", row->key);
         return -1;
     }
-    case TS_PARAM_MODEL: {
-        if (src->get_model == NULL) {
-            snprintf(err, errlen, "%s: this caller cannot open model files",
-                     row->key);
+    case TS_PARAM_MODEL:
+    case TS_PARAM_CHANNEL: {
+        int channel = row->type == TS_PARAM_CHANNEL;
+        const void *(*get)(void *, const char *, char *, size_t) =
+            channel ? src->get_channel : src->get_model;
+        if (get == NULL) {
+            snprintf(err, errlen, "%s: this caller cannot open %s files",
+                     row->key, channel ? "channel" : "model");
             return -1;
         }
         err[0] = '\0';
-        const void *model = src->get_model(src->ctx, row->key, err, errlen);
+        const void *model = get(src->ctx, row->key, err, errlen);
         if (model == NULL) {
             if (err[0] == '\0')
                 snprintf(err, errlen, "%s: is required", row->key);
@@ -336,10 +346,11 @@ int ts_mechanism_parse_params(const ts_mechanism_ops *ops,
             return -1;
         }
     }
-    /* Two passes: a model is opened only once every other key is valid. */
-    for (int models = 0; models <= 1; models++)
+    /* Two passes: a file is opened only once every other key is valid. */
+    for (int files = 0; files <= 1; files++)
         for (size_t i = 0; i < ops->n_params; i++)
-            if ((ops->params[i].type == TS_PARAM_MODEL) == models &&
+            if ((ops->params[i].type == TS_PARAM_MODEL ||
+                 ops->params[i].type == TS_PARAM_CHANNEL) == files &&
                 parse_row(&ops->params[i], src, profile, err, errlen) < 0)
                 return -1;
     return 0;
@@ -389,6 +400,9 @@ void ts_mechanism_param_help(const ts_mechanism_ops *ops, char *buf,
             break;
         case TS_PARAM_MODEL:
             snprintf(kind, sizeof kind, "model file path");
+            break;
+        case TS_PARAM_CHANNEL:
+            snprintf(kind, sizeof kind, "channel file path");
             break;
         case TS_PARAM_BOX:
             snprintf(kind, sizeof kind, "LAT_MIN,LON_MIN,LAT_MAX,LON_MAX");

@@ -31,6 +31,11 @@ typedef struct ts_params {
      * absent or the model cannot be opened. */
     const void *(*get_model)(void *ctx, const char *key, char *err,
                              size_t errlen);
+    /* Optional, the same for a channel file: a `const ts_channel_file *`
+     * (inference/channel_file.h), opened by the caller and valid at least
+     * until profile_new returns (the mechanism copies what it keeps). */
+    const void *(*get_channel)(void *ctx, const char *key, char *err,
+                               size_t errlen);
     /* Optional (NULL when the source has no booleans): 1 found, 0 absent,
      * -1 present but not a boolean; *out is 0 or 1. */
     int (*get_bool)(void *ctx, const char *key, int *out);
@@ -53,6 +58,11 @@ typedef enum ts_param_type {
      * after every other row, so a profile whose model is missing has had
      * all its other keys checked. */
     TS_PARAM_MODEL,
+    /* const void * (a const ts_channel_file *, inference/channel_file.h):
+     * a path the caller opens (ts_params.get_channel), resolved with the
+     * models after every other row. Valid only until profile_new returns:
+     * mechanisms never open files, the composer does. */
+    TS_PARAM_CHANNEL,
     /* double[4]: a region "LAT_MIN,LON_MIN,LAT_MAX,LON_MAX" in WGS84
      * degrees (the form `tracesan learn --region` takes), min < max on
      * both axes, no antimeridian wrap. */
@@ -111,6 +121,11 @@ typedef struct ts_report {
      * version of the channel the report was drawn through. */
     int has_channel_version;
     unsigned channel_version;
+    /* mi-channel without a geo-ind epsilon: the report's guarantee is
+     * information-theoretic (I(U;Z), Bayes error), not differential
+     * privacy, and readers are told so on every report. */
+    int has_information_theoretic;
+    int information_theoretic;
 } ts_report;
 
 /* The per-report values beyond the point and its spend that a paper proves

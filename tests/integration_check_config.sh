@@ -98,7 +98,9 @@ check "shipped config: pim is disabled, with the reason" \
     "$TMPD/shipped.err"
 check "shipped config: lm-delta is disabled" \
     grep -q "profile 'lm-delta' (mechanism lm-delta) is disabled" "$TMPD/shipped.err"
-check_eq "shipped config: one line per disabled profile" 2 \
+check "shipped config: mi-channel is disabled" \
+    grep -q "profile 'mi-channel' (mechanism mi-channel) is disabled" "$TMPD/shipped.err"
+check_eq "shipped config: one line per disabled profile" 3 \
     "$(grep -c "is disabled" "$TMPD/shipped.err")"
 # Enabled by -o profiles.pim.model=PATH: a learned model loads, pim is no
 # longer reported disabled; an unreadable model is an error naming it.

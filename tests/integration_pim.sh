@@ -58,7 +58,7 @@ rows_ok() {
     tail -n +2 "$1" | sort -t, -k1,1 -k2,2n | awk -F, '
         function complain(msg) { if (bad++ < 10) print "# " msg ": " $0 }
         {
-            if (NF != 12) complain("column count")
+            if (NF != 13) complain("column count")
             want_mech = $9 == "pim" ? "pim" : "lm-delta"
             want_eps = $9 == "pim" ? 1 : 2
             if ($5 != want_mech) complain("mechanism")
@@ -188,8 +188,8 @@ start_daemon expiry -o "profiles.pim.model=$MODEL" \
     -o profiles.pim.budget_window_s=3600 \
     -o profiles.lm-delta.budget_window_s=3600 \
     -o users.idle_ttl_s=600 -o users.expire_interval_s=1
-check "expiry: the shipped profiles are enabled by -o model=PATH" \
-    not_grep "is disabled" "$DAEMON_LOG"
+check "expiry: the shipped pim profiles are enabled by -o model=PATH" \
+    not_grep "mechanism pim) is disabled\|mechanism lm-delta) is disabled" "$DAEMON_LOG"
 start_tail expiry "$EXPIRY_ROWS"
 replay "$TMPD/phase1.csv"
 outputs_at_least "$(data_rows "$TMPD/phase1.csv")" 30 ||

@@ -56,6 +56,11 @@ static void usage(FILE *out)
         "            (" TS_TOOL_NAME " privic --config FILE --profile NAME "
         "[--compare-laplace]\n"
         "             TRUE.csv)\n"
+        "  optimize  the identity-protecting channel of a training trace\n"
+        "            (" TS_TOOL_NAME " optimize --region "
+        "LAT_MIN,LON_MIN,LAT_MAX,LON_MAX\n"
+        "             --cell-m M --distortion-m L [--geoind-epsilon E]\n"
+        "             -o CHANNEL.bin TRAIN.csv)\n"
         "\n"
         "options:\n"
         "  -h, --help     show this help\n"
@@ -113,6 +118,7 @@ int main(int argc, char **argv)
         { "sample", cmd_sample },
         { "learn", cmd_learn },
         { "privic", cmd_privic },
+        { "optimize", cmd_optimize },
     };
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         if (strcmp(command, commands[i].name) == 0)
