@@ -16,8 +16,10 @@
 #              between training (the channel is fitted on them) and
 #              evaluation (sanitized and attacked), so the channel is never
 #              judged on the rows it was fitted on. With NY_EPS_CELL_M
-#              (default 600) m cells, also the channel with geoind_epsilon
-#              = 2 / L per metre against geoind at the same epsilon.
+#              (default 2500) m cells, also the channel with geoind_epsilon
+#              = 2 / L per metre against geoind at the same epsilon (the
+#              geo-ind optimizer is an LP per step: at most 144 cells, and
+#              EPS_MAX_ITERATIONS steps, default 500).
 #
 # For every row: mechanism, L, eval cell_m, bayes_error, mi_bits,
 # mean_distortion_m, and the optimizer's I(U;Z), gap, iterations and time
@@ -46,7 +48,8 @@ ny_box=${NY_BOX:-40.70,-74.02,40.80,-73.93}
 ny_users=${NY_USERS:-20}
 ny_cell=${NY_CELL_M:-300}
 ny_ls=${NY_LS:-200 500 1000}
-ny_eps_cell=${NY_EPS_CELL_M:-600}
+ny_eps_cell=${NY_EPS_CELL_M:-2500}
+eps_max_it=${EPS_MAX_ITERATIONS:-500}
 seed=${SEED:-1}
 repeat=${REPEAT:-10}
 conf=$srcdir/conf/tracesand.conf
@@ -59,7 +62,9 @@ trap 'rm -rf "$tmp"' EXIT
 # prints the optimizer's summary line on stderr-free stdout.
 optimize() {
     local name=$1 region=$2 cell=$3 l=$4 eps=$5 train=$6 extra=()
-    [ "$eps" = 0 ] || extra=(--geoind-epsilon "$eps")
+    # The geo-ind optimizer solves an LP per step: cap its steps (the
+    # printed gap says how far from optimal the channel is).
+    [ "$eps" = 0 ] || extra=(--geoind-epsilon "$eps" --max-iterations "$eps_max_it")
     "$tracesan" optimize --region "$region" --cell-m "$cell" \
         --distortion-m "$l" "${extra[@]}" -o "$tmp/$name.bin" "$train" \
         >"$tmp/$name.opt" 2>&1 || { cat "$tmp/$name.opt" >&2; exit 1; }
@@ -160,8 +165,8 @@ fi
 IFS=, read -r la0 lo0 la1 lo1 <<<"$ny_box"
 zcat -f "$gowalla" | awk -F, -v a="$la0" -v b="$lo0" -v c="$la1" -v d="$lo1" \
     'NR > 1 && $3 >= a && $3 <= c && $4 >= b && $4 <= d' >"$tmp/box.csv"
-cut -d, -f1 "$tmp/box.csv" | sort | uniq -c | sort -k1,1nr -k2,2 | head -n "$ny_users" |
-    awk '{ print $2 }' >"$tmp/users.txt"
+cut -d, -f1 "$tmp/box.csv" | sort | uniq -c | sort -k1,1nr -k2,2 |
+    awk -v n="$ny_users" 'NR <= n { print $2 }' >"$tmp/users.txt"
 sort -t, -k1,1 -k2,2n "$tmp/box.csv" | awk -F, 'NR == FNR { keep[$1] = 1; next }
     ($1 in keep) { n[$1]++; line = $0
         if (n[$1] % 2) print line >> train; else print line >> evalset }' \
