@@ -19,7 +19,8 @@
 #              (default 2500) m cells, also the channel with geoind_epsilon
 #              = 2 / L per metre against geoind at the same epsilon (the
 #              geo-ind optimizer is an LP per step: at most 144 cells, and
-#              EPS_MAX_ITERATIONS steps, default 500).
+#              EPS_MAX_ITERATIONS steps, default 100: GLPK's warm-started
+#              simplex was seen to stall on one LP past step 100).
 #
 # For every row: mechanism, L, eval cell_m, bayes_error, mi_bits,
 # mean_distortion_m, and the optimizer's I(U;Z), gap, iterations and time
@@ -49,7 +50,7 @@ ny_users=${NY_USERS:-20}
 ny_cell=${NY_CELL_M:-300}
 ny_ls=${NY_LS:-200 500 1000}
 ny_eps_cell=${NY_EPS_CELL_M:-2500}
-eps_max_it=${EPS_MAX_ITERATIONS:-500}
+eps_max_it=${EPS_MAX_ITERATIONS:-100}
 seed=${SEED:-1}
 repeat=${REPEAT:-10}
 conf=$srcdir/conf/tracesand.conf

@@ -76,11 +76,27 @@
  * vertex is repaired before use: negatives clamped, rows renormalised, and
  * then mixed with the uniform constant channel (ratio 1 on every pair, so
  * strictly inside every geo-ind constraint) by the least weight that makes
- * every edge constraint hold exactly. The LP runs with the distortion bound
- * L (1 - rho) to leave room for that mixing, and the certificate accounts
- * for it through the LP's dual value of the distortion row: the LP value as
- * a function of the bound is convex with slope -mu, so the optimum over the
- * full polytope is at least the tightened LP's value minus mu rho L. */
+ * every edge constraint hold exactly. (Capping entries by their neighbours
+ * first was tried and dropped: where GLPK rounds a tiny entry to zero, the
+ * caps carry that zero along the whole column, and a row whose every
+ * column met one became 0 / 0.) The uniform mix costs distortion, so the
+ * LP runs with the distortion bound L (1 - rho) to leave room for it; when
+ * that room is not enough (slips of 1e-6 relative on coarse grids with a
+ * tight epsilon), the repaired vertex is further mixed with the repaired
+ * least-distortion channel S0, by the least weight that brings E[d] back
+ * to L. Both satisfy the linear edge constraints, so their mix does too,
+ * and E[d] is linear, so that weight exists whenever E[d](S0) < L, which
+ * is exactly when we accept L at all. So the least distortion we report
+ * and require L to exceed is that of S0: a channel we hold and know to be
+ * exactly geo-ind, not the LP's value, which is only near one.
+ *
+ * The certificate does not depend on the repair: the lower bound on the
+ * optimum is the LP's value, the minimum of <G, S> over the tightened
+ * polytope, corrected through the LP's dual value of the distortion row:
+ * the LP value as a function of the bound is convex with slope -mu, so
+ * the minimum over the full polytope is at least the tightened LP's value
+ * minus mu rho L. The repaired vertex only sets the direction of the step,
+ * and every iterate stays a convex combination of feasible channels. */
 #include "inference/mi_optimal.h"
 #include "inference/error.h"
 
@@ -974,7 +990,9 @@ typedef struct geo_lp {
     const geo_graph *gg;
     double eps_edge;       /* e' */
     double *S;             /* n x n repaired vertex */
-    double rho_bound;      /* the distortion row's bound, relative to L */
+    double *S0;            /* n x n repaired least-distortion channel */
+    double D0;             /* its E[d] */
+    double rho;            /* the distortion row's tightening, relative */
 } geo_lp;
 
 static int geo_lp_solve(geo_lp *gl, char *err, size_t errlen)
@@ -988,8 +1006,11 @@ static int geo_lp_solve(geo_lp *gl, char *err, size_t errlen)
     control.tol_bnd = 1e-10;
     int status = glp_simplex(gl->lp, &control);
     if (status != 0 || glp_get_status(gl->lp) != GLP_OPT) {
-        /* A lost basis is worth one cold restart. */
+        /* A lost basis is worth one cold restart. It reports on the
+         * terminal whatever msg_lev says. */
+        int was = glp_term_out(GLP_OFF);
         glp_adv_basis(gl->lp, 0);
+        glp_term_out(was);
         status = glp_simplex(gl->lp, &control);
     }
     if (status == GLP_ETMLIM)
@@ -1015,12 +1036,15 @@ static int geo_lp_init(geo_lp *gl, const solver *s, const geo_graph *gg,
     gl->gg = gg;
     gl->eps_edge = eps / gg->stretch * (1.0 - GEOIND_EPS_MARGIN);
     gl->S = malloc(n * n * sizeof *gl->S);
+    gl->S0 = malloc(n * n * sizeof *gl->S0);
     size_t nz = n * n + s->m * n + 2 * gg->edges * n;
     int *ia = malloc((nz + 1) * sizeof *ia);
     int *ja = malloc((nz + 1) * sizeof *ja);
     double *ar = malloc((nz + 1) * sizeof *ar);
-    if (gl->S == NULL || ia == NULL || ja == NULL || ar == NULL) {
+    if (gl->S == NULL || gl->S0 == NULL || ia == NULL || ja == NULL ||
+        ar == NULL) {
         free(gl->S);
+        free(gl->S0);
         free(ia);
         free(ja);
         free(ar);
@@ -1094,15 +1118,18 @@ static void geo_lp_free(geo_lp *gl)
     if (gl->lp != NULL)
         glp_delete_prob(gl->lp);
     free(gl->S);
+    free(gl->S0);
 }
 
 /* Reads GLPK's vertex into gl->S and repairs it as the comment at the top
- * says; -1 when the repair would need more room than rho leaves. */
-static int geo_lp_vertex(geo_lp *gl, const solver *s, double L, char *err,
-                         size_t errlen)
+ * says; returns its E[d]. With S0 (the least-distortion channel, of E[d]
+ * gl->D0 < L) the result is also brought within L; without, it is the
+ * plain repair, used to make S0 itself. */
+static double geo_lp_vertex(geo_lp *gl, const solver *s, double L,
+                            const double *S0)
 {
     size_t n = s->n;
-    double *S = gl->S;
+    double *S = gl->S, unif = 1.0 / (double)n;
     for (size_t x = 0; x < n; x++) {
         double sum = 0.0;
         for (size_t z = 0; z < n; z++) {
@@ -1110,40 +1137,14 @@ static int geo_lp_vertex(geo_lp *gl, const solver *s, double L, char *err,
             S[x * n + z] = v > 0.0 ? v : 0.0;
             sum += S[x * n + z];
         }
+        /* Cannot happen for a row constrained to sum to 1, unless GLPK
+         * returned garbage; the uniform row is geo-ind with anything the
+         * mix below makes of the others. */
         for (size_t z = 0; z < n; z++)
-            S[x * n + z] /= sum;
+            S[x * n + z] = sum > 0.0 ? S[x * n + z] / sum : unif;
     }
     const geo_graph *gg = gl->gg;
-    /* First the largest channel below S that meets every edge constraint
-     * (per column, x takes min over neighbours y of ratio * S(y)), found by
-     * relaxation passes; GLPK's slips are tiny, so few passes change
-     * anything. Renormalising its rows leaves ratios off by the rows'
-     * deficits only, and the uniform mix below absorbs that. */
-    for (int pass = 0; pass < 64; pass++) {
-        int changed = 0;
-        for (size_t x = 0; x < n; x++)
-            for (size_t e = gg->start[x]; e < gg->start[x + 1]; e++) {
-                size_t y = gg->to[e];
-                double ratio = exp(gl->eps_edge * gg->len[e]);
-                for (size_t z = 0; z < n; z++) {
-                    double cap = ratio * S[y * n + z];
-                    if (S[x * n + z] > cap) {
-                        S[x * n + z] = cap;
-                        changed = 1;
-                    }
-                }
-            }
-        if (!changed)
-            break;
-    }
-    for (size_t x = 0; x < n; x++) {
-        double sum = 0.0;
-        for (size_t z = 0; z < n; z++)
-            sum += S[x * n + z];
-        for (size_t z = 0; z < n; z++)
-            S[x * n + z] /= sum;
-    }
-    double beta = 0.0, unif = 1.0 / (double)n;
+    double beta = 0.0;
     for (size_t x = 0; x < n; x++)
         for (size_t e = gg->start[x]; e < gg->start[x + 1]; e++) {
             size_t y = gg->to[e];
@@ -1172,11 +1173,17 @@ static int geo_lp_vertex(geo_lp *gl, const solver *s, double L, char *err,
         for (size_t z = 0; z < n; z++)
             D += s->px[x] * dist(s->pb->centres, x, z) * S[x * n + z];
     }
-    if (D > L * (1.0 + 1e-12))
-        return ts_fail(err, errlen, "mi-optimal: the geo-ind LP's vertex "
-                       "needs a repair beyond its room (E[d] %.9g m > L); "
-                       "try a looser epsilon or larger cells", D);
-    return 0;
+    if (S0 != NULL && D > L) {
+        /* (1 - t) D + t D0 = L; the relative 1e-9 lands it just inside
+         * against the rounding of the mix, and t <= 1 since D0 < L. */
+        double t = (D - L) / (D - gl->D0) * (1.0 + 1e-9);
+        if (t > 1.0)
+            t = 1.0;
+        for (size_t i = 0; i < n * n; i++)
+            S[i] = (1.0 - t) * S[i] + t * S0[i];
+        D = (1.0 - t) * D + t * gl->D0;
+    }
+    return D;
 }
 
 static void dense_vertex_joint(solver *s, const double *S)
@@ -1400,33 +1407,33 @@ int ts_mi_optimize(const ts_mi_problem *problem, const ts_mi_params *params,
             rc = -1;
             goto out;
         }
-        double D_min = glp_get_obj_val(gl.lp) * L;
-        if (!(D_min < L * (1.0 - 10 * GEOIND_RHO))) {
+        double D_lp = glp_get_obj_val(gl.lp) * L;
+        gl.D0 = geo_lp_vertex(&gl, &s, L, NULL);
+        memcpy(gl.S0, gl.S, n * n * sizeof *gl.S0);
+        if (!(gl.D0 < L)) {
             rc = ts_fail(err, errlen, "mi-optimal: no channel with "
                          "geo-ind epsilon %g per m has E[d] <= %g m: the "
-                         "least is %.6g m", problem->geoind_epsilon, L,
-                         D_min);
+                         "least is %.9g m", problem->geoind_epsilon, L,
+                         gl.D0);
             goto out;
         }
-        glp_set_row_bnds(gl.lp, (int)n + 1, GLP_UP, 0.0, 1.0 - GEOIND_RHO);
-        if (geo_lp_vertex(&gl, &s, L, err, errlen) != 0) {
-            rc = -1;
-            goto out;
-        }
-        double D0 = channel_distortion(&s, gl.S);
+        /* The LP's own bound leaves rho of room for the uniform mix of
+         * the repair, but not below the least distortion: then the LP
+         * would be infeasible, and the mix with S0 does all the work. */
+        gl.rho = D_lp < L * (1.0 - 10 * GEOIND_RHO) ? GEOIND_RHO : 0.0;
+        glp_set_row_bnds(gl.lp, (int)n + 1, GLP_UP, 0.0, 1.0 - gl.rho);
+        /* Start: S0 mixed with the uniform constant channel, which makes
+         * every entry positive (see the line search), as far as L allows
+         * with a little slack kept. */
         double target = L * (1.0 - 2 * GEOIND_RHO);
+        if (!(target > gl.D0))
+            target = 0.5 * (gl.D0 + L);
         double theta = D_unif <= target ? 1.0
-                       : (target - D0) / (D_unif - D0);
+                       : (target - gl.D0) / (D_unif - gl.D0);
         if (theta > 1.0)
             theta = 1.0;
-        if (!(theta > 0.0)) {
-            rc = ts_fail(err, errlen, "mi-optimal: no room between the "
-                         "least geo-ind distortion %.6g m and L = %g m",
-                         D0, L);
-            goto out;
-        }
         for (size_t i = 0; i < n * n; i++)
-            A[i] = (1.0 - theta) * gl.S[i] + theta / (double)n;
+            A[i] = (1.0 - theta) * gl.S0[i] + theta / (double)n;
     }
 
     double gap = INFINITY;
@@ -1465,11 +1472,8 @@ int ts_mi_optimize(const ts_mi_problem *problem, const ts_mi_params *params,
              * value gained by relaxing the bound from L (1 - rho) to L. */
             double dual = glp_get_row_dual(gl.lp, (int)n + 1);
             lower = (glp_get_obj_val(gl.lp) + (dual < 0.0 ? dual : 0.0) *
-                     GEOIND_RHO) / scale;
-            if (geo_lp_vertex(&gl, &s, L, err, errlen) != 0) {
-                rc = -1;
-                goto out;
-            }
+                     gl.rho) / scale;
+            geo_lp_vertex(&gl, &s, L, gl.S0);
         }
         gap = at_c - lower;
         if (gap < 0.0)
@@ -1499,29 +1503,52 @@ int ts_mi_optimize(const ts_mi_problem *problem, const ts_mi_params *params,
         if (!(step_gap > 0.0))
             break;   /* no descent left at double precision */
         double g = line_search(&s, step_gap);
-        double na = alpha * (1.0 - g);
-        if (na < ALPHA_FLOOR) {
-            for (size_t i = 0; i < n * n; i++)
-                A[i] *= alpha;
-            alpha = 1.0;
-            na = 1.0 - g;
-        }
-        double add = g / na;
-        if (!geo) {
-            for (size_t i = 0; i < s.m; i++) {
-                double *row = A + (size_t)s.visited[i] * n;
-                if (i == v.mix_row) {
-                    row[v.z_of[i]] += add * (1.0 - v.mix_theta);
-                    row[v.mix_z] += add * v.mix_theta;
-                } else {
-                    row[v.z_of[i]] += add;
+        if (g >= 1.0) {
+            /* The whole step: f decreases all the way to S (which then
+             * reaches every output the users reach, or f'(1) would be
+             * +infinity), and alpha * (1 - g) would be 0 and divide
+             * below. A repaired geo-ind vertex, mixed with the uniform
+             * channel or S0, is the usual case. */
+            if (!geo) {
+                for (size_t i = 0; i < s.m; i++) {
+                    double *row = A + (size_t)s.visited[i] * n;
+                    memset(row, 0, n * sizeof *row);
+                    if (i == v.mix_row) {
+                        row[v.z_of[i]] += 1.0 - v.mix_theta;
+                        row[v.mix_z] += v.mix_theta;
+                    } else {
+                        row[v.z_of[i]] = 1.0;
+                    }
                 }
+            } else {
+                memcpy(A, gl.S, n * n * sizeof *A);
             }
+            alpha = 1.0;
         } else {
-            for (size_t i = 0; i < n * n; i++)
-                A[i] += add * gl.S[i];
+            double na = alpha * (1.0 - g);
+            if (na < ALPHA_FLOOR) {
+                for (size_t i = 0; i < n * n; i++)
+                    A[i] *= alpha;
+                alpha = 1.0;
+                na = 1.0 - g;
+            }
+            double add = g / na;
+            if (!geo) {
+                for (size_t i = 0; i < s.m; i++) {
+                    double *row = A + (size_t)s.visited[i] * n;
+                    if (i == v.mix_row) {
+                        row[v.z_of[i]] += add * (1.0 - v.mix_theta);
+                        row[v.mix_z] += add * v.mix_theta;
+                    } else {
+                        row[v.z_of[i]] += add;
+                    }
+                }
+            } else {
+                for (size_t i = 0; i < n * n; i++)
+                    A[i] += add * gl.S[i];
+            }
+            alpha = na;
         }
-        alpha = na;
         for (size_t i = 0; i < s.k * n; i++)
             s.J[i] += g * (s.JS[i] - s.J[i]);
         for (size_t z = 0; z < n; z++)

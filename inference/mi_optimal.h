@@ -34,7 +34,9 @@ typedef struct ts_mi_problem {
     const double *joint;
     /* L >= 0. L = 0 gives the identity (I(U; Z) = I(U; X), gap 0); with
      * geo-ind, L must exceed the least distortion an eps-geo-ind channel
-     * can have, else an error says what that least distortion is. */
+     * can have, else an error says what that least distortion is (that
+     * of an exactly geo-ind channel the optimizer builds, within about
+     * 1e-6 relative of the LP's minimum; any larger L is accepted). */
     double distortion_m;
     double geoind_epsilon;      /* per metre; 0: no geo-ind constraint */
 } ts_mi_problem;

@@ -453,6 +453,134 @@ TS_TEST(test_geoind_ratio_exact_on_every_triple)
 }
 END_TEST
 
+/* Runs the geo-ind optimizer for a few steps and checks what must hold
+ * whether or not it converged: success, stochastic rows, E[d] <= L, a
+ * non-negative certificate, and the ratio on every triple. */
+static ts_mi_result solve_geoind_briefly(const ts_mi_problem *pb,
+                                         unsigned max_it, double *C)
+{
+    ts_mi_params params = { .gap_tolerance_bits = 1e-6,
+                            .max_iterations = max_it };
+    ts_mi_result res;
+    char err[256] = "";
+    ck_assert_msg(ts_mi_optimize(pb, &params, C, &res, err, sizeof err) == 0,
+                  "ts_mi_optimize at L %.9g m: %s", pb->distortion_m, err);
+    assert_stochastic(C, pb->cells);
+    double D = ts_mi_distortion(pb, C);
+    ck_assert_msg(D <= pb->distortion_m * (1.0 + 1e-9),
+                  "E[d] %.12g m > L %.12g m", D, pb->distortion_m);
+    ck_assert(isfinite(res.gap_bits) && res.gap_bits >= 0.0);
+    ck_assert(fabs(ts_mi_bits(pb, C) - res.mi_bits) <= 1e-12);
+    assert_geoind(C, pb->centres, pb->cells, pb->geoind_epsilon);
+    return res;
+}
+
+/* The least geo-ind distortion, read from the refusal of a bound below
+ * it: the message must carry it as a finite number. */
+static double least_geoind_distortion(const ts_mi_problem *good)
+{
+    ts_mi_problem pb = *good;
+    pb.distortion_m = 1e-12;
+    ts_mi_params params = { .gap_tolerance_bits = 1e-6,
+                            .max_iterations = 10 };
+    ts_mi_result res;
+    static double C[64 * 64];
+    char err[256] = "";
+    ck_assert(pb.cells <= 64);
+    ck_assert(ts_mi_optimize(&pb, &params, C, &res, err, sizeof err) == -1);
+    const char *at = strstr(err, "the least is ");
+    ck_assert_msg(at != NULL, "%s", err);
+    double least = NAN;
+    ck_assert_msg(sscanf(at, "the least is %lf m", &least) == 1, "%s", err);
+    ck_assert_msg(isfinite(least) && least >= 0.0, "%s", err);
+    return least;
+}
+
+/* The shape of a coarse grid under a tight epsilon (eps times a cell of
+ * 10 to 25): the least-distortion LP vertex has entries far below GLPK's
+ * tolerance, which it returns as zeros next to tiny positives, and most
+ * cells carry no training mass. Its repair once collapsed whole rows to
+ * 0 / 0 and reported the least distortion as NaN. */
+TS_TEST(test_geoind_tight_epsilon_on_coarse_sparse_grid)
+{
+    enum { K = 5 };
+    static double C[64 * 64];
+    double joint[K * 64];
+    ts_vec2 c[64];
+    ts_rng *rng = ts_rng_new_seeded(1303);
+    const struct {
+        size_t cols, rows;
+        double dx, dy, eps, L;
+    } cases[] = {
+        { 4, 5, 2500.0, 2500.0, 0.01, 200.0 },
+        { 5, 4, 2500.0, 1800.0, 0.01, 50.0 },
+        { 4, 4, 1000.0, 2500.0, 0.006, 300.0 },
+    };
+    for (size_t t = 0; t < sizeof cases / sizeof cases[0]; t++) {
+        size_t n = cases[t].cols * cases[t].rows;
+        grid(cases[t].cols, cases[t].rows, cases[t].dx, cases[t].dy, c);
+        random_joint(rng, c, n, K, 1500.0, 0.7, joint);
+        ts_mi_problem pb = { .cells = n, .centres = c, .users = K,
+                             .joint = joint, .distortion_m = cases[t].L,
+                             .geoind_epsilon = cases[t].eps };
+        double least = least_geoind_distortion(&pb);
+        ck_assert_msg(least < cases[t].L, "least %g m", least);
+        solve_geoind_briefly(&pb, 200, C);
+        /* Just above the least it reported: accepted. */
+        pb.distortion_m = least * (1.0 + 1e-7) + 1e-12;
+        solve_geoind_briefly(&pb, 50, C);
+    }
+    ts_rng_free(rng);
+}
+END_TEST
+
+/* The shape where GLPK's slips cost more distortion than the LP's room
+ * for the repair (moderate epsilon on coarse, rectangular cells, cells
+ * without mass), and bounds just above the least distortion, where there
+ * is no room at all: every vertex must still be repaired within L, and
+ * just below the least, L is refused with the number. */
+TS_TEST(test_geoind_repair_within_bound_near_least)
+{
+    enum { K = 6 };
+    static double C[64 * 64];
+    double joint[K * 64];
+    ts_vec2 c[64];
+    ts_rng *rng = ts_rng_new_seeded(1304);
+    const struct {
+        size_t cols, rows;
+        double dx, dy, eps;
+    } cases[] = {
+        { 4, 5, 2500.0, 2200.0, 0.002 },
+        { 3, 4, 3000.0, 2600.0, 0.002 },
+        { 3, 3, 4000.0, 3500.0, 0.002 },
+        { 6, 4, 400.0, 250.0, 0.004 },
+    };
+    const double above[] = { 1e-7, 1e-4, 0.05 };
+    for (size_t t = 0; t < sizeof cases / sizeof cases[0]; t++) {
+        size_t n = cases[t].cols * cases[t].rows;
+        grid(cases[t].cols, cases[t].rows, cases[t].dx, cases[t].dy, c);
+        random_joint(rng, c, n, K, 2.0 * cases[t].dx, 0.5, joint);
+        ts_mi_problem pb = { .cells = n, .centres = c, .users = K,
+                             .joint = joint, .distortion_m = 1.0,
+                             .geoind_epsilon = cases[t].eps };
+        double least = least_geoind_distortion(&pb);
+        for (size_t a = 0; a < sizeof above / sizeof above[0]; a++) {
+            pb.distortion_m = least * (1.0 + above[a]);
+            solve_geoind_briefly(&pb, 60, C);
+        }
+        pb.distortion_m = least * (1.0 - 1e-6);
+        ts_mi_params params = { .gap_tolerance_bits = 1e-6,
+                                .max_iterations = 10 };
+        ts_mi_result res;
+        char err[256] = "";
+        ck_assert(ts_mi_optimize(&pb, &params, C, &res, err, sizeof err) ==
+                  -1);
+        ck_assert_msg(strstr(err, "least") != NULL, "%s", err);
+    }
+    ts_rng_free(rng);
+}
+END_TEST
+
 TS_TEST(test_bad_input)
 {
     enum { N = 4, K = 2 };
