@@ -61,6 +61,14 @@ static void usage(FILE *out)
         "LAT_MIN,LON_MIN,LAT_MAX,LON_MAX\n"
         "             --cell-m M --distortion-m L [--geoind-epsilon E]\n"
         "             -o CHANNEL.bin TRAIN.csv)\n"
+        "  cip-loss  worst-case CIP loss of Gaussian noise under GP priors\n"
+        "            (" TS_TOOL_NAME " cip-loss --points D --interval-s T "
+        "--length-scale-s L...\n"
+        "             --sigma-z-m S... | --epsilon E)\n"
+        "  eval --identity\n"
+        "            the Bayes error of guessing the user from reports\n"
+        "            (" TS_TOOL_NAME " eval --identity [--cell-m M]... "
+        "TRUE.csv SANITIZED.csv)\n"
         "\n"
         "options:\n"
         "  -h, --help     show this help\n"
@@ -119,6 +127,7 @@ int main(int argc, char **argv)
         { "learn", cmd_learn },
         { "privic", cmd_privic },
         { "optimize", cmd_optimize },
+        { "cip-loss", cmd_cip_loss },
     };
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         if (strcmp(command, commands[i].name) == 0)

@@ -1,0 +1,90 @@
+/* Conditional Inferential Privacy (Meehan & Chaudhuri, Location Trace
+ * Privacy Under Conditional Priors, Section 3.2): the worst-case Renyi loss
+ * of the Gaussian mechanism Z = X + N(0, sigma_z^2 I) against a Gaussian
+ * process conditional prior, one coordinate axis at a time.
+ *
+ * For timestamps t_1..t_d the prior covariance is the RBF kernel
+ * Sigma_ij = sigma_x^2 exp(-(t_i - t_j)^2 / (2 l^2)) (or sigma_x^2 I for the
+ * independent prior that geo-indistinguishability implicitly assumes). For
+ * a secret subsequence S with complement U,
+ *
+ *   A         = Sigma_us Sigma_ss^-1
+ *   Sigma_eff = A^T (Sigma_{u|s} + sigma_z^2 I)^-1 A
+ *   L*        = (lambda/2) (1 + sigma_z^2 alpha*) / sigma_z^2 * |S| r^2,
+ *
+ * alpha* the top eigenvalue of Sigma_eff (Eq. 4). This is the maximum of
+ * Eq. 3 over secret perturbations Delta s with ||Delta s||_2^2 <= |S| r^2,
+ * the L2 ball that circumscribes the paper's L-infinity pairs, so it is an
+ * upper bound on the loss over the discriminative pairs of Definition 2.2.
+ *
+ * Units: sigma_x, sigma_z and r share one length unit (metres in the CLI;
+ * the paper's figures use normalised units), t and l share one time unit.
+ * The guarantee is a Renyi divergence bound against GP priors; it is not
+ * epsilon-DP and not geo-indistinguishability. */
+#ifndef TRACESAN_INFERENCE_CIP_H
+#define TRACESAN_INFERENCE_CIP_H
+
+#include <stddef.h>
+
+/* Largest trace the calibration accepts: the matrices are dense d x d. */
+#define TS_CIP_MAX_POINTS 2048
+
+/* Largest nugget, relative to sigma_x^2, that is added to Sigma's diagonal
+ * when Sigma_ss is too ill-conditioned to factor. */
+#define TS_CIP_MAX_JITTER 1e-8
+
+typedef enum ts_cip_secret {
+    TS_CIP_SECRET_EVERY_OTHER, /* t_1, t_3, t_5, ... (the paper's Fig. 2) */
+    TS_CIP_SECRET_ALL,         /* every point: U is empty */
+    TS_CIP_SECRET_RANGE,       /* the points with t0 <= t_i <= t1 */
+} ts_cip_secret;
+
+typedef struct ts_cip_prior {
+    double sigma_x;      /* prior standard deviation per axis, > 0 */
+    double length_scale; /* l, in the timestamps' unit; > 0 unless independent */
+    int independent;     /* Sigma = sigma_x^2 I */
+} ts_cip_prior;
+
+typedef struct ts_cip_result {
+    double alpha;  /* top eigenvalue of Sigma_eff, 1 / length unit^2 */
+    double loss;   /* L* */
+    size_t secret; /* |S| */
+    /* Nugget added to every diagonal entry of Sigma (length unit^2): 0 when
+     * Sigma_ss factored as it is, else the loss is that of the prior
+     * Sigma + jitter I, at most TS_CIP_MAX_JITTER sigma_x^2. */
+    double jitter;
+} ts_cip_result;
+
+/* Fills in_s[0..d-1] with 1 for the points of S, 0 for U. t0, t1 are read
+ * for TS_CIP_SECRET_RANGE only. -1 with err set when S would be empty. */
+int ts_cip_secret_mask(ts_cip_secret kind, const double *t, size_t d,
+                       double t0, double t1, unsigned char *in_s, char *err,
+                       size_t errlen);
+
+/* Sigma_eff, |S| x |S| row-major into sigma_eff (the points of S in trace
+ * order), and the jitter used. t: d finite timestamps, 1 <= d <=
+ * TS_CIP_MAX_POINTS. -1 with err set on bad input or when even the largest
+ * jitter does not make Sigma_ss factor. */
+int ts_cip_sigma_eff(const double *t, size_t d, const unsigned char *in_s,
+                     const ts_cip_prior *prior, double sigma_z,
+                     double *sigma_eff, double *jitter, char *err,
+                     size_t errlen);
+
+/* L* of Eq. 4 for noise sigma_z > 0, radius r > 0, Renyi order >= 1. */
+int ts_cip_loss(const double *t, size_t d, const unsigned char *in_s,
+                const ts_cip_prior *prior, double sigma_z, double radius,
+                double renyi_order, ts_cip_result *out, char *err,
+                size_t errlen);
+
+/* The smallest sigma_z with L* <= epsilon, to relative tolerance rel_tol
+ * (1e-12 <= rel_tol < 0.5): *sigma_z meets epsilon and sigma_z (1 - rel_tol)
+ * does not. `at` (may be NULL) receives the result at *sigma_z. Calibrate
+ * at l = l_max: the paper argues, and tests/check_cip.c checks on grids,
+ * that the loss grows with l, so this sigma_z covers every l <= l_max. */
+int ts_cip_min_sigma_z(const double *t, size_t d, const unsigned char *in_s,
+                       const ts_cip_prior *prior, double radius,
+                       double renyi_order, double epsilon, double rel_tol,
+                       double *sigma_z, ts_cip_result *at, char *err,
+                       size_t errlen);
+
+#endif
