@@ -29,14 +29,13 @@
 #include <string.h>
 #include <unistd.h>
 
-#include <gsl/gsl_cdf.h>
-
 #include "inference/channel_file.h"
 #include "inference/mi_optimal.h"
 #include "mechanisms/cell_grid.h"
 #include "mechanisms/mi_channel.h"
 #include "mechanisms/rng.h"
 #include "tests/support/check_run.h"
+#include "tests/support/dp_audit.h"
 #include "tests/support/fake_params.h"
 
 static const double paris_box[4] = { 48.80, 2.25, 48.90, 2.40 };
@@ -151,10 +150,8 @@ static void *mi_profile(const char *path)
 }
 
 typedef struct audit {
-    int cells_tested, violations;
-    double claimed;        /* eps d */
+    ts_dp_audit r;         /* claimed: eps d */
     double exact_max;      /* the file's channel, between the secrets */
-    double max_log_ratio, worst_excess;
 } audit;
 
 /* Secrets at the centres of cells (1, 1) and (1, 2); the claim is
@@ -193,29 +190,20 @@ static audit run_audit(const char *path, double eps_claimed, uint64_t seed)
                   err);
     double d = hypot(g.centres[secret[0]].x - g.centres[secret[1]].x,
                      g.centres[secret[0]].y - g.centres[secret[1]].y);
-    audit a = { .claimed = eps_claimed * d, .worst_excess = -INFINITY };
-    double z = gsl_cdf_ugaussian_Qinv(FAMILY_ALPHA / (2.0 * N));
+    audit a = { .r = ts_dp_audit_begin(eps_claimed * d, N, FAMILY_ALPHA,
+                                       MIN_COUNT) };
     for (uint32_t y = 0; y < N; y++) {
-        double exact = fabs(log(file->channel[secret[0] * N + y]) -
-                            log(file->channel[secret[1] * N + y]));
-        a.exact_max = fmax(a.exact_max, exact);
-        long n1 = counts[0][y], n2 = counts[1][y];
-        if (n1 < MIN_COUNT || n2 < MIN_COUNT)
-            continue;
-        a.cells_tested++;
-        double log_ratio = fabs(log((double)n1 / (double)n2));
-        double bound = a.claimed + z * sqrt(1.0 / n1 + 1.0 / n2);
-        a.max_log_ratio = fmax(a.max_log_ratio, log_ratio);
-        a.worst_excess = fmax(a.worst_excess, log_ratio - bound);
-        if (log_ratio > bound)
-            a.violations++;
+        a.exact_max = fmax(a.exact_max,
+                           fabs(log(file->channel[secret[0] * N + y]) -
+                                log(file->channel[secret[1] * N + y])));
+        ts_dp_audit_cell(&a.r, counts[0][y], counts[1][y]);
     }
     ts_channel_close(file);
     ts_cell_grid_free(&g);
     fprintf(stderr, "mi-channel audit: %d cells tested, max |ln ratio| %.3f "
             "(channel's exact %.3f) vs claimed eps d %.3f, worst excess "
-            "%.3f, %d violations\n", a.cells_tested, a.max_log_ratio,
-            a.exact_max, a.claimed, a.worst_excess, a.violations);
+            "%.3f, %d violations\n", a.r.cells_tested, a.r.max_abs_log_ratio,
+            a.exact_max, a.r.claimed, a.r.worst_excess, a.r.violations);
     return a;
 }
 
@@ -234,14 +222,14 @@ TS_TEST(test_audit_geoind_channel)
     audit a = run_audit(path, eps, 20261125);
     unlink(path);
     free(path);
-    ck_assert_msg(a.violations == 0, "%d of %d cells exceed e^{eps d} "
-                  "(worst excess %.3f)", a.violations, a.cells_tested,
-                  a.worst_excess);
-    ck_assert_double_le(a.exact_max, a.claimed * (1.0 + 1e-6));
+    ck_assert_msg(a.r.violations == 0, "%d of %d cells exceed e^{eps d} "
+                  "(worst excess %.3f)", a.r.violations, a.r.cells_tested,
+                  a.r.worst_excess);
+    ck_assert_double_le(a.exact_max, a.r.claimed * (1.0 + 1e-6));
     /* The privacy room is used: the bound is nearly reached between the
      * secrets, and the audit sees enough cells to notice a breach. */
-    ck_assert_double_ge(a.exact_max, 0.5 * a.claimed);
-    ck_assert_int_ge(a.cells_tested, 4);
+    ck_assert_double_ge(a.exact_max, 0.5 * a.r.claimed);
+    ck_assert_int_ge(a.r.cells_tested, 4);
 }
 END_TEST
 
@@ -252,9 +240,9 @@ TS_TEST(test_audit_detects_under_noised_channel)
     audit a = run_audit(path, eps, 20261126);
     unlink(path);
     free(path);
-    ck_assert_msg(a.violations > 0, "a 3 eps channel passed the audit at "
+    ck_assert_msg(a.r.violations > 0, "a 3 eps channel passed the audit at "
                   "eps (max |ln ratio| %.3f over %d cells)",
-                  a.max_log_ratio, a.cells_tested);
+                  a.r.max_abs_log_ratio, a.r.cells_tested);
 }
 END_TEST
 

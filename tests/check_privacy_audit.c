@@ -49,6 +49,7 @@
 #include "mechanisms/privic.h"
 #include "mechanisms/rng.h"
 #include "tests/support/check_run.h"
+#include "tests/support/dp_audit.h"
 #include "tests/support/fake_params.h"
 
 #define DEG (M_PI / 180.0)
@@ -65,13 +66,7 @@ typedef struct grid {
     long outside;
 } grid;
 
-typedef struct audit_result {
-    int cells_tested;
-    int violations;
-    double z;
-    double max_abs_log_ratio;
-    double worst_excess; /* max over tested cells of |ln ratio| - bound */
-} audit_result;
+typedef ts_dp_audit audit_result;
 
 static void grid_init(grid *g, double eps)
 {
@@ -93,24 +88,11 @@ static void grid_add(grid *g, double x, double y)
 /* The audit itself: one function for the honest and the broken mechanism. */
 static audit_result audit_ratio(const grid *a, const grid *b, double eps_d)
 {
-    audit_result res = {0, 0, 0.0, 0.0, -INFINITY};
-    double tests = 2.0 * GRID_CELLS * GRID_CELLS;
-    res.z = gsl_cdf_ugaussian_Qinv(FAMILY_ALPHA / tests);
+    audit_result res = ts_dp_audit_begin(eps_d, GRID_CELLS * GRID_CELLS,
+                                         FAMILY_ALPHA, MIN_COUNT);
     for (int i = 0; i < GRID_CELLS; i++)
-        for (int j = 0; j < GRID_CELLS; j++) {
-            long n1 = a->counts[i][j], n2 = b->counts[i][j];
-            if (n1 < MIN_COUNT || n2 < MIN_COUNT)
-                continue;
-            res.cells_tested++;
-            double log_ratio = fabs(log((double)n1 / (double)n2));
-            double bound = eps_d + res.z * sqrt(1.0 / n1 + 1.0 / n2);
-            if (log_ratio > res.max_abs_log_ratio)
-                res.max_abs_log_ratio = log_ratio;
-            if (log_ratio - bound > res.worst_excess)
-                res.worst_excess = log_ratio - bound;
-            if (log_ratio > bound)
-                res.violations++;
-        }
+        for (int j = 0; j < GRID_CELLS; j++)
+            ts_dp_audit_cell(&res, a->counts[i][j], b->counts[i][j]);
     return res;
 }
 
@@ -357,29 +339,21 @@ static privic_audit audit_privic(const void *profile, double claimed_beta, uint6
 
     ts_vec2 c0 = pop->cell_centre(profile, secret[0]), c1 = pop->cell_centre(profile, secret[1]);
     privic_audit a = {.claimed = 2.0 * claimed_beta * hypot(c0.x - c1.x, c0.y - c1.y) / 1000.0};
-    a.r = (audit_result){0, 0, gsl_cdf_ugaussian_Qinv(FAMILY_ALPHA / (2.0 * PRIVIC_N)), 0.0,
-                         -INFINITY};
+    a.r = ts_dp_audit_begin(a.claimed, PRIVIC_N, FAMILY_ALPHA, MIN_COUNT);
     const double *m = pop->channel_matrix(pop->channel_current(profile, NULL));
     for (uint32_t y = 0; y < PRIVIC_N; y++) {
         double exact = fabs(log(m[(size_t)secret[0] * PRIVIC_N + y]) -
                             log(m[(size_t)secret[1] * PRIVIC_N + y]));
         a.exact_max = fmax(a.exact_max, exact);
         long n1 = counts[0][y], n2 = counts[1][y];
-        if (n1 < MIN_COUNT || n2 < MIN_COUNT)
+        double log_ratio = ts_dp_audit_cell(&a.r, n1, n2);
+        if (log_ratio < 0.0)
             continue;
-        a.r.cells_tested++;
-        double log_ratio = fabs(log((double)n1 / (double)n2));
-        double se = sqrt(1.0 / n1 + 1.0 / n2);
-        double bound = a.claimed + a.r.z * se;
         /* Two-sided, at the same Bonferroni z (one family of 2 n tests
          * for the bound, another for this). */
         a.exact_audited = fmax(a.exact_audited, exact);
-        if (fabs(log_ratio - exact) > a.r.z * se)
+        if (fabs(log_ratio - exact) > a.r.z * sqrt(1.0 / n1 + 1.0 / n2))
             a.miscalibrated++;
-        a.r.max_abs_log_ratio = fmax(a.r.max_abs_log_ratio, log_ratio);
-        a.r.worst_excess = fmax(a.r.worst_excess, log_ratio - bound);
-        if (log_ratio > bound)
-            a.r.violations++;
     }
     fprintf(stderr,
             "privic: %d cells tested, max |ln ratio| %.3f (channel's exact %.3f, %.3f over "
