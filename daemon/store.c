@@ -175,6 +175,19 @@ int ts_record_decode(const void *bytes, size_t len, ts_user_record *record)
 
 /* -------------------------------------------------------------- store */
 
+/* One write in `txn` made durable, the transaction ended either way:
+ * 0 or an LMDB error code. */
+static int put_and_commit(MDB_txn *txn, MDB_dbi dbi, MDB_val *key,
+                          MDB_val *value)
+{
+    int rc = mdb_put(txn, dbi, key, value, 0);
+    if (rc != 0) {
+        mdb_txn_abort(txn);
+        return rc;
+    }
+    return mdb_txn_commit(txn);
+}
+
 static int check_schema(ts_store *store, const char *dir, char *err,
                         size_t errlen)
 {
@@ -204,11 +217,7 @@ static int check_schema(ts_store *store, const char *dir, char *err,
             version[i] = (unsigned char)(TS_STORE_SCHEMA_VERSION >> (8 * i));
         value.mv_size = sizeof version;
         value.mv_data = version;
-        rc = mdb_put(txn, store->meta, &key, &value, 0);
-        if (rc == 0)
-            rc = mdb_txn_commit(txn);
-        else
-            mdb_txn_abort(txn);
+        rc = put_and_commit(txn, store->meta, &key, &value);
         if (rc != 0) {
             set_err(err, errlen, "state store %s: cannot initialise: %s", dir,
                     mdb_strerror(rc));
@@ -434,11 +443,7 @@ int ts_store_put_meta(ts_store *store, const char *name, const void *bytes,
     if (rc == 0) {
         MDB_val key = { .mv_size = strlen(name), .mv_data = (void *)name };
         MDB_val value = { .mv_size = len, .mv_data = (void *)bytes };
-        rc = mdb_put(txn, store->meta, &key, &value, 0);
-        if (rc == 0)
-            rc = mdb_txn_commit(txn);
-        else
-            mdb_txn_abort(txn);
+        rc = put_and_commit(txn, store->meta, &key, &value);
     }
     if (rc != 0) {
         set_err(err, errlen, "state store: cannot write %s: %s", name,
