@@ -22,6 +22,7 @@ packages=(
     valgrind liblmdb-dev gzip procps
     clang libclang-rt-14-dev
     libsystemd-dev curl python3
+    libcairo2-dev libjs-leaflet chromium python3-zmq python3-protobuf protobuf-compiler
 )
 
 install_missing_packages() {
