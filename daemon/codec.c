@@ -32,7 +32,8 @@ TS_SAME_REASON(INTERNAL_ERROR, INTERNAL_ERROR);
 TS_SAME_REASON(OUTSIDE_REGION, OUTSIDE_REGION);
 TS_SAME_REASON(TOO_OLD, TOO_OLD);
 TS_SAME_REASON(DELTA_UNCERTIFIED, DELTA_UNCERTIFIED);
-static_assert(TS_REASON_COUNT == TS_REASON_DELTA_UNCERTIFIED + 1,
+TS_SAME_REASON(CADENCE_TOO_FAST, CADENCE_TOO_FAST);
+static_assert(TS_REASON_COUNT == TS_REASON_CADENCE_TOO_FAST + 1,
               "a new ts_reason needs a TS_SAME_REASON line above");
 
 /* LocationBatch.updates is field 1, wire type 2 (length-delimited). */
@@ -390,7 +391,9 @@ extra_field(const ts_report_extra_def *extra)
         protobuf_c_message_descriptor_get_field_by_name(
             &tracesan__v1__sanitized_location__descriptor, extra->name);
     ProtobufCType want = extra->type == TS_EXTRA_BOOL ? PROTOBUF_C_TYPE_BOOL
-                                                      : PROTOBUF_C_TYPE_UINT32;
+                         : extra->type == TS_EXTRA_UINT32
+                             ? PROTOBUF_C_TYPE_UINT32
+                             : PROTOBUF_C_TYPE_DOUBLE;
     if (field == NULL || field->type != want ||
         field->label != PROTOBUF_C_LABEL_OPTIONAL)
         return NULL;
@@ -402,7 +405,7 @@ int ts_codec_put_extras(const ts_report *report,
 {
     char *base = (char *)location;
     for (size_t i = 0; i < ts_report_n_extras; i++) {
-        uint32_t value;
+        double value;
         if (!ts_report_extra_get(report, &ts_report_extras[i], &value))
             continue;
         const ProtobufCFieldDescriptor *field =
@@ -414,7 +417,12 @@ int ts_codec_put_extras(const ts_report *report,
         if (field->type == PROTOBUF_C_TYPE_BOOL) {
             protobuf_c_boolean flag = value != 0;
             memcpy(base + field->offset, &flag, sizeof flag);
+        } else if (field->type == PROTOBUF_C_TYPE_UINT32) {
+            uint32_t number = (uint32_t)value;
+            memcpy(base + field->offset, &number, sizeof number);
         } else {
+            if (!isfinite(value))
+                return -1;
             memcpy(base + field->offset, &value, sizeof value);
         }
     }
@@ -434,13 +442,19 @@ int ts_codec_get_extras(const Tracesan__V1__SanitizedLocation *location,
         memcpy(&has, base + field->quantifier_offset, sizeof has);
         if (!has)
             continue;
-        uint32_t value;
+        double value;
         if (field->type == PROTOBUF_C_TYPE_BOOL) {
             protobuf_c_boolean flag;
             memcpy(&flag, base + field->offset, sizeof flag);
             value = flag != 0;
+        } else if (field->type == PROTOBUF_C_TYPE_UINT32) {
+            uint32_t number;
+            memcpy(&number, base + field->offset, sizeof number);
+            value = number;
         } else {
             memcpy(&value, base + field->offset, sizeof value);
+            if (!isfinite(value))
+                return -1;
         }
         ts_report_extra_set(report, &ts_report_extras[i], value);
     }

@@ -65,6 +65,7 @@ static const char *const reason_names[TS_REASON_COUNT] = {
     [TS_REASON_OUTSIDE_REGION] = "outside_region",
     [TS_REASON_TOO_OLD] = "too_old",
     [TS_REASON_DELTA_UNCERTIFIED] = "delta_uncertified",
+    [TS_REASON_CADENCE_TOO_FAST] = "cadence_too_fast",
 };
 
 const char *ts_reason_name(ts_reason reason)
@@ -698,6 +699,11 @@ void ts_pipeline_process(ts_pipeline *pipeline, const ts_input *input,
                "profile '%s' cannot certify a delta-location set: pruning "
                "the belief lost more than delta of the prior (raise "
                "belief_capacity)",
+               profile->name);
+    } else if (status == TS_RELEASE_TOO_FAST) {
+        reject(pipeline, out, TS_REASON_CADENCE_TOO_FAST,
+               "profile '%s': the point follows the user's previous one by "
+               "less than min_interval_s",
                profile->name);
     } else {
         reject(pipeline, out, TS_REASON_INTERNAL_ERROR, "mechanism %s failed",

@@ -44,6 +44,7 @@ typedef enum ts_reason {
     TS_REASON_OUTSIDE_REGION = 16,
     TS_REASON_TOO_OLD = 17,
     TS_REASON_DELTA_UNCERTIFIED = 18,
+    TS_REASON_CADENCE_TOO_FAST = 19,
     TS_REASON_COUNT
 } ts_reason;
 

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "mechanisms/cip_gp.h"
 #include "mechanisms/delta_privacy.h"
 #include "mechanisms/geoind.h"
 #include "mechanisms/mi_channel.h"
@@ -20,6 +21,7 @@ static const ts_mechanism_ops *const registry[] = {
     &ts_lm_delta_ops,
     &ts_privic_ops,
     &ts_mi_channel_ops,
+    &ts_cip_gp_ops,
     NULL,
 };
 
@@ -35,12 +37,14 @@ const ts_report_extra_def ts_report_extras[] = {
     { "information_theoretic", TS_EXTRA_BOOL,
       offsetof(ts_report, has_information_theoretic),
       offsetof(ts_report, information_theoretic) },
+    { "sigma_z_m", TS_EXTRA_DOUBLE, offsetof(ts_report, has_sigma_z_m),
+      offsetof(ts_report, sigma_z_m) },
 };
 const size_t ts_report_n_extras =
     sizeof ts_report_extras / sizeof ts_report_extras[0];
 
 int ts_report_extra_get(const ts_report *report,
-                        const ts_report_extra_def *extra, uint32_t *value)
+                        const ts_report_extra_def *extra, double *value)
 {
     const char *base = (const char *)report;
     int has;
@@ -51,16 +55,18 @@ int ts_report_extra_get(const ts_report *report,
         int flag;
         memcpy(&flag, base + extra->value_offset, sizeof flag);
         *value = flag != 0;
-    } else {
+    } else if (extra->type == TS_EXTRA_UINT32) {
         unsigned number;
         memcpy(&number, base + extra->value_offset, sizeof number);
         *value = number;
+    } else {
+        memcpy(value, base + extra->value_offset, sizeof *value);
     }
     return 1;
 }
 
 void ts_report_extra_set(ts_report *report, const ts_report_extra_def *extra,
-                         uint32_t value)
+                         double value)
 {
     char *base = (char *)report;
     int has = 1;
@@ -68,9 +74,12 @@ void ts_report_extra_set(ts_report *report, const ts_report_extra_def *extra,
     if (extra->type == TS_EXTRA_BOOL) {
         int flag = value != 0;
         memcpy(base + extra->value_offset, &flag, sizeof flag);
-    } else {
-        unsigned number = value;
+    } else if (extra->type == TS_EXTRA_UINT32) {
+        unsigned number = value >= 0 && value <= UINT32_MAX ? (unsigned)value
+                                                            : 0;
         memcpy(base + extra->value_offset, &number, sizeof number);
+    } else {
+        memcpy(base + extra->value_offset, &value, sizeof value);
     }
 }
 

@@ -126,6 +126,11 @@ typedef struct ts_report {
      * privacy, and readers are told so on every report. */
     int has_information_theoretic;
     int information_theoretic;
+    /* cip-gp: the Gaussian noise's standard deviation per axis, in metres.
+     * A function of the public timestamps and the profile only, and what a
+     * reader needs to weigh the report (docs/cip.md). */
+    int has_sigma_z_m;
+    double sigma_z_m;
 } ts_report;
 
 /* The per-report values beyond the point and its spend that a paper proves
@@ -137,23 +142,25 @@ typedef struct ts_report {
 typedef enum ts_report_extra_type {
     TS_EXTRA_BOOL,       /* int 0/1; proto bool */
     TS_EXTRA_UINT32,     /* unsigned; proto uint32 */
+    TS_EXTRA_DOUBLE,     /* double, finite; proto double */
 } ts_report_extra_type;
 
 typedef struct ts_report_extra_def {
     const char *name;
     ts_report_extra_type type;
     size_t has_offset;   /* int in ts_report: 1 when the value is set */
-    size_t value_offset; /* int (BOOL) or unsigned (UINT32) in ts_report */
+    size_t value_offset; /* int (BOOL), unsigned (UINT32) or double (DOUBLE) */
 } ts_report_extra_def;
 
 extern const ts_report_extra_def ts_report_extras[];
 extern const size_t ts_report_n_extras;
 
-/* 1 with *value set when the report carries the extra, else 0. */
+/* 1 with *value set when the report carries the extra, else 0. Every
+ * extra's value is exact as a double (bool 0/1, uint32, double). */
 int ts_report_extra_get(const ts_report *report,
-                        const ts_report_extra_def *extra, uint32_t *value);
+                        const ts_report_extra_def *extra, double *value);
 void ts_report_extra_set(ts_report *report, const ts_report_extra_def *extra,
-                         uint32_t value);
+                         double value);
 
 typedef enum ts_release_status {
     TS_RELEASE_OK = 0,
@@ -168,6 +175,12 @@ typedef enum ts_release_status {
      * 1 - delta, so no delta-location set can be guaranteed. A function of
      * public data only; nothing released, no state changed. */
     TS_RELEASE_UNCERTIFIED = 3,
+    /* The point follows the user's previous one by less than the profile's
+     * smallest interval, or so closely that the mechanism's guarantee,
+     * computed from the public timestamps, cannot cover it (cip-gp). A
+     * function of the timestamps only; nothing released, no state
+     * changed. */
+    TS_RELEASE_TOO_FAST = 4,
     TS_RELEASE_ERROR = -1       /* internal failure; caller drops the point */
 } ts_release_status;
 

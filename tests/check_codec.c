@@ -445,7 +445,9 @@ TS_TEST(every_public_extra_round_trips)
     ts_profile profile = make_profile();
     for (size_t i = 0; i < ts_report_n_extras; i++) {
         const ts_report_extra_def *extra = &ts_report_extras[i];
-        uint32_t value = extra->type == TS_EXTRA_BOOL ? 1 : 4000000000u + i;
+        double value = extra->type == TS_EXTRA_BOOL     ? 1
+                       : extra->type == TS_EXTRA_UINT32 ? 4000000000.0 + i
+                                                        : 1234.5678901234567 + i;
         ts_outcome outcome = make_outcome(&profile, 1, "carol", 0);
         ts_report_extra_set(&outcome.report, extra, value);
         topic.len = payload.len = 0;
@@ -459,11 +461,11 @@ TS_TEST(every_public_extra_round_trips)
         memset(&back, 0, sizeof back);
         ck_assert_int_eq(ts_codec_get_extras(got, &back), 0);
         for (size_t j = 0; j < ts_report_n_extras; j++) {
-            uint32_t seen = 0;
+            double seen = 0;
             int has = ts_report_extra_get(&back, &ts_report_extras[j], &seen);
             ck_assert_int_eq(has, j == i);
             if (j == i)
-                ck_assert_uint_eq(seen, value);
+                ck_assert(seen == value);
         }
         tracesan__v1__sanitized_location__free_unpacked(got, NULL);
     }

@@ -841,7 +841,7 @@ START_TEST(test_reason_names)
         "invalid_timestamp", "time_went_backwards", "unknown_profile",
         "profile_conflict", "budget_exhausted", "user_table_full",
         "invalid_accuracy", "internal_error", "outside_region", "too_old",
-        "delta_uncertified",
+        "delta_uncertified", "cadence_too_fast",
     };
     for (int r = 0; r < TS_REASON_COUNT; r++)
         ck_assert_str_eq(ts_reason_name((ts_reason)r), expected[r]);

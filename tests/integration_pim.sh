@@ -55,10 +55,10 @@ PROFILES=(-o profiles.pim.mechanism=pim -o "profiles.pim.model=\"$MODEL\""
 # Every row: the profile's mechanism and eps, a positive integer
 # delta_set_size, and the running spend.
 rows_ok() {
-    tail -n +2 "$1" | sort -t, -k1,1 -k2,2n | awk -F, '
+    tail -n +2 "$1" | sort -t, -k1,1 -k2,2n | awk -F, -v header="$SANITIZED_HEADER" '
         function complain(msg) { if (bad++ < 10) print "# " msg ": " $0 }
         {
-            if (NF != 13) complain("column count")
+            if (NF != split(header, names, ",")) complain("column count")
             want_mech = $9 == "pim" ? "pim" : "lm-delta"
             want_eps = $9 == "pim" ? 1 : 2
             if ($5 != want_mech) complain("mechanism")

@@ -706,12 +706,17 @@ int ts_csv_write_sanitized(FILE *out, const ts_csv_sanitized *row)
     writer_field(&w, row->profile);
     for (size_t i = 0; i < ts_report_n_extras; i++) {
         writer_char(&w, ',');
-        uint32_t value;
+        double value;
         if (row->extras != NULL &&
             ts_report_extra_get(row->extras, &ts_report_extras[i], &value)) {
-            char digits[16];
-            int len = snprintf(digits, sizeof digits, "%" PRIu32, value);
-            writer_put(&w, digits, (size_t)len);
+            if (ts_report_extras[i].type == TS_EXTRA_DOUBLE) {
+                writer_g9(&w, value);
+            } else {
+                char digits[16];
+                int len = snprintf(digits, sizeof digits, "%" PRIu32,
+                                   (uint32_t)value);
+                writer_put(&w, digits, (size_t)len);
+            }
         }
     }
     writer_char(&w, '\n');
