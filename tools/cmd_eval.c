@@ -61,7 +61,12 @@
  * split by ts_identity_split into the adversary's training rows and the
  * held-out rows it is scored on, the split printed on stderr.
  *
- * The output holds aggregates only, never a coordinate.
+ * --plot FILE draws, with cairo (tools/eval_figure.h), the error CDF per
+ * profile, the error over time of one user and, for delta-location-set
+ * profiles, |ΔX| over time; --compare adds the profiles of more sanitized
+ * outputs of the same true trace to the figure (not to the report).
+ *
+ * The output holds aggregates only, never a coordinate; so does the plot.
  */
 #include <inttypes.h>
 #include <math.h>
@@ -77,7 +82,9 @@
 #include "inference/identity.h"
 #include "tools/commands.h"
 #include "tools/csv.h"
+#include "tools/eval_figure.h"
 #include "tools/name_index.h"
+#include "tools/plot.h"
 #include "tools/poi_index.h"
 
 #define ERR_MAX 512
@@ -88,6 +95,7 @@
 /* The paper's evaluation grids (Section IV-B). */
 static const double DEFAULT_IDENTITY_CELLS[] = { 50.0, 100.0, 200.0, 400.0 };
 #define MAX_IDENTITY_CELLS 32
+#define MAX_COMPARED 16
 /* profile_slot of a sanitized row whose profile column is absent or empty
  * (taken to be the replayed profile), or names no profile of eval's
  * configuration (never replayed). */
@@ -112,6 +120,7 @@ typedef struct true_row {
     double released_lon;
     double eps_point;
     int profile_slot;        /* index in eval's configuration, or above */
+    uint32_t profile_name;   /* in eval_data.profiles; "" when none */
     int drifted;             /* -1 when not replayed */
     double knn_precision;    /* NAN when not computed */
     double knn_recall;
@@ -131,6 +140,7 @@ typedef struct key_entry {
 
 typedef struct eval_data {
     ts_name_index *users;    /* user id -> true_row.user */
+    ts_name_index *profiles; /* the sanitized rows' profile column */
     true_row *rows;
     size_t n_rows, rows_cap;
     key_entry *keys;
@@ -167,6 +177,8 @@ static void usage(FILE *out)
         "                     [--config FILE] [--profile NAME] "
         "[-o PATH=VALUE]...\n"
         "                     [--poi FILE [--knn K] [--knn-returned K2]]\n"
+        "                     [--plot FILE.svg|FILE.png [--plot-size WxH]\n"
+        "                      [--plot-user U] [--compare OTHER.csv]...]\n"
         "                     TRUE.csv SANITIZED.csv\n"
         "       " TS_TOOL_NAME " eval --identity [--cell-m M]... "
         "TRUE.csv SANITIZED.csv\n"
@@ -211,6 +223,18 @@ static void usage(FILE *out)
         "                          training/evaluation split goes to stderr\n"
         "      --cell-m M          a grid cell side in metres for --identity,\n"
         "                          repeatable (default 50, 100, 200, 400)\n"
+        "      --plot FILE         also draw a figure, SVG or PNG by FILE's\n"
+        "                          extension: the error CDF per profile, the\n"
+        "                          error over time of one user and, with\n"
+        "                          delta_set_size, |ΔX| over time\n"
+        "      --plot-size WxH     its size in pixels (default "
+        TS_PLOT_DEFAULT_SIZE_TEXT ")\n"
+        "      --plot-user U       the user followed over time (default: the\n"
+        "                          one with the most sanitized rows)\n"
+        "      --compare FILE      another sanitized output of TRUE.csv,\n"
+        "                          whose profiles the figure adds\n"
+        "                          (repeatable; the report covers\n"
+        "                          SANITIZED.csv only)\n"
         "  -h, --help              show this help\n"
         "\n"
         "The columns drift_ratio, knn_precision, knn_recall are appended\n"
@@ -224,6 +248,7 @@ static void usage(FILE *out)
 static void free_data(eval_data *data)
 {
     ts_name_index_free(data->users);
+    ts_name_index_free(data->profiles);
     key_entry *key, *tmp_key;
     HASH_ITER(hh, data->keys, key, tmp_key) {
         HASH_DEL(data->keys, key);
@@ -426,6 +451,12 @@ static int load_sanitized(eval_data *data, const char *path)
         const char *profile = ts_csv_field(reader, profile_column);
         if (profile != NULL)
             r->profile_slot = profile_slot(data, profile);
+        if (ts_name_index_intern(data->profiles,
+                                 profile != NULL ? profile : "",
+                                 &r->profile_name) != 0) {
+            fprintf(stderr, TS_TOOL_NAME ": out of memory\n");
+            goto out;
+        }
         r->error_m = ts_geo_distance_m(r->lat, r->lon, lat, lon);
         double budget = eps_spent + value[S_EPS_REMAINING];
         r->rho = budget > 0.0 ? eps_point / budget : NAN;
@@ -1141,6 +1172,131 @@ out:
     return status;
 }
 
+/* -------------------------------------------------------------- plot */
+
+typedef struct plot_options {
+    const char *path;        /* NULL: no plot */
+    ts_plot_size size;
+    int size_given;
+    const char *user;        /* NULL: the user with the most rows */
+    const char *compared[MAX_COMPARED];
+    size_t n_compared;
+} plot_options;
+
+static const char *take_compared(void *dest, const char *value)
+{
+    plot_options *plot = dest;
+    if (plot->n_compared == MAX_COMPARED)
+        return "is given too many times";
+    plot->compared[plot->n_compared++] = value;
+    return NULL;
+}
+
+/* The user the figure follows over time: --plot-user, which TRUE.csv must
+ * have, else the one with the most sanitized rows (the first in TRUE.csv
+ * on a tie). NULL (reported) when --plot-user names nobody. */
+static const char *followed_user(const eval_data *data, const char *wanted)
+{
+    uint32_t user;
+    if (wanted != NULL) {
+        if (ts_name_index_find(data->users, wanted, &user))
+            return wanted;
+        fprintf(stderr, TS_TOOL_NAME " eval: --plot-user: TRUE.csv has no "
+                "user '%s'\n", wanted);
+        return NULL;
+    }
+    size_t n_users = ts_name_index_count(data->users);
+    if (n_users == 0)
+        return "";
+    uint64_t *rows = calloc(n_users, sizeof *rows);
+    if (rows == NULL) {
+        fprintf(stderr, TS_TOOL_NAME ": out of memory\n");
+        return NULL;
+    }
+    for (size_t i = 0; i < data->n_rows; i++)
+        rows[data->rows[i].user] += data->rows[i].matched != 0;
+    user = 0;
+    for (uint32_t u = 1; u < n_users; u++)
+        if (rows[u] > rows[user])
+            user = u;
+    free(rows);
+    return ts_name_index_name(data->users, user);
+}
+
+static int add_to_figure(const eval_data *data, ts_eval_figure *figure,
+                         const char *sanitized_path, const char *followed)
+{
+    uint32_t user;
+    int have_user = ts_name_index_find(data->users, followed, &user);
+    if (ts_eval_figure_begin_file(figure, sanitized_path) != 0)
+        return -1;
+    for (size_t i = 0; i < data->n_rows; i++) {
+        const true_row *r = &data->rows[i];
+        if (r->matched &&
+            ts_eval_figure_add(
+                figure, ts_name_index_name(data->profiles, r->profile_name),
+                have_user && r->user == user, r->ts_ms, r->error_m,
+                r->delta_set_size) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* Undoes the join with a sanitized file, so the true rows can be joined
+ * with the next one. */
+static void forget_sanitized(eval_data *data)
+{
+    for (size_t i = 0; i < data->n_rows; i++) {
+        true_row *r = &data->rows[i];
+        r->matched = 0;
+        r->predicted = -1;
+        r->window_start = 0;
+        r->error_m = NAN;
+        r->rho = NAN;
+        r->delta_set_size = NAN;
+        r->profile_slot = PROFILE_UNNAMED;
+        r->profile_name = 0;
+        r->drifted = -1;
+        r->knn_precision = NAN;
+        r->knn_recall = NAN;
+    }
+    key_entry *key, *tmp_key;
+    HASH_ITER(hh, data->keys, key, tmp_key)
+        key->used = 0;
+}
+
+/* The figure of SANITIZED.csv (already joined) and of each --compare file,
+ * joined in turn. Comes last: it undoes SANITIZED.csv's join. */
+static int write_plot(eval_data *data, const char *sanitized_path,
+                      const plot_options *plot, const char *followed)
+{
+    ts_eval_figure *figure = ts_eval_figure_new(followed);
+    int status = -1;
+    if (figure == NULL ||
+        add_to_figure(data, figure, sanitized_path, followed) != 0)
+        goto oom;
+    for (size_t i = 0; i < plot->n_compared; i++) {
+        forget_sanitized(data);
+        if (load_sanitized(data, plot->compared[i]) != 0)
+            goto out;
+        if (add_to_figure(data, figure, plot->compared[i], followed) != 0)
+            goto oom;
+    }
+    char err[ERR_MAX];
+    if (ts_eval_figure_write(figure, plot->path, plot->size, err,
+                             sizeof err) != 0) {
+        fprintf(stderr, TS_TOOL_NAME " eval: --plot: %s\n", err);
+        goto out;
+    }
+    status = 0;
+    goto out;
+oom:
+    fprintf(stderr, TS_TOOL_NAME ": out of memory\n");
+out:
+    ts_eval_figure_free(figure);
+    return status;
+}
+
 /* The profile to replay, found in its pipeline as slot *slot; NULL
  * (reported) when it is not a delta-location-set profile. */
 static const ts_profile *replayable(const ts_pipeline *pipeline,
@@ -1168,6 +1324,10 @@ int cmd_eval(int argc, char **argv)
     uint64_t knn = DEFAULT_KNN, knn_returned = 0;
     int identity = 0, format_given = 0, knn_given = 0;
     identity_cells cells = { .n = 0 };
+    plot_options plot = {
+        .size = { TS_PLOT_DEFAULT_WIDTH, TS_PLOT_DEFAULT_HEIGHT },
+    };
+    int plot_user_given = 0;
     const ts_tool_option options[] = {
         { "format", 'f', TS_ARG_CHOICE, .dest = &csv, .given = &format_given,
           .choices = formats },
@@ -1179,6 +1339,13 @@ int cmd_eval(int argc, char **argv)
           .given = &knn_given, .min = 1, .max = UINT32_MAX },
         { "identity", 0, TS_ARG_FLAG, .dest = &identity },
         { "cell-m", 0, TS_ARG_HANDLER, .dest = &cells, .handle = take_cell },
+        { "plot", 0, TS_ARG_STRING, .dest = &plot.path },
+        { "plot-size", 0, TS_ARG_HANDLER, .dest = &plot.size,
+          .given = &plot.size_given, .handle = ts_plot_take_size },
+        { "plot-user", 0, TS_ARG_STRING, .dest = &plot.user,
+          .given = &plot_user_given },
+        { "compare", 0, TS_ARG_HANDLER, .dest = &plot,
+          .handle = take_compared },
         { 0 },
     };
     const ts_tool_command command = {
@@ -1202,6 +1369,23 @@ int cmd_eval(int argc, char **argv)
                 "only --cell-m\n");
         return 1;
     }
+    if (plot.path == NULL &&
+        (plot.size_given || plot_user_given || plot.n_compared != 0)) {
+        fprintf(stderr, TS_TOOL_NAME " eval: --plot-size, --plot-user and "
+                "--compare need --plot\n");
+        return 1;
+    }
+    ts_plot_format plot_format;
+    if (plot.path != NULL &&
+        ts_plot_format_of(plot.path, &plot_format) != 0) {
+        fprintf(stderr, TS_TOOL_NAME " eval: --plot %s: the file name must "
+                "end in .svg or .png\n", plot.path);
+        return 1;
+    }
+    if (identity && plot.path != NULL) {
+        fprintf(stderr, TS_TOOL_NAME " eval: --identity takes no --plot\n");
+        return 1;
+    }
     if (identity && cells.n == 0) {
         cells.n = sizeof DEFAULT_IDENTITY_CELLS /
                   sizeof *DEFAULT_IDENTITY_CELLS;
@@ -1218,6 +1402,8 @@ int cmd_eval(int argc, char **argv)
     int stdin_uses = (strcmp(true_path, "-") == 0) +
                      (strcmp(sanitized_path, "-") == 0) +
                      (poi_path != NULL && strcmp(poi_path, "-") == 0);
+    for (size_t i = 0; i < plot.n_compared; i++)
+        stdin_uses += strcmp(plot.compared[i], "-") == 0;
     if (stdin_uses > 1) {
         fprintf(stderr, TS_TOOL_NAME " eval: only one of the files can be "
                 "stdin\n");
@@ -1231,7 +1417,8 @@ int cmd_eval(int argc, char **argv)
     const ts_profile *replay_profile = NULL;
     int replay_slot = PROFILE_UNKNOWN;
     data.users = ts_name_index_new();
-    if (data.users == NULL) {
+    data.profiles = ts_name_index_new();
+    if (data.users == NULL || data.profiles == NULL) {
         fprintf(stderr, TS_TOOL_NAME ": out of memory\n");
         goto out;
     }
@@ -1250,6 +1437,10 @@ int cmd_eval(int argc, char **argv)
     data.has_extra = tool.pipeline != NULL || poi_path != NULL;
     int loaded = load_truth(&data, true_path) == 0 &&
                  load_sanitized(&data, sanitized_path) == 0;
+    const char *followed = NULL;
+    if (loaded && plot.path != NULL &&
+        (followed = followed_user(&data, plot.user)) == NULL)
+        loaded = 0;
     if (loaded && identity) {
         if (identity_report(&data, &cells) == 0)
             status = 0;
@@ -1260,7 +1451,9 @@ int cmd_eval(int argc, char **argv)
          compute_knn(&data, poi_path, (size_t)knn, (size_t)knn_returned) ==
              0) &&
         report(&data, csv) == 0 &&
-        (series_path == NULL || write_series(&data, series_path) == 0))
+        (series_path == NULL || write_series(&data, series_path) == 0) &&
+        (plot.path == NULL ||
+         write_plot(&data, sanitized_path, &plot, followed) == 0))
         status = 0;
 out:
     free_data(&data);

@@ -10,7 +10,8 @@
  * and the planar Laplace at the same geo-indistinguishability level
  * (eps = 2 beta) each release every row once, IBU estimates the
  * distribution from each one's reports, and EMD says how far each estimate
- * is from the truth (the paper's Figure 3). */
+ * is from the truth (the paper's Figure 3). --plot draws both EMDs per
+ * cycle (tools/plot.h). */
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -24,6 +25,7 @@
 #include "mechanisms/population.h"
 #include "tools/commands.h"
 #include "tools/csv.h"
+#include "tools/plot.h"
 
 #define ERR_MAX 512
 
@@ -32,7 +34,9 @@ static void usage(FILE *out)
     fputs(
         "usage: " TS_TOOL_NAME " privic --config FILE --profile NAME "
         "[-o PATH=VALUE]... [--seed N]\n"
-        "                       [--compare-laplace] TRUE.csv\n"
+        "                       [--compare-laplace |\n"
+        "                        --plot FILE.svg|FILE.png [--plot-size WxH]]\n"
+        "                       TRUE.csv\n"
         "\n"
         "Runs the PRIVIC loop of a privic profile over a CSV trace (header\n"
         "user,ts,lat,lon): every row inside the profile's region is released\n"
@@ -46,6 +50,10 @@ static void usage(FILE *out)
         "  -p, --profile NAME      a privic profile (default: the default one)\n"
         "  -s, --seed N            deterministic noise (testing only)\n"
         "      --compare-laplace   BA against planar Laplace at eps = 2 beta\n"
+        "      --plot FILE         also draw emd_true_m and emd_prev_m per\n"
+        "                          cycle, SVG or PNG by FILE's extension\n"
+        "      --plot-size WxH     its size in pixels (default "
+        TS_PLOT_DEFAULT_SIZE_TEXT ")\n"
         "  -h, --help\n"
         "\n"
         "stdout: CSV, one row per completed cycle:\n"
@@ -165,10 +173,84 @@ static void normalise(double *v, size_t n)
         v[i] = total > 0.0 ? v[i] / total : 1.0 / (double)n;
 }
 
+/* ------------------------------------------------------ the plot */
+
+/* The EMDs of each completed cycle, for --plot. */
+typedef struct cycle_log {
+    double *cycle, *emd_true, *emd_prev;
+    size_t n, cap;
+} cycle_log;
+
+static void cycle_log_free(cycle_log *log)
+{
+    free(log->cycle);
+    free(log->emd_true);
+    free(log->emd_prev);
+}
+
+static int cycle_log_add(cycle_log *log, unsigned cycle, double emd_true,
+                         double emd_prev)
+{
+    if (log->n == log->cap) {
+        size_t cap = log->cap ? 2 * log->cap : 64;
+        double *c = realloc(log->cycle, cap * sizeof *c);
+        if (c != NULL)
+            log->cycle = c;
+        double *t = realloc(log->emd_true, cap * sizeof *t);
+        if (t != NULL)
+            log->emd_true = t;
+        double *p = realloc(log->emd_prev, cap * sizeof *p);
+        if (p != NULL)
+            log->emd_prev = p;
+        if (c == NULL || t == NULL || p == NULL)
+            return -1;
+        log->cap = cap;
+    }
+    log->cycle[log->n] = cycle;
+    log->emd_true[log->n] = emd_true;
+    log->emd_prev[log->n] = emd_prev;
+    log->n++;
+    return 0;
+}
+
+static int plot_cycles(const cycle_log *log, const char *profile,
+                       const char *path, ts_plot_size size)
+{
+    if (log->n == 0) {
+        fprintf(stderr, TS_TOOL_NAME " privic: --plot: no cycle completed, "
+                "nothing to plot\n");
+        return -1;
+    }
+    char title[256], err[ERR_MAX];
+    snprintf(title, sizeof title, "PRIVIC EMD per cycle, profile %s",
+             profile);
+    ts_plot *plot = ts_plot_new(NULL);
+    ts_plot_panel *panel =
+        plot != NULL ? ts_plot_add_panel(plot, title, "cycle",
+                                         TS_PLOT_LINEAR, "EMD (m, log scale)",
+                                         TS_PLOT_LOG)
+                     : NULL;
+    ts_plot_style style = log->n <= 200 ? TS_PLOT_LINE_MARKED : TS_PLOT_LINE;
+    if (panel == NULL ||
+        ts_plot_add_series(panel, "estimate vs the trace's distribution",
+                           style, log->cycle, log->emd_true, log->n) != 0 ||
+        ts_plot_add_series(panel, "estimate vs the previous cycle's",
+                           style, log->cycle, log->emd_prev, log->n) != 0) {
+        ts_plot_free(plot);
+        fprintf(stderr, TS_TOOL_NAME ": out of memory\n");
+        return -1;
+    }
+    int status = ts_plot_write(plot, path, size, err, sizeof err);
+    if (status != 0)
+        fprintf(stderr, TS_TOOL_NAME " privic: --plot: %s\n", err);
+    ts_plot_free(plot);
+    return status;
+}
+
 /* ------------------------------------------------------ the loop */
 
 static int run_loop(const ts_profile *profile, const trace *t,
-                    const grid_points *g, ts_rng *rng)
+                    const grid_points *g, ts_rng *rng, cycle_log *log)
 {
     const ts_population_ops *pop = profile->ops->population;
     ts_population_loop loop;
@@ -221,6 +303,11 @@ static int run_loop(const ts_profile *profile, const trace *t,
         memcpy(previous, loop.theta, n * sizeof *previous);
         printf("%u,%" PRIu64 ",%.3f,%.3f,%u,%.1f,%u,%.1f\n", loop.cycles,
                reports, emd_true, emd_prev, ba_it, ba_ms, ibu_it, ibu_ms);
+        if (log != NULL &&
+            cycle_log_add(log, loop.cycles, emd_true, emd_prev) != 0) {
+            fprintf(stderr, TS_TOOL_NAME ": out of memory\n");
+            goto out;
+        }
     }
     if (loop.cycle_reports > 0)
         fprintf(stderr, "privic: %" PRIu64 " reports of an unfinished cycle "
@@ -372,10 +459,16 @@ out:
 
 int cmd_privic(int argc, char **argv)
 {
-    int compare = 0;
+    int compare = 0, plot_size_given = 0;
+    const char *plot_path = NULL;
+    ts_plot_size plot_size = { TS_PLOT_DEFAULT_WIDTH,
+                               TS_PLOT_DEFAULT_HEIGHT };
     const ts_tool_option options[] = {
         { "compare-laplace", 0, TS_ARG_FLAG, &compare, NULL, 0, 0, NULL,
           NULL },
+        { "plot", 0, TS_ARG_STRING, &plot_path, NULL, 0, 0, NULL, NULL },
+        { "plot-size", 0, TS_ARG_HANDLER, &plot_size, &plot_size_given, 0, 0,
+          NULL, ts_plot_take_size },
         { 0 },
     };
     static const ts_tool_command base = {
@@ -389,12 +482,28 @@ int cmd_privic(int argc, char **argv)
     int first = ts_tool_parse(&command, argc, argv, &common);
     if (first <= 0)
         return first == 0 ? 0 : 1;
+    ts_plot_format plot_format;
+    if (plot_path == NULL && plot_size_given) {
+        fprintf(stderr, TS_TOOL_NAME " privic: --plot-size needs --plot\n");
+        return 1;
+    }
+    if (plot_path != NULL && compare) {
+        fprintf(stderr, TS_TOOL_NAME " privic: --plot draws the loop's "
+                "cycles, not --compare-laplace\n");
+        return 1;
+    }
+    if (plot_path != NULL && ts_plot_format_of(plot_path, &plot_format) != 0) {
+        fprintf(stderr, TS_TOOL_NAME " privic: --plot %s: the file name must "
+                "end in .svg or .png\n", plot_path);
+        return 1;
+    }
     ts_tool_pipeline tool;
     if (ts_tool_pipeline_open(&common, &tool) != 0)
         return 1;
     int status = 1;
     trace t = { 0 };
     grid_points g = { 0 };
+    cycle_log log = { 0 };
     const ts_profile *profile = tool.profile;
     const ts_population_ops *pop = profile->ops->population;
     if (pop == NULL || !pop->adaptive) {
@@ -419,11 +528,18 @@ int cmd_privic(int argc, char **argv)
     if (compare) {
         status = compare_laplace(profile, &t, &g, tool.rng) ? 1 : 0;
     } else {
-        status = run_loop(profile, &t, &g, tool.rng) ? 1 : 0;
+        status = run_loop(profile, &t, &g, tool.rng,
+                          plot_path != NULL ? &log : NULL) ||
+                         (plot_path != NULL &&
+                          plot_cycles(&log, profile->name, plot_path,
+                                      plot_size) != 0)
+                     ? 1
+                     : 0;
     }
     if (fflush(stdout) != 0)
         status = 1;
 out:
+    cycle_log_free(&log);
     free(g.centres);
     trace_free(&t);
     ts_tool_pipeline_close(&tool);
