@@ -11,6 +11,8 @@
 #      2 s has every point closer than min_interval_s rejected as
 #      cadence_too_fast (every other one), and each trace spends at most
 #      epsilon.
+#   4. `tracesan cip-loss` prints the sigma_z the daemon used and draws
+#      the paper's Fig. 2(a) (--plot) as a PNG of the requested size.
 . "${top_srcdir:-$(dirname "$0")/..}/tests/lib.sh"
 
 command -v python3 >/dev/null 2>&1 || fatal "python3 is not installed (scripts/setup.sh installs it)"
@@ -126,5 +128,28 @@ check "every_other: steady's noise is calibrated for 5 s (1153.96 m)" \
 check "every_other: each trace of 10 spends at most epsilon = 1" \
     traces_within_epsilon "$TMPD/steady_out.csv"
 stop_daemon every_other
+
+# --------------------------------------------------- 4. tracesan cip-loss
+# The daemon's sigma_z for steady 5 s is what the operator's tool prints.
+check_eq "cip-loss: --epsilon 1 at 5 s, l = 60 s gives the daemon's sigma_z" 1153.96097 \
+    "$("$TRACESAN" cip-loss --points 10 --interval-s 5 --length-scale-s 60 --epsilon 1 |
+       awk -F, 'NR == 2 { print $2 }')"
+# png_size FILE: "WIDTHxHEIGHT" from the PNG signature and IHDR chunk.
+png_size() {
+    python3 - "$1" <<'EOF'
+import struct, sys
+data = open(sys.argv[1], "rb").read()
+assert data[:8] == b"\x89PNG\r\n\x1a\n" and data[12:16] == b"IHDR", "not a PNG"
+print("%dx%d" % struct.unpack(">II", data[16:24]))
+EOF
+}
+"$TRACESAN" cip-loss --points 10 --interval-s 1 --length-scale-s 1 --length-scale-s 3 \
+    --independent --sigma-z-m 0.5 --sigma-z-m 1 --sigma-z-m 2 --radius-m 1 \
+    --plot "$TMPD/fig2a.png" --plot-size 640x400 >"$TMPD/fig2a.csv"
+check_eq "cip-loss --plot: a PNG of the requested size" 640x400 "$(png_size "$TMPD/fig2a.png")"
+check_eq "cip-loss --plot: the table is still printed" 10 "$(wc -l <"$TMPD/fig2a.csv")"
+check "cip-loss --plot: refused with --epsilon, no file left" \
+    sh -c '! "$1" cip-loss --points 4 --interval-s 1 --length-scale-s 1 --epsilon 1 \
+             --plot "$2/bad.png" 2>/dev/null && [ ! -e "$2/bad.png" ]' _ "$TRACESAN" "$TMPD"
 
 finish

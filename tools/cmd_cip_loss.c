@@ -7,6 +7,7 @@
 
 #include "inference/cip.h"
 #include "tools/commands.h"
+#include "tools/plot.h"
 
 #define ERR_MAX 256
 #define MAX_VALUES 64
@@ -23,6 +24,7 @@ static void usage(FILE *out)
         "                         (--sigma-z-m S... | --epsilon E)\n"
         "                         [--secret every_other|all] [--radius-m R]\n"
         "                         [--renyi-order LAMBDA] [--sigma-x-m X]\n"
+        "                         [--plot FILE.svg|FILE.png [--plot-size WxH]]\n"
         "\n"
         "Worst-case Conditional Inferential Privacy loss (Meehan & Chaudhuri,\n"
         "Eq. 4) of adding N(0, sigma_z^2) noise per axis to each of D points\n"
@@ -59,6 +61,11 @@ static void usage(FILE *out)
         "                            sigma_z >> X it is the X -> 0 worst case.\n"
         "                            For the paper's normalised units, pass\n"
         "                            --radius-m 1 --sigma-x-m 1.\n"
+        "      --plot FILE           with --sigma-z-m: also draw the loss\n"
+        "                            against sigma_z^2, one line per prior\n"
+        "                            (the paper's Fig. 2(a)), with cairo\n"
+        "      --plot-size WxH       the figure's size in pixels (default\n"
+        "                            " TS_PLOT_DEFAULT_SIZE_TEXT ")\n"
         "  -h, --help                show this help\n"
         "\n"
         "stderr: a note when Sigma_ss needed a nugget (the loss is then that\n"
@@ -86,6 +93,44 @@ static const char *take_positive(void *dest, const char *text)
 
 static const char *const secret_choices[] = {"every_other", "all", NULL};
 
+/* Fig. 2(a): loss[p * n_sz + k] for prior p and sigma_z szs[k], against
+ * sigma_z^2, on a log loss axis. */
+static int draw_figure(const char *path, ts_plot_size size, const values *szs,
+                       const values *ls, int independent, const double *loss,
+                       size_t d, double interval)
+{
+    char title[160];
+    snprintf(title, sizeof title,
+             "Worst-case CIP loss, %zu points every %g s", d, interval);
+    ts_plot *plot = ts_plot_new(title);
+    ts_plot_panel *panel =
+        plot == NULL ? NULL
+                     : ts_plot_add_panel(plot, NULL, "sigma_z^2 (m^2)",
+                                         TS_PLOT_LINEAR, "loss L*",
+                                         TS_PLOT_LOG);
+    double x[MAX_VALUES];
+    for (size_t k = 0; k < szs->n; k++)
+        x[k] = szs->v[k] * szs->v[k];
+    size_t n_priors = ls->n + (independent ? 1 : 0);
+    int rc = panel == NULL ? -1 : 0;
+    for (size_t p = 0; rc == 0 && p < n_priors; p++) {
+        char label[64];
+        if (p < ls->n)
+            snprintf(label, sizeof label, "l = %g s", ls->v[p]);
+        else
+            snprintf(label, sizeof label, "independent");
+        rc = ts_plot_add_series(panel, label, TS_PLOT_LINE_MARKED, x,
+                                loss + p * szs->n, szs->n);
+    }
+    char err[ERR_MAX] = "out of memory";
+    if (rc == 0)
+        rc = ts_plot_write(plot, path, size, err, sizeof err);
+    if (rc != 0)
+        fprintf(stderr, TS_TOOL_NAME " cip-loss: %s: %s\n", path, err);
+    ts_plot_free(plot);
+    return rc;
+}
+
 int cmd_cip_loss(int argc, char **argv)
 {
     uint64_t points = 0;
@@ -94,6 +139,8 @@ int cmd_cip_loss(int argc, char **argv)
     double sigma_x = DEFAULT_SIGMA_X_M;
     int independent = 0, secret = 0;
     values ls = {.n = 0}, szs = {.n = 0};
+    const char *plot_path = NULL;
+    ts_plot_size plot_size = {TS_PLOT_DEFAULT_WIDTH, TS_PLOT_DEFAULT_HEIGHT};
     const ts_tool_option options[] = {
         {"points", 0, TS_ARG_U64, .dest = &points, .min = 1,
          .max = TS_CIP_MAX_POINTS},
@@ -109,6 +156,9 @@ int cmd_cip_loss(int argc, char **argv)
         {"radius-m", 0, TS_ARG_POSITIVE, .dest = &radius},
         {"renyi-order", 0, TS_ARG_POSITIVE, .dest = &renyi},
         {"sigma-x-m", 0, TS_ARG_POSITIVE, .dest = &sigma_x},
+        {"plot", 0, TS_ARG_STRING, .dest = &plot_path},
+        {"plot-size", 0, TS_ARG_HANDLER, .dest = &plot_size,
+         .handle = ts_plot_take_size},
         {0},
     };
     const ts_tool_command command = {"cip-loss", 0, options, 0, "no operands",
@@ -126,6 +176,13 @@ int cmd_cip_loss(int argc, char **argv)
         usage(stderr);
         return 1;
     }
+    ts_plot_format format;
+    if (plot_path != NULL &&
+        (isfinite(epsilon) || ts_plot_format_of(plot_path, &format) != 0)) {
+        fprintf(stderr, TS_TOOL_NAME " cip-loss: --plot needs --sigma-z-m "
+                "and a file name ending in .svg or .png\n");
+        return 1;
+    }
     if (!(renyi >= 1.0)) {
         fprintf(stderr, TS_TOOL_NAME " cip-loss: --renyi-order must be "
                 ">= 1\n");
@@ -135,9 +192,10 @@ int cmd_cip_loss(int argc, char **argv)
     size_t d = (size_t)points;
     double *t = malloc(d * sizeof *t);
     unsigned char *in_s = malloc(d);
+    double *losses = malloc((ls.n + 1) * MAX_VALUES * sizeof *losses);
     char err[ERR_MAX];
     int status = 1;
-    if (t == NULL || in_s == NULL) {
+    if (t == NULL || in_s == NULL || losses == NULL) {
         fprintf(stderr, TS_TOOL_NAME " cip-loss: out of memory\n");
         goto out;
     }
@@ -188,6 +246,7 @@ int cmd_cip_loss(int argc, char **argv)
                     goto out;
                 }
                 printf("%.9g,%s,%.9g\n", sz, label, res.loss);
+                losses[p * szs.n + k] = res.loss;
             }
             if (res.jitter > 0.0)
                 fprintf(stderr, TS_TOOL_NAME " cip-loss: length scale %s: "
@@ -195,7 +254,12 @@ int cmd_cip_loss(int argc, char **argv)
                         label, res.jitter);
         }
     status = fflush(stdout) == 0 ? 0 : 1;
+    if (status == 0 && plot_path != NULL &&
+        draw_figure(plot_path, plot_size, &szs, &ls, independent, losses, d,
+                    interval) != 0)
+        status = 1;
 out:
+    free(losses);
     free(in_s);
     free(t);
     return status;
