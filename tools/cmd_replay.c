@@ -1,9 +1,10 @@
-/* tracesan replay: send a CSV trace to tracesand as LocationBatch messages.
+/* tracesan replay: send a CSV trace, or JSON lines of LocationUpdate, to
+ * tracesand as LocationBatch messages.
  *
  * Values go out as parsed: validating them is the daemon's job, and a
  * replay of a bad trace is how its rejections get exercised. Only rows that
- * cannot be parsed at all (wrong field count, text in a number column) are
- * skipped here.
+ * cannot be parsed at all (wrong field count, text in a number column, a
+ * line that is not a LocationUpdate object) are skipped here.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -18,6 +19,7 @@
 #include "daemon/curve_keys.h"
 #include "tools/commands.h"
 #include "tools/csv.h"
+#include "tools/jsonl.h"
 
 #define ERR_MAX 512
 #define ENDPOINT_MAX 512
@@ -31,6 +33,10 @@
 /* A PUB socket drops whatever it sends before the subscription arrives. */
 #define PUB_CONNECT_TIMEOUT_S 10.0
 #define MAX_SKIP_WARNINGS 100
+/* JSON lines from a pipe (a Kafka consumer): a partial batch goes out once
+ * the input has been quiet this long, so a trickle is not held back
+ * waiting for a full batch. */
+#define IDLE_FLUSH_MS 50
 
 static void usage(FILE *out)
 {
@@ -39,7 +45,8 @@ static void usage(FILE *out)
         "[--batch N]\n"
         "                       [--socket push|pub] [--profile NAME] "
         "[--topic T]\n"
-        "                       [--config FILE] [-o PATH=VALUE]... IN.csv\n"
+        "                       [--format csv|jsonl] [--config FILE]\n"
+        "                       [-o PATH=VALUE]... IN\n"
         "\n"
         "Sends the rows of a CSV trace (same format as sanitize reads) to a\n"
         "running tracesand as LocationBatch messages, in file order. Values\n"
@@ -62,11 +69,20 @@ static void usage(FILE *out)
         "      --socket push|pub   socket type matching input.type pull|sub\n"
         "                          (default push)\n"
         "  -t, --topic T           send two-frame messages [T][payload]\n"
+        "  -f, --format csv|jsonl  jsonl: IN holds one LocationUpdate per\n"
+        "                          line as a JSON object with the wire\n"
+        "                          format's field names, e.g.\n"
+        "                          {\"user_id\":\"u1\",\"timestamp_ms\":1700000000000,\n"
+        "                           \"lat\":40.7,\"lon\":-74.0}\n"
+        "                          (timestamp_ms may be a string); from a\n"
+        "                          pipe, a partial batch is sent once the\n"
+        "                          input has been idle for 50 ms\n"
         "  -h, --help              show this help\n"
         "\n"
         "Waits until every message has been handed to the network, then\n"
-        "prints 'replay: sent N updates in M messages' on stderr. Exit status\n"
-        "0 on success, 1 on a usage, I/O or connection error.\n",
+        "prints 'replay: sent N updates in M messages' on stderr (and, for\n"
+        "jsonl, 'replay: skipped K bad lines' when there were any). Exit\n"
+        "status 0 on success, 1 on a usage, I/O or connection error.\n",
         out);
 }
 
@@ -186,11 +202,102 @@ static int set_int_option(void *socket, int option, int value)
     return zmq_setsockopt(socket, option, &value, sizeof value);
 }
 
+/* Appends one update to the batch being built: a LocationBatch of one
+ * packs to the `updates` field of that update, and repeated fields
+ * concatenate. Every field read from the line travels, known to this
+ * code or not. */
+static int append_update(sender *s, Tracesan__V1__LocationUpdate *update)
+{
+    Tracesan__V1__LocationBatch one = TRACESAN__V1__LOCATION_BATCH__INIT;
+    one.n_updates = 1;
+    one.updates = &update;
+    size_t size = tracesan__v1__location_batch__get_packed_size(&one);
+    if (ts_buf_reserve(&s->payload, size) != 0)
+        return -1;
+    s->payload.len += tracesan__v1__location_batch__pack(
+        &one, s->payload.data + s->payload.len);
+    return 0;
+}
+
+/* Reads the next update into the batch. 1 when one was added, 0 at the
+ * end of the input, -1 on an error (reported). */
+static int next_csv(ts_csv_reader *reader, sender *s, const char *path,
+                    const char *profile, uint64_t *skipped)
+{
+    char err[ERR_MAX];
+    ts_csv_row row;
+    for (;;) {
+        int rc = ts_csv_read(reader, &row, err, sizeof err);
+        if (rc == TS_CSV_EOF)
+            return 0;
+        if (rc == TS_CSV_IO_ERROR) {
+            fprintf(stderr, TS_TOOL_NAME ": %s: %s\n", path, err);
+            return -1;
+        }
+        if (rc == TS_CSV_BAD_ROW) {
+            if (++*skipped <= MAX_SKIP_WARNINGS)
+                fprintf(stderr, TS_TOOL_NAME ": line %zu: skipped: %s\n",
+                        row.line, err);
+            continue;
+        }
+        ts_input input = ts_csv_input(&row, profile);
+        if (ts_codec_encode_batch(&input, 1, &s->payload) != 0) {
+            fprintf(stderr, TS_TOOL_NAME ": out of memory\n");
+            return -1;
+        }
+        return 1;
+    }
+}
+
+/* As next_csv; while a partial batch waits, an idle pipe sends it. */
+static int next_jsonl(ts_jsonl_reader *reader, sender *s, const char *path,
+                      const char *profile, uint64_t *skipped)
+{
+    char err[ERR_MAX];
+    for (;;) {
+        ProtobufCMessage *message;
+        size_t line = 0;
+        int rc = ts_jsonl_read(reader, s->pending > 0 ? IDLE_FLUSH_MS : -1,
+                               &message, &line, err, sizeof err);
+        if (rc == TS_JSONL_EOF)
+            return 0;
+        if (rc == TS_JSONL_IDLE) {
+            if (flush_batch(s) != 0)
+                return -1;
+            continue;
+        }
+        if (rc == TS_JSONL_IO_ERROR) {
+            fprintf(stderr, TS_TOOL_NAME ": %s: %s\n", path, err);
+            return -1;
+        }
+        if (rc == TS_JSONL_BAD_LINE) {
+            /* err names the field and byte, never the value. */
+            if (++*skipped <= MAX_SKIP_WARNINGS)
+                fprintf(stderr, TS_TOOL_NAME ": line %zu: skipped: %s\n",
+                        line, err);
+            continue;
+        }
+        Tracesan__V1__LocationUpdate *update =
+            (Tracesan__V1__LocationUpdate *)message;
+        /* The string lives as long as the update (the reader's arena
+         * never frees single allocations). */
+        if (update->profile == NULL && profile != NULL)
+            update->profile = (char *)profile;
+        if (append_update(s, update) != 0) {
+            fprintf(stderr, TS_TOOL_NAME ": out of memory\n");
+            return -1;
+        }
+        return 1;
+    }
+}
+
 int cmd_replay(int argc, char **argv)
 {
     double rate = 0.0; /* points/s, 0 = unlimited */
     uint64_t batch = DEFAULT_BATCH;
     int use_pub = 0;
+    int jsonl = 0;
+    static const char *const formats[] = { "csv", "jsonl", NULL };
     const char *topic = NULL; /* NULL: one-frame messages */
     static const char *const socket_types[] = { "push", "pub", NULL };
     const ts_tool_option options[] = {
@@ -200,6 +307,7 @@ int cmd_replay(int argc, char **argv)
         { "socket", 0, TS_ARG_CHOICE, .dest = &use_pub,
           .choices = socket_types },
         { "topic", 't', TS_ARG_STRING, .dest = &topic },
+        { "format", 'f', TS_ARG_CHOICE, .dest = &jsonl, .choices = formats },
         { 0 },
     };
     const ts_tool_command command = {
@@ -217,8 +325,15 @@ int cmd_replay(int argc, char **argv)
         return 1;
 
     char err[ERR_MAX];
-    ts_csv_reader *reader = ts_csv_open(input_path, err, sizeof err);
-    if (reader == NULL) {
+    ts_csv_reader *reader = NULL;
+    ts_jsonl_reader *json_reader = NULL;
+    if (jsonl)
+        json_reader = ts_jsonl_open(input_path,
+                                    &tracesan__v1__location_update__descriptor,
+                                    err, sizeof err);
+    else
+        reader = ts_csv_open(input_path, err, sizeof err);
+    if (reader == NULL && json_reader == NULL) {
         fprintf(stderr, TS_TOOL_NAME ": %s\n", err);
         return 1;
     }
@@ -277,40 +392,32 @@ int cmd_replay(int argc, char **argv)
 
     s.started = ts_tool_now();
     uint64_t skipped = 0;
-    ts_csv_row row;
     for (;;) {
-        int rc = ts_csv_read(reader, &row, err, sizeof err);
-        if (rc == TS_CSV_EOF)
-            break;
-        if (rc == TS_CSV_IO_ERROR) {
-            fprintf(stderr, TS_TOOL_NAME ": %s: %s\n", input_path, err);
-            goto out;
-        }
-        if (rc == TS_CSV_BAD_ROW) {
-            if (++skipped <= MAX_SKIP_WARNINGS)
-                fprintf(stderr, TS_TOOL_NAME ": line %zu: skipped: %s\n",
-                        row.line, err);
-            continue;
-        }
-        ts_input input = ts_csv_input(&row, common.profile);
         /* Repeated fields concatenate, so appending one update at a time
          * builds the batch without keeping rows around. */
-        if (ts_codec_encode_batch(&input, 1, &s.payload) != 0) {
-            fprintf(stderr, TS_TOOL_NAME ": out of memory\n");
+        int rc = jsonl ? next_jsonl(json_reader, &s, input_path,
+                                    common.profile, &skipped)
+                       : next_csv(reader, &s, input_path, common.profile,
+                                  &skipped);
+        if (rc < 0)
             goto out;
-        }
+        if (rc == 0)
+            break;
         if (++s.pending == batch && flush_batch(&s) != 0)
             goto out;
     }
     if (flush_batch(&s) != 0)
         goto out;
-    if (skipped > MAX_SKIP_WARNINGS)
+    if (jsonl && skipped > 0)
+        fprintf(stderr, "replay: skipped %" PRIu64 " bad lines\n", skipped);
+    else if (skipped > MAX_SKIP_WARNINGS)
         fprintf(stderr, TS_TOOL_NAME ": %" PRIu64 " unparsable rows skipped\n",
                 skipped);
     status = 0;
 
 out:
     ts_csv_close(reader);
+    ts_jsonl_close(json_reader);
     ts_buf_free(&s.payload);
     if (monitor != NULL)
         zmq_close(monitor);

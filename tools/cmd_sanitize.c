@@ -3,16 +3,20 @@
  * Rows go through ts_pipeline_process in file order, with the same
  * validation, ledger and mechanism as tracesand, so a file and the same
  * stream through the daemon produce the same kind of output (the noise
- * differs unless --seed is given, which only the CLI allows).
+ * differs unless --seed is given, which only the CLI allows). With
+ * --format jsonl it reads LocationUpdate JSON lines and writes sanitized
+ * points as tail --format jsonl does.
  */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "daemon/codec.h"
 #include "daemon/pipeline.h"
 #include "tools/commands.h"
 #include "tools/csv.h"
+#include "tools/jsonl.h"
 
 #define ERR_MAX 512
 #define STDOUT_BUFFER_BYTES (256 * 1024)
@@ -41,6 +45,12 @@ static void usage(FILE *out)
         "  -s, --seed N            deterministic noise from seed N (testing\n"
         "                          only: seeded noise is not secret); default:\n"
         "                          OS entropy\n"
+        "  -f, --format csv|jsonl  jsonl: IN holds one LocationUpdate JSON\n"
+        "                          object per line, and stdout gets one\n"
+        "                          {\"sanitized\":{...}} line per point, as\n"
+        "                          'tracesan replay/tail --format jsonl'\n"
+        "                          (docs/wire-format.md, JSON lines); bad\n"
+        "                          lines are rejected as malformed\n"
         "  -h, --help              show this help\n"
         "\n"
         "stdout: CSV with header\n",
@@ -94,6 +104,46 @@ static int write_outcome(const ts_outcome *outcome)
     return ts_csv_write_sanitized(stdout, &row);
 }
 
+/* The point as the daemon would publish it, as one JSON line. */
+static int write_outcome_json(const ts_outcome *outcome, ts_buf *topic,
+                              ts_buf *payload, ts_buf *line)
+{
+    ts_buf_reset(topic);
+    ts_buf_reset(payload);
+    if (ts_codec_encode_outcome(outcome, topic, payload) != 0)
+        return -1;
+    Tracesan__V1__SanitizedLocation *location =
+        tracesan__v1__sanitized_location__unpack(NULL, payload->len,
+                                                 payload->data);
+    if (location == NULL)
+        return -1;
+    int rc = ts_jsonl_write(stdout, "sanitized", &location->base, line);
+    tracesan__v1__sanitized_location__free_unpacked(location, NULL);
+    return rc == 0 ? 0 : -1;
+}
+
+/* The next update of a JSON lines input as pipeline input: TS_CSV_ROW,
+ * TS_CSV_EOF, TS_CSV_BAD_ROW (err says why) or TS_CSV_IO_ERROR, *line
+ * set. The input borrows from the reader until the next call. */
+static int read_json_input(ts_jsonl_reader *reader, const char *profile,
+                           ts_input *input, size_t *line, char *err,
+                           size_t errlen)
+{
+    ProtobufCMessage *message;
+    int rc = ts_jsonl_read(reader, -1, &message, line, err, errlen);
+    if (rc == TS_JSONL_EOF)
+        return TS_CSV_EOF;
+    if (rc == TS_JSONL_BAD_LINE)
+        return TS_CSV_BAD_ROW;
+    if (rc != TS_JSONL_MESSAGE)
+        return TS_CSV_IO_ERROR;
+    ts_codec_input_from_update((Tracesan__V1__LocationUpdate *)message,
+                               input);
+    if (input->profile == NULL)
+        input->profile = profile;
+    return TS_CSV_ROW;
+}
+
 static void print_summary(const ts_pipeline *pipeline, uint64_t rows)
 {
     const ts_pipeline_stats *stats = ts_pipeline_get_stats(pipeline);
@@ -113,10 +163,16 @@ static void print_summary(const ts_pipeline *pipeline, uint64_t rows)
 
 int cmd_sanitize(int argc, char **argv)
 {
-    static const ts_tool_command command = {
+    int jsonl = 0;
+    static const char *const formats[] = { "csv", "jsonl", NULL };
+    const ts_tool_option options[] = {
+        { "format", 'f', TS_ARG_CHOICE, .dest = &jsonl, .choices = formats },
+        { 0 },
+    };
+    const ts_tool_command command = {
         "sanitize", TS_OPT_CONFIG | TS_OPT_OVERRIDE | TS_OPT_PROFILE |
                         TS_OPT_SEED,
-        NULL, 1, "one input file ('-' for stdin)", usage,
+        options, 1, "one input file ('-' for stdin)", usage,
     };
     ts_tool_common common;
     int first = ts_tool_parse(&command, argc, argv, &common);
@@ -130,22 +186,40 @@ int cmd_sanitize(int argc, char **argv)
     ts_pipeline *pipeline = tool.pipeline;
     int status = 1;
     char err[ERR_MAX];
-    ts_csv_reader *reader = ts_csv_open(input_path, err, sizeof err);
-    if (reader == NULL) {
+    ts_buf topic = { 0 }, payload = { 0 }, json_line = { 0 };
+    ts_csv_reader *reader = NULL;
+    ts_jsonl_reader *json_reader = NULL;
+    if (jsonl)
+        json_reader = ts_jsonl_open(input_path,
+                                    &tracesan__v1__location_update__descriptor,
+                                    err, sizeof err);
+    else
+        reader = ts_csv_open(input_path, err, sizeof err);
+    if (reader == NULL && json_reader == NULL) {
         fprintf(stderr, TS_TOOL_NAME ": %s\n", err);
         goto out;
     }
 
     static char stdout_buffer[STDOUT_BUFFER_BYTES];
     setvbuf(stdout, stdout_buffer, _IOFBF, sizeof stdout_buffer);
-    if (ts_csv_write_sanitized_header(stdout) != 0)
+    if (!jsonl && ts_csv_write_sanitized_header(stdout) != 0)
         goto write_error;
 
     uint64_t rows = 0;
     ts_csv_row row;
     ts_outcome outcome;
     for (;;) {
-        int rc = ts_csv_read(reader, &row, err, sizeof err);
+        ts_input input;
+        int rc;
+        if (jsonl) {
+            memset(&row, 0, sizeof row);
+            rc = read_json_input(json_reader, common.profile, &input,
+                                 &row.line, err, sizeof err);
+        } else {
+            rc = ts_csv_read(reader, &row, err, sizeof err);
+            if (rc == TS_CSV_ROW)
+                input = ts_csv_input(&row, common.profile);
+        }
         if (rc == TS_CSV_EOF)
             break;
         if (rc == TS_CSV_IO_ERROR) {
@@ -160,13 +234,14 @@ int cmd_sanitize(int argc, char **argv)
             report_rejection(row.line, row.user, TS_REASON_MALFORMED, err);
             continue;
         }
-        ts_input input = ts_csv_input(&row, common.profile);
         ts_pipeline_process(pipeline, &input, &outcome);
         if (outcome.sanitized) {
-            if (write_outcome(&outcome) != 0)
+            if ((jsonl ? write_outcome_json(&outcome, &topic, &payload,
+                                            &json_line)
+                       : write_outcome(&outcome)) != 0)
                 goto write_error;
         } else {
-            report_rejection(row.line, row.user, outcome.reason,
+            report_rejection(row.line, input.user_id, outcome.reason,
                              outcome.detail);
         }
     }
@@ -180,6 +255,10 @@ write_error:
     fprintf(stderr, TS_TOOL_NAME ": cannot write the output\n");
 out:
     ts_csv_close(reader);
+    ts_jsonl_close(json_reader);
+    ts_buf_free(&topic);
+    ts_buf_free(&payload);
+    ts_buf_free(&json_line);
     ts_tool_pipeline_close(&tool);
     return status;
 }

@@ -1,9 +1,11 @@
-/* tracesan tail: print tracesand's feed as CSV.
+/* tracesan tail: print tracesand's feed as CSV or JSON lines.
  *
  * Sanitized messages become the same CSV rows `tracesan sanitize` writes;
- * rejections go to a separate CSV. A message that does not decode is
- * skipped with a warning: the feed is input to this tool and may be
- * anything.
+ * rejections go to a separate CSV. With --format jsonl every message is
+ * one JSON line on stdout, {"sanitized":{...}}, {"rejected":{...}} or
+ * {"density":{...}}, the wire format's fields under their own names. A
+ * message that does not decode is skipped with a warning: the feed is
+ * input to this tool and may be anything.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -18,6 +20,7 @@
 #include "daemon/pipeline.h"
 #include "tools/commands.h"
 #include "tools/csv.h"
+#include "tools/jsonl.h"
 
 #define ERR_MAX 512
 #define ENDPOINT_MAX 512
@@ -40,6 +43,8 @@ typedef struct topic_list {
 } topic_list;
 
 typedef struct tail_state {
+    int jsonl;               /* --format jsonl */
+    ts_buf json;             /* a JSON line being written */
     FILE *rejections;
     FILE *density;           /* NULL: density estimates are skipped */
     ts_codec_arena arena;    /* batches unpack here */
@@ -62,8 +67,8 @@ static void usage(FILE *out)
         "[--count N]\n"
         "                     [--timeout S] [--rejections FILE] "
         "[--ready-file F]\n"
-        "                     [--density FILE] [--config FILE] "
-        "[-o PATH=VALUE]...\n"
+        "                     [--density FILE] [--format csv|jsonl]\n"
+        "                     [--config FILE] [-o PATH=VALUE]...\n"
         "\n"
         "Subscribes to tracesand's output and prints sanitized points on\n"
         "stdout as CSV with the header\n",
@@ -99,6 +104,13 @@ static void usage(FILE *out)
         "                          (the cells themselves: GET /density/<profile>)\n"
         "  -R, --ready-file F      create F once the subscription is connected\n"
         "                          (scripts wait for it before sending)\n"
+        "  -f, --format csv|jsonl  jsonl: one JSON object per line, on stdout\n"
+        "                          for every message received (rejections\n"
+        "                          and density estimates too, unless\n"
+        "                          --rejections/--density send them\n"
+        "                          elsewhere): {\"sanitized\":{...}},\n"
+        "                          {\"rejected\":{...}} or {\"density\":{...}},\n"
+        "                          fields named as in the wire format\n"
         "  -h, --help              show this help\n"
         "\n"
         "Runs until --count, --timeout, SIGINT or SIGTERM; exit status 0, or\n"
@@ -128,9 +140,26 @@ static const char *reason_name(int reason)
     return ts_reason_name((ts_reason)reason);
 }
 
+/* One JSON line; a message with no JSON form is skipped, not counted. */
+static int write_json(tail_state *state, FILE *out, const char *kind,
+                      const ProtobufCMessage *message, int counted)
+{
+    int rc = ts_jsonl_write(out, kind, message, &state->json);
+    if (rc == 1) {
+        skip_message(state, "it has no JSON form (a non-finite number or "
+                            "a string that is not UTF-8)");
+        return 0;
+    }
+    if (rc == 0 && counted)
+        state->received++;
+    return rc;
+}
+
 static int write_location(tail_state *state,
                           const Tracesan__V1__SanitizedLocation *location)
 {
+    if (state->jsonl)
+        return write_json(state, stdout, "sanitized", &location->base, 1);
     ts_report extras;
     memset(&extras, 0, sizeof extras);
     if (ts_codec_get_extras(location, &extras) != 0) {
@@ -156,6 +185,9 @@ static int write_location(tail_state *state,
 static int write_rejection(tail_state *state,
                            const Tracesan__V1__Rejection *rejection)
 {
+    if (state->jsonl)
+        return write_json(state, state->rejections, "rejected",
+                          &rejection->base, 1);
     ts_csv_rejected row = {
         .user = rejection->user_id,
         .has_ts = rejection->has_timestamp_ms,
@@ -226,6 +258,14 @@ static int print_density(tail_state *state, const zmq_msg_t *payload)
     if (estimate == NULL) {
         skip_message(state, "payload is not a DensityEstimate");
         return 0;
+    }
+    if (state->jsonl) {
+        int rc = write_json(state, state->density, "density",
+                            &estimate->base, 0);
+        if (rc == 0 && fflush(state->density) != 0)
+            rc = -1;
+        tracesan__v1__density_estimate__free_unpacked(estimate, NULL);
+        return rc;
     }
     double sum = 0.0;
     for (size_t i = 0; i < estimate->n_probability; i++)
@@ -322,6 +362,8 @@ int cmd_tail(int argc, char **argv)
     const char *rejections_path = NULL;
     const char *ready_path = NULL;
     const char *density_path = NULL;
+    int jsonl = 0;
+    static const char *const formats[] = { "csv", "jsonl", NULL };
     const ts_tool_option options[] = {
         { "topic", 't', TS_ARG_HANDLER, .dest = &subscriptions,
           .handle = add_topic },
@@ -330,6 +372,7 @@ int cmd_tail(int argc, char **argv)
         { "rejections", 'r', TS_ARG_STRING, .dest = &rejections_path },
         { "ready-file", 'R', TS_ARG_STRING, .dest = &ready_path },
         { "density", 'D', TS_ARG_STRING, .dest = &density_path },
+        { "format", 'f', TS_ARG_CHOICE, .dest = &jsonl, .choices = formats },
         { 0 },
     };
     const ts_tool_command command = {
@@ -346,7 +389,10 @@ int cmd_tail(int argc, char **argv)
         return 1;
 
     int status = 1;
-    tail_state state = { .rejections = stderr };
+    /* JSON lines say what they carry, so one stream can hold them all. */
+    tail_state state = { .jsonl = jsonl,
+                         .rejections = jsonl ? stdout : stderr,
+                         .density = jsonl ? stdout : NULL };
     ts_codec_arena_init(&state.arena);
     void *context = NULL;
     void *socket = NULL;
@@ -372,15 +418,16 @@ int cmd_tail(int argc, char **argv)
                     strerror(errno));
             goto out;
         }
-        if (fputs(DENSITY_HEADER "\n", state.density) == EOF ||
-            fflush(state.density) != 0)
+        if (!jsonl && (fputs(DENSITY_HEADER "\n", state.density) == EOF ||
+                       fflush(state.density) != 0))
             goto write_error;
     }
     static char stdout_buffer[STDOUT_BUFFER_BYTES];
     setvbuf(stdout, stdout_buffer, _IOFBF, sizeof stdout_buffer);
-    if (ts_csv_write_sanitized_header(stdout) != 0 ||
-        ts_csv_write_rejected_header(state.rejections) != 0 ||
-        flush_outputs(state.rejections) != 0)
+    if (!jsonl && (ts_csv_write_sanitized_header(stdout) != 0 ||
+                   ts_csv_write_rejected_header(state.rejections) != 0))
+        goto write_error;
+    if (flush_outputs(state.rejections) != 0)
         goto write_error;
 
     struct sigaction action;
@@ -516,12 +563,15 @@ out:
         zmq_close(socket);
     if (context != NULL)
         zmq_ctx_term(context);
-    if (state.rejections != stderr && state.rejections != NULL)
+    if (state.rejections != stderr && state.rejections != stdout &&
+        state.rejections != NULL)
         fclose(state.rejections);
-    if (state.density != NULL && fclose(state.density) != 0 && status == 0) {
+    if (state.density != NULL && state.density != stdout &&
+        fclose(state.density) != 0 && status == 0) {
         fprintf(stderr, TS_TOOL_NAME ": cannot write the density summary\n");
         status = 1;
     }
     ts_codec_arena_free(&state.arena);
+    ts_buf_free(&state.json);
     return status;
 }
