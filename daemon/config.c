@@ -11,6 +11,7 @@
 
 #include "daemon/config_override.h"
 #include "daemon/curve_keys.h"
+#include "daemon/http_access.h"
 #include "daemon/log.h"
 #include "inference/channel_file.h"
 #include "inference/model_cache.h"
@@ -42,6 +43,7 @@ struct ts_config {
     size_t n_profiles;
     size_t default_index;
     ts_curve_server_material curve;    /* when security.curve is on */
+    char *http_token;                  /* read from http.token_file */
     char *err;                   /* first error wins */
     size_t errlen;
     int failed;
@@ -124,9 +126,10 @@ static void load_string_list(ts_config *config, const ts_setting_def *row,
     }
     int n = config_setting_length(s);
     if (n < row->min || n > row->max) {
-        fail_at(config, s, "%s must list %lld to %lld topic prefixes "
-                "(\"\" subscribes to everything)", key, row->min,
-                row->max);
+        fail_at(config, s, "%s must list %lld to %lld entries%s", key,
+                row->min, row->max,
+                strcmp(key, "input.subscribe") == 0
+                    ? " (\"\" subscribes to everything)" : "");
         return;
     }
     for (int i = 0; i < n; i++) {
@@ -308,6 +311,18 @@ static void load_curve_keys(ts_config *config)
                                 ? &config->curve.output_allow : NULL;
 }
 
+/* The token file is read now, like the CURVE keys, so that a missing or
+ * empty one fails --check-config and the start. */
+static void load_http_access(ts_config *config)
+{
+    const char *blamed = NULL;
+    char problem[640];
+    if (ts_http_access_load(&config->settings, &config->http_token, &blamed,
+                            problem, sizeof problem) != 0)
+        fail_at(config, config_lookup(&config->cfg, blamed), "%s %s",
+                blamed, problem);
+}
+
 static void load_settings(ts_config *config)
 {
     config_setting_t *root = config_root_setting(&config->cfg);
@@ -321,6 +336,8 @@ static void load_settings(ts_config *config)
         check_settings_together(config);
     if (!config->failed)
         load_curve_keys(config);
+    if (!config->failed)
+        load_http_access(config);
 }
 
 /* ---------------------------------------------------------- profiles */
@@ -826,6 +843,7 @@ void ts_config_free(ts_config *config)
     if (config == NULL)
         return;
     ts_curve_server_material_free(&config->curve);
+    ts_http_token_free(config->http_token);
     config_destroy(&config->cfg);
     ts_model_cache_free(config->models);
     for (size_t i = 0; i < config->n_overrides; i++)

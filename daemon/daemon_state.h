@@ -10,6 +10,8 @@
 #include <event2/event.h>
 
 #include "daemon/codec.h"
+#include "daemon/dashboard.h"
+#include "daemon/feed.h"
 #include "daemon/group_commit.h"
 #include "daemon/log.h"
 #include "daemon/metrics.h"
@@ -43,6 +45,8 @@ typedef struct ts_daemon {
     /* operations: metrics, HTTP, reload, systemd */
     ts_metrics *metrics;
     ts_ops_http *http;
+    ts_dashboard *dashboard;     /* NULL when http.listen is off */
+    ts_feed *feed;               /* NULL: no HTTP or feed_max_streams 0 */
     uint64_t messages_in;
     uint64_t messages_at_last_tick;  /* input quiet since: trim the heap */
     uint64_t messages_at_last_trim;

@@ -366,6 +366,12 @@ char *ts_metrics_render(const ts_metrics *metrics,
                "Connections to this endpoint open now.");
         put(&t, "tracesand_http_open_connections %" PRIu64 "\n",
             sources->http.open_connections);
+        counter(&t, "tracesand_http_unauthorized_total",
+                "Requests answered 401: no or a wrong bearer token "
+                "(http.token).", sources->http.unauthorized);
+        counter(&t, "tracesand_http_cors_denied_total",
+                "CORS preflights refused: origin not in http.cors_origins "
+                "or method not GET/HEAD.", sources->http.cors_denied);
     }
     counter(&t, "tracesand_store_commit_failures_total",
             "Failed state store commit attempts (first failures and retries).",

@@ -88,11 +88,15 @@ static char *render_metrics(void *arg, size_t *len)
     sources.zap_accepted = transport.zap_accepted;
     sources.zap_denied = transport.zap_denied;
     char *text = ts_metrics_render(daemon->metrics, &sources, len);
-    if (text == NULL || daemon->population == NULL)
+    if (text == NULL ||
+        (daemon->population == NULL && daemon->feed == NULL))
         return text;
     ts_buf body = { 0 };
     if (ts_buf_append(&body, text, *len) != 0 ||
-        ts_population_render_metrics(daemon->population, &body) != 0 ||
+        (daemon->population != NULL &&
+         ts_population_render_metrics(daemon->population, &body) != 0) ||
+        (daemon->feed != NULL &&
+         ts_feed_render_metrics(daemon->feed, &body) != 0) ||
         ts_buf_append(&body, "", 1) != 0) {
         free(text);
         ts_buf_free(&body);
@@ -103,12 +107,80 @@ static char *render_metrics(void *arg, size_t *len)
     return (char *)body.data;
 }
 
-static char *serve_density(void *arg, const char *rest, int *status,
-                           const char **content_type, size_t *len)
+static void serve_density(void *arg, const char *rest, const char *query,
+                          ts_ops_reply *reply)
 {
+    (void)query;
     ts_daemon *daemon = arg;
-    *content_type = "application/geo+json";
-    return ts_population_geojson(daemon->population, rest, status, len);
+    reply->content_type = "application/geo+json";
+    reply->owned = ts_population_geojson(daemon->population, rest,
+                                         &reply->status, &reply->len);
+    reply->body = reply->owned;
+    if (reply->owned == NULL)
+        reply->status = 500;
+}
+
+/* The dashboard's files, /dashboard.json and /feed, with the token and
+ * CORS allow-list of http.*; the feed sees every message the outboxes
+ * send. -1 (logged) on failure. */
+static int start_dashboard(ts_daemon *daemon)
+{
+    const ts_settings *s = daemon->settings;
+    if (ts_ops_http_set_access(daemon->http, s->http_token,
+                               s->http_cors_origins,
+                               s->n_http_cors_origins) != 0) {
+        ts_log(TS_LOG_ERROR, "out of memory");
+        return -1;
+    }
+    if (s->http_feed_max_streams > 0) {
+        ts_feed_limits limits = {
+            .max_streams = s->http_feed_max_streams,
+            .buffer_bytes = s->http_feed_buffer_kb * 1024,
+            .stall_ms = s->http_feed_stall_ms,
+            .max_rate = s->http_feed_max_rate,
+        };
+        daemon->feed = ts_feed_new(daemon->base, &limits);
+        if (daemon->feed == NULL ||
+            ts_ops_http_add_route(daemon->http, &(ts_ops_route){
+                .path = "/feed", .stream = ts_feed_open_stream,
+                .arg = daemon->feed }) != 0) {
+            ts_log(TS_LOG_ERROR, "cannot start the feed");
+            return -1;
+        }
+        /* In memory-only mode the outbox is published itself; with a
+         * store its groups are published from `committing`. */
+        daemon->outbox.on_sent = ts_feed_on_published;
+        daemon->outbox.on_sent_arg = daemon->feed;
+        daemon->commit.committing.on_sent = ts_feed_on_published;
+        daemon->commit.committing.on_sent_arg = daemon->feed;
+    }
+    size_t n_profiles = ts_pipeline_profile_count(daemon->pipeline);
+    const char **names = calloc(n_profiles > 0 ? n_profiles : 1,
+                                sizeof *names);
+    if (names == NULL) {
+        ts_log(TS_LOG_ERROR, "out of memory");
+        return -1;
+    }
+    for (size_t i = 0; i < n_profiles; i++)
+        names[i] = ts_pipeline_profile_at(daemon->pipeline, i)->name;
+    ts_dashboard_options options = {
+        .dashboard_dir = s->http_dashboard_dir,
+        .leaflet_dir = s->http_leaflet_dir,
+        .tile_url = s->http_tile_url,
+        .tile_attribution = s->http_tile_attribution,
+        .token_required = s->http_token != NULL,
+        .feed_enabled = daemon->feed != NULL,
+        .profiles = names,
+        .n_profiles = n_profiles,
+    };
+    daemon->dashboard = ts_dashboard_new(&options);
+    free(names);
+    if (daemon->dashboard == NULL ||
+        ts_dashboard_add_routes(daemon->dashboard, daemon->http) != 0) {
+        ts_log(TS_LOG_ERROR, "cannot set up the dashboard");
+        return -1;
+    }
+    return 0;
 }
 
 void ts_daemon_notify_status(const ts_daemon *daemon)
@@ -248,8 +320,11 @@ int ts_daemon_start_operations(ts_daemon *daemon, const char *config_path,
             ts_log(TS_LOG_ERROR, "%s", err);
             return -1;
         }
-        ts_ops_http_set_resource(daemon->http, "/density/", serve_density,
-                                 daemon);
+        if (ts_ops_http_add_route(daemon->http, &(ts_ops_route){
+                .path = "/density/", .serve = serve_density,
+                .arg = daemon }) != 0 ||
+            start_dashboard(daemon) != 0)
+            return -1;
     }
 
     *sighup_event = evsignal_new(daemon->base, SIGHUP, on_sighup, daemon);
@@ -294,8 +369,15 @@ void ts_daemon_stop_operations(ts_daemon *daemon,
     daemon->ops_tick_event = NULL;
     if (sighup_event != NULL)
         event_free(sighup_event);
+    /* Streams go first: they hold bufferevents of the endpoint's loop. */
+    daemon->outbox.on_sent = NULL;
+    daemon->commit.committing.on_sent = NULL;
+    ts_feed_free(daemon->feed);
+    daemon->feed = NULL;
     ts_ops_http_free(daemon->http);
     daemon->http = NULL;
+    ts_dashboard_free(daemon->dashboard);
+    daemon->dashboard = NULL;
     ts_metrics_free(daemon->metrics);
     daemon->metrics = NULL;
 }

@@ -16,6 +16,7 @@
 #include <strings.h>
 #include <unistd.h>
 
+#include "daemon/http_access.h"
 #include "daemon/log.h"
 #include "daemon/metrics.h"
 
@@ -37,8 +38,9 @@
 /* A small HTTP/1.1 server of our own rather than libevent's evhttp: the
  * evhttp of Debian's libevent 2.1 cannot cap its connections nor tell us
  * when one closes, and an accept() failing with EMFILE made it spin. This
- * one serves two GET endpoints, bounded in every dimension: connections,
- * head size, queued reply bytes and idle time. */
+ * one serves GET, HEAD and CORS preflights, bounded in every dimension:
+ * connections, head size, queued reply bytes and idle time. A streaming
+ * route takes its connection over, and the feed's own limits apply. */
 struct ts_ops_http {
     struct event_base *base;
     struct evconnlistener *listener;
@@ -51,9 +53,12 @@ struct ts_ops_http {
     ts_ops_render_fn render;
     void *arg;
     char address[HOST_MAX + 16];
-    const char *resource_prefix;
-    ts_ops_resource_fn resource;
-    void *resource_arg;
+    ts_ops_route routes[TS_OPS_MAX_ROUTES];
+    size_t n_routes;
+    int has_token;
+    unsigned char token_digest[TS_HTTP_TOKEN_DIGEST_BYTES];
+    char **cors_origins;
+    size_t n_cors_origins;
 };
 
 typedef struct http_connection {
@@ -62,6 +67,23 @@ typedef struct http_connection {
     struct http_connection *prev, *next;
     int closing; /* the last reply is queued; close once it is written */
 } http_connection;
+
+/* What serve_request needs of one request head. Header values longer than
+ * their field are marked too long and never match. */
+typedef struct http_request {
+    char method[16];
+    char target[2048];
+    const char *query;           /* after '?' in target, "" if none */
+    int head_only;
+    char authorization[TS_HTTP_TOKEN_MAX_CHARS + 64];
+    int has_authorization;
+    char origin[TS_HTTP_ORIGIN_MAX_CHARS + 1];
+    int has_origin;
+    int preflight;               /* Access-Control-Request-Method seen */
+    char preflight_method[16];
+    /* The allowed origin echoed in replies (one of ours), or NULL. */
+    const char *allowed_origin;
+} http_request;
 
 int ts_ops_http_parse_listen(const char *listen, char *host, size_t host_size,
                              unsigned *port, char *err, size_t errlen)
@@ -126,52 +148,88 @@ static void connection_free(http_connection *conn)
     free(conn);
 }
 
-static void send_reply(http_connection *conn, int head_only, int code,
-                       const char *reason, const char *content_type,
-                       const char *body, size_t len, int allow_header)
+static const char *status_reason(int status)
+{
+    switch (status) {
+    case 200: return "OK";
+    case 204: return "No Content";
+    case 400: return "Bad Request";
+    case 401: return "Unauthorized";
+    case 403: return "Forbidden";
+    case 404: return "Not Found";
+    case 405: return "Method Not Allowed";
+    case 413: return "Payload Too Large";
+    case 431: return "Request Header Fields Too Large";
+    case 503: return "Service Unavailable";
+    default: return "Internal Server Error";
+    }
+}
+
+/* The CORS lines every reply to `req` carries: its origin reflected when
+ * it is on the allow-list, and Vary so that caches keep replies to
+ * different origins apart. */
+static void cors_headers(const ts_ops_http *http, const http_request *req,
+                         char *out, size_t size)
+{
+    out[0] = '\0';
+    if (http->n_cors_origins == 0)
+        return;
+    if (req != NULL && req->allowed_origin != NULL)
+        snprintf(out, size, "Access-Control-Allow-Origin: %s\r\n"
+                 "Vary: Origin\r\n", req->allowed_origin);
+    else
+        snprintf(out, size, "Vary: Origin\r\n");
+}
+
+/* `req` is NULL for replies to heads that could not be parsed. */
+static void send_reply(http_connection *conn, const http_request *req,
+                       int code, const char *content_type,
+                       const char *headers, const void *body, size_t len)
 {
     struct evbuffer *out = bufferevent_get_output(conn->bev);
+    char cors[TS_HTTP_ORIGIN_MAX_CHARS + 64];
+    cors_headers(conn->http, req, cors, sizeof cors);
+    evbuffer_add_printf(out, "HTTP/1.1 %d %s\r\n", code, status_reason(code));
+    /* A 204 has no body and so no length or type. */
+    if (code != 204)
+        evbuffer_add_printf(out, "Content-Type: %s\r\n"
+                            "Content-Length: %zu\r\n", content_type, len);
     evbuffer_add_printf(out,
-                        "HTTP/1.1 %d %s\r\n"
-                        "Content-Type: %s\r\n"
                         "Cache-Control: no-store\r\n"
-                        "Content-Length: %zu\r\n"
-                        "%s%s\r\n",
-                        code, reason, content_type, len,
-                        allow_header ? "Allow: GET, HEAD\r\n" : "",
+                        "X-Content-Type-Options: nosniff\r\n"
+                        "%s%s%s\r\n",
+                        cors, headers != NULL ? headers : "",
                         conn->closing ? "Connection: close\r\n" : "");
     /* A HEAD reply carries the GET's length and no body, so a keep-alive
      * client stays in step (issue 10, item 15). */
-    if (!head_only && len > 0)
+    if ((req == NULL || !req->head_only) && len > 0 && code != 204)
         evbuffer_add(out, body, len);
 }
 
-static void send_plain(http_connection *conn, int head_only, int code,
-                       const char *reason, const char *body)
+static void send_plain(http_connection *conn, const http_request *req,
+                       int code, const char *body)
 {
-    send_reply(conn, head_only, code, reason, "text/plain", body,
-               strlen(body), 0);
+    send_reply(conn, req, code, "text/plain", NULL, body, strlen(body));
 }
 
-static void serve_metrics(http_connection *conn, int head_only)
+static void serve_metrics(http_connection *conn, const http_request *req)
 {
     size_t len = 0;
     char *body = conn->http->render(conn->http->arg, &len);
     if (body == NULL) {
-        send_plain(conn, head_only, 500, "Internal Server Error",
-                   "internal error\n");
+        send_plain(conn, req, 500, "internal error\n");
         return;
     }
-    send_reply(conn, head_only, 200, "OK",
-               "text/plain; version=0.0.4; charset=utf-8", body, len, 0);
+    send_reply(conn, req, 200, "text/plain; version=0.0.4; charset=utf-8",
+               NULL, body, len);
     free(body);
 }
 
-static void serve_healthz(http_connection *conn, int head_only)
+static void serve_healthz(http_connection *conn, const http_request *req)
 {
     char reason[300];
     if (ts_metrics_healthy(reason, sizeof reason)) {
-        send_plain(conn, head_only, 200, "OK", "ok\n");
+        send_plain(conn, req, 200, "ok\n");
         return;
     }
     size_t n = strlen(reason);
@@ -179,36 +237,22 @@ static void serve_healthz(http_connection *conn, int head_only)
         reason[n++] = '\n';
         reason[n] = '\0';
     }
-    send_reply(conn, head_only, 503, "Service Unavailable", "text/plain",
-               reason, n, 0);
+    send_reply(conn, req, 503, "text/plain", NULL, reason, n);
 }
 
-static const char *status_reason(int status)
+static void serve_route(http_connection *conn, const http_request *req,
+                        const ts_ops_route *route, const char *rest)
 {
-    switch (status) {
-    case 200: return "OK";
-    case 404: return "Not Found";
-    case 503: return "Service Unavailable";
-    default: return "Internal Server Error";
-    }
-}
-
-static void serve_resource(http_connection *conn, int head_only,
-                           const char *rest)
-{
-    int status = 500;
-    const char *type = "text/plain";
-    size_t len = 0;
-    char *body = conn->http->resource(conn->http->resource_arg, rest,
-                                      &status, &type, &len);
-    if (body == NULL) {
-        send_plain(conn, head_only, 500, "Internal Server Error",
-                   "internal error\n");
-        return;
-    }
-    send_reply(conn, head_only, status, status_reason(status), type, body,
-               len, 0);
-    free(body);
+    ts_ops_reply reply = { .status = 500, .content_type = "text/plain" };
+    route->serve(route->arg, rest, req->query, &reply);
+    if (reply.body == NULL && reply.len > 0)
+        reply.status = 500;
+    if (reply.status == 500 && reply.body == NULL)
+        send_plain(conn, req, 500, "internal error\n");
+    else
+        send_reply(conn, req, reply.status, reply.content_type,
+                   reply.headers, reply.body, reply.len);
+    free(reply.owned);
 }
 
 /* Case-insensitive: does the comma-separated header value list `token`? */
@@ -231,18 +275,146 @@ static int header_has_token(const char *value, const char *token)
     return 0;
 }
 
+/* Copies a header value without its surrounding blanks; 0 when it does not
+ * fit (it is then treated as absent-but-present: it matches nothing). */
+static int copy_value(char *out, size_t size, const char *value)
+{
+    while (*value == ' ' || *value == '\t')
+        value++;
+    size_t n = strlen(value);
+    while (n > 0 && (value[n - 1] == ' ' || value[n - 1] == '\t'))
+        n--;
+    if (n >= size) {
+        out[0] = '\0';
+        return 0;
+    }
+    memcpy(out, value, n);
+    out[n] = '\0';
+    return 1;
+}
+
+static const char *allowed_origin(const ts_ops_http *http,
+                                  const http_request *req)
+{
+    if (!req->has_origin)
+        return NULL;
+    for (size_t i = 0; i < http->n_cors_origins; i++)
+        if (strcmp(http->cors_origins[i], req->origin) == 0)
+            return http->cors_origins[i];
+    return NULL;
+}
+
+static const ts_ops_route *find_route(const ts_ops_http *http,
+                                      const char *path, const char **rest)
+{
+    for (size_t i = 0; i < http->n_routes; i++) {
+        const char *route_path = http->routes[i].path;
+        size_t len = strlen(route_path);
+        int prefix = len > 1 && route_path[len - 1] == '/';
+        if (prefix ? strncmp(path, route_path, len) == 0
+                   : strcmp(path, route_path) == 0) {
+            *rest = path + (prefix ? len : strlen(path));
+            return &http->routes[i];
+        }
+    }
+    return NULL;
+}
+
+static int authorized(ts_ops_http *http, const http_request *req)
+{
+    if (!http->has_token)
+        return 1;
+    if (req->has_authorization &&
+        ts_http_authorization_matches(http->token_digest,
+                                      req->authorization))
+        return 1;
+    http->counters.unauthorized++;
+    return 0;
+}
+
+static void send_unauthorized(http_connection *conn, const http_request *req)
+{
+    /* RFC 6750: a wrong token says invalid_token; none says nothing. */
+    send_reply(conn, req, 401, "text/plain",
+               req->has_authorization
+                   ? "WWW-Authenticate: Bearer realm=\"tracesand\", "
+                     "error=\"invalid_token\"\r\n"
+                   : "WWW-Authenticate: Bearer realm=\"tracesand\"\r\n",
+               "a bearer token is required\n", 27);
+}
+
+/* OPTIONS: a CORS preflight (browsers send it before a cross-origin
+ * request with an Authorization header) or a plain capability query. */
+static void serve_options(http_connection *conn, const http_request *req)
+{
+    if (!req->preflight) {
+        send_reply(conn, req, 204, NULL, "Allow: GET, HEAD, OPTIONS\r\n",
+                   NULL, 0);
+        return;
+    }
+    if (req->allowed_origin == NULL ||
+        (strcmp(req->preflight_method, "GET") != 0 &&
+         strcmp(req->preflight_method, "HEAD") != 0)) {
+        conn->http->counters.cors_denied++;
+        send_plain(conn, req, 403, "origin or method not allowed\n");
+        return;
+    }
+    send_reply(conn, req, 204, NULL,
+               "Access-Control-Allow-Methods: GET, HEAD\r\n"
+               "Access-Control-Allow-Headers: Authorization, Cache-Control, "
+               "Last-Event-ID\r\n"
+               "Access-Control-Max-Age: 600\r\n",
+               NULL, 0);
+}
+
+/* Returns 1 when a streaming route took the connection over (conn is then
+ * gone), else 0 with a reply queued. */
+static int serve_stream(http_connection *conn, const http_request *req,
+                        const ts_ops_route *route)
+{
+    if (req->head_only) {
+        send_reply(conn, req, 405, "text/plain", "Allow: GET\r\n",
+                   "a stream has no HEAD\n", 20);
+        return 0;
+    }
+    char cors[TS_HTTP_ORIGIN_MAX_CHARS + 64];
+    cors_headers(conn->http, req, cors, sizeof cors);
+    const char *message = "refused\n";
+    int status = route->stream(route->arg, req->query, conn->bev, cors,
+                               &message);
+    if (status != 200) {
+        conn->closing = 1;
+        send_plain(conn, req, status, message);
+        return 0;
+    }
+    /* The stream owns the bufferevent now: forget the connection. */
+    ts_ops_http *http = conn->http;
+    if (conn->prev != NULL)
+        conn->prev->next = conn->next;
+    else
+        http->connections = conn->next;
+    if (conn->next != NULL)
+        conn->next->prev = conn->prev;
+    http->open_connections--;
+    free(conn);
+    return 1;
+}
+
 /* One complete head is buffered: parse it, answer it. A request we cannot
  * answer in step (a body, a broken line) gets its error and the connection
- * closes, since the next request's start could not be found. */
-static void serve_request(http_connection *conn)
+ * closes, since the next request's start could not be found. Returns 1
+ * when a stream took the connection over. */
+static int serve_request(http_connection *conn)
 {
     struct evbuffer *in = bufferevent_get_input(conn->bev);
     size_t line_len = 0;
     char *request_line = evbuffer_readln(in, &line_len, EVBUFFER_EOL_CRLF);
     if (request_line == NULL)
-        return;
-    char method[16], target[2048], version[16];
-    int ok = sscanf(request_line, "%15s %2047s %15s", method, target,
+        return 0;
+    http_request req;
+    memset(&req, 0, sizeof req);
+    char version[16];
+    int ok = sscanf(request_line, "%15s %2047s %15s", req.method, req.target,
                     version) == 3 &&
              (strcmp(version, "HTTP/1.1") == 0 ||
               strcmp(version, "HTTP/1.0") == 0);
@@ -270,40 +442,78 @@ static void serve_request(http_connection *conn)
                        (strcasecmp(line, "Content-Length") == 0 &&
                         strtoull(value, NULL, 10) != 0)) {
                 has_body = 1;
+            } else if (strcasecmp(line, "Authorization") == 0) {
+                /* A second one could smuggle a different token past a
+                 * proxy that checked the first: refuse the request. */
+                if (req.has_authorization)
+                    ok = 0;
+                req.has_authorization = 1;
+                copy_value(req.authorization, sizeof req.authorization,
+                           value);
+            } else if (strcasecmp(line, "Origin") == 0) {
+                req.has_origin = copy_value(req.origin, sizeof req.origin,
+                                            value);
+            } else if (strcasecmp(line, "Access-Control-Request-Method") ==
+                       0) {
+                req.preflight = 1;
+                copy_value(req.preflight_method, sizeof req.preflight_method,
+                           value);
             }
         }
         free(line);
     }
     conn->closing = !ok || has_body || !keep_alive;
     if (!ok) {
-        send_plain(conn, 0, 400, "Bad Request", "bad request\n");
-        return;
+        send_plain(conn, NULL, 400, "bad request\n");
+        return 0;
     }
+    req.allowed_origin = allowed_origin(conn->http, &req);
     if (has_body) {
-        send_plain(conn, 0, 413, "Payload Too Large",
-                   "requests carry no body here\n");
-        return;
+        send_plain(conn, &req, 413, "requests carry no body here\n");
+        return 0;
     }
-    int head_only = strcmp(method, "HEAD") == 0;
-    if (!head_only && strcmp(method, "GET") != 0) {
-        send_reply(conn, 0, 405, "Method Not Allowed", "text/plain",
-                   "method not allowed\n", 19, 1);
-        return;
+    if (strcmp(req.method, "OPTIONS") == 0) {
+        serve_options(conn, &req);
+        return 0;
     }
-    char *query = strchr(target, '?');
-    if (query != NULL)
+    req.head_only = strcmp(req.method, "HEAD") == 0;
+    if (!req.head_only && strcmp(req.method, "GET") != 0) {
+        send_reply(conn, &req, 405, "text/plain",
+                   "Allow: GET, HEAD, OPTIONS\r\n", "method not allowed\n",
+                   19);
+        return 0;
+    }
+    char *query = strchr(req.target, '?');
+    req.query = "";
+    if (query != NULL) {
         *query = '\0';
-    if (strcmp(target, "/metrics") == 0)
-        serve_metrics(conn, head_only);
-    else if (strcmp(target, "/healthz") == 0)
-        serve_healthz(conn, head_only);
-    else if (conn->http->resource != NULL &&
-             strncmp(target, conn->http->resource_prefix,
-                     strlen(conn->http->resource_prefix)) == 0)
-        serve_resource(conn, head_only,
-                       target + strlen(conn->http->resource_prefix));
+        req.query = query + 1;
+    }
+    ts_ops_http *http = conn->http;
+    if (strcmp(req.target, "/healthz") == 0) {
+        serve_healthz(conn, &req);
+        return 0;
+    }
+    const char *rest = "";
+    const ts_ops_route *route = NULL;
+    int metrics = strcmp(req.target, "/metrics") == 0;
+    if (!metrics)
+        route = find_route(http, req.target, &rest);
+    if (!metrics && route == NULL) {
+        send_plain(conn, &req, 404, "not found\n");
+        return 0;
+    }
+    if ((metrics || !route->public) && !authorized(http, &req)) {
+        send_unauthorized(conn, &req);
+        return 0;
+    }
+    if (metrics)
+        serve_metrics(conn, &req);
+    else if (route->stream != NULL)
+        return serve_stream(conn, &req, route);
     else
-        send_plain(conn, head_only, 404, "Not Found", "not found\n");
+        serve_route(conn, &req, route, rest);
+    return 0;
 }
 
 static void on_connection_read(struct bufferevent *bev, void *arg)
@@ -321,18 +531,17 @@ static void on_connection_read(struct bufferevent *bev, void *arg)
         if (end.pos < 0) {
             if (evbuffer_get_length(in) > MAX_HEAD_BYTES) {
                 conn->closing = 1;
-                send_plain(conn, 0, 431, "Request Header Fields Too Large",
-                           "request head too large\n");
+                send_plain(conn, NULL, 431, "request head too large\n");
             }
             break;
         }
         if ((size_t)end.pos + 4 > MAX_HEAD_BYTES) {
             conn->closing = 1;
-            send_plain(conn, 0, 431, "Request Header Fields Too Large",
-                       "request head too large\n");
+            send_plain(conn, NULL, 431, "request head too large\n");
             break;
         }
-        serve_request(conn);
+        if (serve_request(conn))
+            return;
     }
     if (conn->closing) {
         bufferevent_disable(bev, EV_READ);
@@ -544,12 +753,46 @@ const char *ts_ops_http_address(const ts_ops_http *http)
     return http->address;
 }
 
-void ts_ops_http_set_resource(ts_ops_http *http, const char *prefix,
-                              ts_ops_resource_fn serve, void *arg)
+int ts_ops_http_add_route(ts_ops_http *http, const ts_ops_route *route)
 {
-    http->resource_prefix = prefix;
-    http->resource = serve;
-    http->resource_arg = arg;
+    if (http->n_routes == TS_OPS_MAX_ROUTES)
+        return -1;
+    http->routes[http->n_routes++] = *route;
+    return 0;
+}
+
+static void free_cors_origins(ts_ops_http *http)
+{
+    for (size_t i = 0; i < http->n_cors_origins; i++)
+        free(http->cors_origins[i]);
+    free(http->cors_origins);
+    http->cors_origins = NULL;
+    http->n_cors_origins = 0;
+}
+
+int ts_ops_http_set_access(ts_ops_http *http, const char *token,
+                           const char *const *cors_origins,
+                           size_t n_cors_origins)
+{
+    http->has_token = token != NULL;
+    if (token != NULL)
+        ts_http_token_digest(token, http->token_digest);
+    free_cors_origins(http);
+    if (n_cors_origins == 0)
+        return 0;
+    http->cors_origins = calloc(n_cors_origins, sizeof *http->cors_origins);
+    if (http->cors_origins == NULL)
+        return -1;
+    for (size_t i = 0; i < n_cors_origins; i++) {
+        http->cors_origins[i] = strdup(cors_origins[i]);
+        if (http->cors_origins[i] == NULL) {
+            http->n_cors_origins = i;
+            free_cors_origins(http);
+            return -1;
+        }
+    }
+    http->n_cors_origins = n_cors_origins;
+    return 0;
 }
 
 ts_ops_http_counters ts_ops_http_get_counters(const ts_ops_http *http)
@@ -569,5 +812,6 @@ void ts_ops_http_free(ts_ops_http *http)
         evconnlistener_free(http->listener);
     if (http->accept_resume != NULL)
         event_free(http->accept_resume);
+    free_cors_origins(http);
     free(http);
 }

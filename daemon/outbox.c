@@ -139,9 +139,15 @@ int ts_outbox_publish(ts_outbox *box, const ts_transport_ops *ops,
             entry->payload_len);
         if (result == TS_PUBLISH_BLOCKED)
             return 1;
-        if (result == TS_PUBLISH_SENT)
+        if (result == TS_PUBLISH_SENT) {
             box->published++;
-        else
+            if (box->on_sent != NULL)
+                box->on_sent(box->on_sent_arg,
+                             box->topics.data + entry->topic_offset,
+                             entry->topic_len,
+                             box->payloads.data + entry->payload_offset,
+                             entry->payload_len);
+        } else
             box->publish_failures++;
     }
     ts_outbox_clear(box);

@@ -50,6 +50,11 @@ typedef struct ts_outbox {
     uint64_t encode_failures;    /* outcomes lost to allocation failures */
     uint64_t published;
     uint64_t publish_failures;
+    /* Optional: sees each message the transport took, as it was sent (the
+     * feed, daemon/feed.h). Called on the loop; must not block. */
+    void (*on_sent)(void *arg, const void *topic, size_t topic_len,
+                    const void *payload, size_t len);
+    void *on_sent_arg;
 } ts_outbox;
 
 /* Encoding fails only on allocation; the outcome is then lost (the

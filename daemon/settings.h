@@ -29,6 +29,8 @@ typedef enum ts_output_format {
 } ts_output_format;
 
 #define TS_MAX_SUBSCRIPTIONS 16
+/* The loader reads every list into an array of TS_MAX_SUBSCRIPTIONS. */
+#define TS_MAX_CORS_ORIGINS TS_MAX_SUBSCRIPTIONS
 
 /* Defaults, bounds and meaning of each field: see its row in settings.c. */
 typedef struct ts_settings {
@@ -73,6 +75,20 @@ typedef struct ts_settings {
     const struct ts_curve_allow_list *curve_output_allow;
     const char *http_listen;             /* "" = off */
     size_t http_max_connections;
+    /* The dashboard and the feed (docs/operations.md, "Dashboard and
+     * feed"). */
+    const char *http_dashboard_dir;      /* "" = the installed copy */
+    const char *http_leaflet_dir;
+    const char *http_tile_url;           /* "" = no tiles, graticule only */
+    const char *http_tile_attribution;
+    const char *http_token;              /* NULL = no authentication */
+    const char *http_token_file;
+    const char *http_cors_origins[TS_MAX_CORS_ORIGINS];
+    size_t n_http_cors_origins;
+    size_t http_feed_max_streams;        /* 0 = no /feed */
+    size_t http_feed_buffer_kb;
+    int64_t http_feed_stall_ms;
+    size_t http_feed_max_rate;           /* 0 = no limit */
 } ts_settings;
 
 typedef enum ts_setting_type {
