@@ -12,15 +12,13 @@
 #include <string.h>
 
 #include <gsl/gsl_errno.h>
-#include <gsl/gsl_linalg.h>
-#include <gsl/gsl_matrix.h>
-#include <gsl/gsl_permutation.h>
 
 #include "geometry/geo.h"
 #include "inference/cip.h"
 #include "mechanisms/cip_gp.h"
 #include "mechanisms/rng.h"
 #include "tests/support/check_run.h"
+#include "tests/support/cip_eq3.h"
 #include "tests/support/fake_params.h"
 #include "tests/support/ks.h"
 
@@ -196,88 +194,33 @@ TS_TEST(noise_is_isotropic_gaussian_with_sigma_z)
 }
 END_TEST
 
-/* Sigma_eff's bound checked the other way round: the Eq. 3 loss of random
- * secret perturbations on the ball of radius sqrt(|S|) r, from the joint
- * precision matrix, under the sigma_z the mechanism released. */
-static gsl_matrix *inverse(const gsl_matrix *m)
-{
-    size_t n = m->size1;
-    gsl_matrix *lu = gsl_matrix_alloc(n, n), *inv = gsl_matrix_alloc(n, n);
-    gsl_permutation *p = gsl_permutation_alloc(n);
-    int sign;
-    gsl_matrix_memcpy(lu, m);
-    ck_assert_int_eq(gsl_linalg_LU_decomp(lu, p, &sign), 0);
-    ck_assert_int_eq(gsl_linalg_LU_invert(lu, p, inv), 0);
-    gsl_permutation_free(p);
-    gsl_matrix_free(lu);
-    return inv;
-}
-
+/* The Eq. 3 loss of random secret perturbations on the ball of radius
+ * sqrt(|S|) r, by the precision-matrix route (tests/support/cip_eq3.h),
+ * under the sigma_z the mechanism released: the bound checked the other
+ * way round. */
 static double random_perturbation_max_loss(const gp_setup *s, const double *t,
                                            size_t d, double sz, ts_rng *rng)
 {
-    gsl_matrix *sigma = gsl_matrix_alloc(d, d);
+    unsigned char in_s[TS_CIP_GP_MAX_WINDOW];
     for (size_t i = 0; i < d; i++)
-        for (size_t j = 0; j < d; j++) {
-            double u = (t[i] - t[j]) / s->length_scale_s;
-            gsl_matrix_set(sigma, i, j,
-                           s->sigma_x_m * s->sigma_x_m * exp(-0.5 * u * u));
-        }
-    gsl_matrix *q = inverse(sigma);
-    size_t si[TS_CIP_GP_MAX_WINDOW], ui[TS_CIP_GP_MAX_WINDOW], ns = 0, nu = 0;
-    for (size_t i = 0; i < d; i++) {
-        if (i % 2 == 0)
-            si[ns++] = i;
-        else
-            ui[nu++] = i;
-    }
-    gsl_matrix *quu = gsl_matrix_alloc(nu, nu);
-    for (size_t i = 0; i < nu; i++)
-        for (size_t j = 0; j < nu; j++)
-            gsl_matrix_set(quu, i, j, gsl_matrix_get(q, ui[i], ui[j]));
-    gsl_matrix *cond = inverse(quu);
-    gsl_matrix *a = gsl_matrix_calloc(nu, ns);
-    for (size_t i = 0; i < nu; i++)
-        for (size_t j = 0; j < ns; j++) {
-            double v = 0;
-            for (size_t k = 0; k < nu; k++)
-                v -= gsl_matrix_get(cond, i, k) *
-                     gsl_matrix_get(q, ui[k], si[j]);
-            gsl_matrix_set(a, i, j, v);
-        }
-    for (size_t i = 0; i < nu; i++)
-        *gsl_matrix_ptr(cond, i, i) += sz * sz;
-    gsl_matrix *cinv = inverse(cond);
-    double best = 0.0, rad = sqrt((double)ns) * s->radius_m;
+        in_s[i] = i % 2 == 0;
+    eq3 e = eq3_build(t, d, in_s, s->length_scale_s, s->sigma_x_m, sz,
+                      s->renyi_order);
+    double best = 0.0, rad = sqrt((double)e.ns) * s->radius_m;
     for (int trial = 0; trial < 4000; trial++) {
-        double ds[TS_CIP_GP_MAX_WINDOW], norm = 0, mu[TS_CIP_GP_MAX_WINDOW];
-        for (size_t j = 0; j < ns; j++) {
+        double ds[TS_CIP_GP_MAX_WINDOW], norm = 0;
+        for (size_t j = 0; j < e.ns; j++) {
             /* Same-sign perturbations are the ones neighbours leak most. */
             double g = sqrt(-2 * log(ts_rng_uniform_open(rng))) *
                        cos(ts_rng_angle(rng));
             ds[j] = trial % 2 ? fabs(g) + 1.0 : g;
             norm += ds[j] * ds[j];
         }
-        for (size_t j = 0; j < ns; j++)
+        for (size_t j = 0; j < e.ns; j++)
             ds[j] *= rad / sqrt(norm);
-        double quad = 0;
-        for (size_t i = 0; i < nu; i++) {
-            mu[i] = 0;
-            for (size_t j = 0; j < ns; j++)
-                mu[i] += gsl_matrix_get(a, i, j) * ds[j];
-        }
-        for (size_t i = 0; i < nu; i++)
-            for (size_t j = 0; j < nu; j++)
-                quad += mu[i] * gsl_matrix_get(cinv, i, j) * mu[j];
-        double loss = 0.5 * s->renyi_order * (quad + rad * rad / (sz * sz));
-        best = fmax(best, loss);
+        best = fmax(best, eq3_loss(&e, ds));
     }
-    gsl_matrix_free(cinv);
-    gsl_matrix_free(a);
-    gsl_matrix_free(cond);
-    gsl_matrix_free(quu);
-    gsl_matrix_free(q);
-    gsl_matrix_free(sigma);
+    eq3_free(&e);
     return best;
 }
 
