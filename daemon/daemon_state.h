@@ -47,6 +47,8 @@ typedef struct ts_daemon {
     ts_ops_http *http;
     ts_dashboard *dashboard;     /* NULL when http.listen is off */
     ts_feed *feed;               /* NULL: no HTTP or feed_max_streams 0 */
+    /* input.type = "jetstream": the scale-out mode (metrics); else NULL */
+    struct ts_jetstream *jetstream;
     uint64_t messages_in;
     uint64_t messages_at_last_tick;  /* input quiet since: trim the heap */
     uint64_t messages_at_last_trim;

@@ -22,6 +22,7 @@
 
 #include "daemon/config.h"
 #include "daemon/daemon_state.h"
+#include "daemon/jetstream_mode.h"
 
 #ifndef PACKAGE_VERSION
 #define PACKAGE_VERSION "unknown"
@@ -252,6 +253,16 @@ static int run(const options *opts)
     daemon.pipeline = ts_config_make_pipeline(config, rng, err, sizeof err);
     if (daemon.pipeline == NULL) {
         ts_log(TS_LOG_ERROR, "%s", err);
+        goto out;
+    }
+    if (daemon.settings->input_kind == TS_INPUT_JETSTREAM) {
+        status = ts_jetstream_run(&daemon, config, rng, path,
+                                  opts->overrides, opts->n_overrides);
+        goto out;
+    }
+    if (daemon.settings->output_kind == TS_OUTPUT_JETSTREAM) {
+        ts_log(TS_LOG_ERROR, "output.type = \"jetstream\" needs input.type "
+               "= \"jetstream\"");
         goto out;
     }
     /* input.max_batch_updates is restart-only, so this never resizes;

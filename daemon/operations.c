@@ -11,6 +11,7 @@
 
 #include <systemd/sd-daemon.h>
 
+#include "daemon/jetstream_mode.h"
 #include "daemon/reload.h"
 
 #define ERR_MAX 512
@@ -89,7 +90,8 @@ static char *render_metrics(void *arg, size_t *len)
     sources.zap_denied = transport.zap_denied;
     char *text = ts_metrics_render(daemon->metrics, &sources, len);
     if (text == NULL ||
-        (daemon->population == NULL && daemon->feed == NULL))
+        (daemon->population == NULL && daemon->feed == NULL &&
+         daemon->jetstream == NULL))
         return text;
     ts_buf body = { 0 };
     if (ts_buf_append(&body, text, *len) != 0 ||
@@ -97,6 +99,8 @@ static char *render_metrics(void *arg, size_t *len)
          ts_population_render_metrics(daemon->population, &body) != 0) ||
         (daemon->feed != NULL &&
          ts_feed_render_metrics(daemon->feed, &body) != 0) ||
+        (daemon->jetstream != NULL &&
+         ts_jetstream_render_metrics(daemon->jetstream, &body) != 0) ||
         ts_buf_append(&body, "", 1) != 0) {
         free(text);
         ts_buf_free(&body);

@@ -56,9 +56,11 @@ static int check_tile_url(const char *value, char *problem, size_t len)
     return -1;
 }
 
-static const char *const socket_types[] = { "pull", "sub", NULL };
+static const char *const socket_types[] = { "pull", "sub", "jetstream",
+                                           NULL };
 static const char *const socket_modes[] = { "bind", "connect", NULL };
-static const char *const output_types[] = { "pub", "push", NULL };
+static const char *const output_types[] = { "pub", "push", "jetstream",
+                                           NULL };
 static const char *const output_formats[] = { "point", "batch", NULL };
 static const char *const log_levels[] = { "error", "warn", "info", "debug",
                                           NULL };
@@ -88,7 +90,8 @@ static const ts_setting_def setting_table[] = {
                check_endpoint, RESTART,
                "ZeroMQ endpoint the updates arrive on"),
     CHOICE_ROW("input.type", input_kind, socket_types, "pull", RESTART,
-               "PULL socket (producers PUSH) or SUB socket (producers PUB)"),
+               "PULL socket (producers PUSH), SUB socket (producers PUB) "
+               "or JetStream partitions (docs/scale-out.md)"),
     CHOICE_ROW("input.mode", input_mode, socket_modes, "bind", RESTART,
                "bind the input endpoint or connect to it"),
     { .key = "input.subscribe", .type = TS_SETTING_STRING_LIST,
@@ -119,7 +122,8 @@ static const ts_setting_def setting_table[] = {
     INT_ROW("output.hwm", output_hwm, 0, INT_MAX, 1, "100000", RESTART,
             "send high-water mark in outcomes; 0 = unlimited"),
     CHOICE_ROW("output.type", output_kind, output_types, "pub", RESTART,
-               "PUB (best effort) or PUSH (lossless, pauses input)"),
+               "PUB (best effort), PUSH (lossless, pauses input) or "
+               "JetStream (with input.type jetstream)"),
     CHOICE_ROW("output.format", output_format, output_formats, "point",
                RESTART, "one message per outcome, or one OutcomeBatch per "
                "input message"),
@@ -193,6 +197,44 @@ static const ts_setting_def setting_table[] = {
                NULL, 0, NULL, RELOAD, "publishers allowed on the input"),
     STRING_ROW("security.output_allow_keys_file", curve_output_allow_file,
                NULL, 0, NULL, RELOAD, "subscribers allowed on the output"),
+    /* Scale-out on NATS JetStream (daemon/jetstream_mode.h). */
+    STRING_ROW("nats.servers", nats.servers, "nats://127.0.0.1:4222", 0,
+               NULL, RESTART, "NATS server URLs, comma-separated"),
+    INT_ROW("nats.partitions", nats.partitions, 1, 4096, 1, "16", RESTART,
+            "input partitions P (subjects tracesan.in.<p>)"),
+    INT_ROW("nats.replicas", nats.replicas, 1, 5, 1, "1", RESTART,
+            "replicas of the streams and the lease bucket"),
+    STRING_ROW("nats.instance_id", nats.instance_id, "",
+               TS_SETTING_EMPTY_OK, NULL, RESTART,
+               "this instance's name in leases; \"\" = host name and pid"),
+    INT_ROW("nats.lease_ttl_s", nats.lease_ttl_ms, 1, 3600, 1000, "10",
+            RESTART, "a partition lease not renewed this long is free"),
+    INT_ROW("nats.fetch_batch", nats.fetch_batch, 1, 100000, 1, "256",
+            RESTART, "input messages fetched per partition per group"),
+    INT_ROW("nats.max_ack_pending", nats.max_ack_pending, 1, 1000000, 1,
+            "4096", RESTART, "unacknowledged input messages per partition"),
+    INT_ROW("nats.dedupe_window_s", nats.dedupe_window_ms, 1, 604800, 1000,
+            "600", RESTART, "output stream duplicate window"),
+    INT_ROW("nats.snapshot_every", nats.snapshot_every, 1, 1000000, 1,
+            "256", RESTART, "changelog records between two snapshots"),
+    STRING_ROW("nats.creds_file", nats.creds_file, NULL,
+               TS_SETTING_EMPTY_UNSET, NULL, RESTART,
+               "NATS credentials file (JWT and NKey seed)"),
+    STRING_ROW("nats.nkey_seed_file", nats.nkey_seed_file, NULL,
+               TS_SETTING_EMPTY_UNSET, NULL, RESTART,
+               "NKey seed file (without a creds file)"),
+    STRING_ROW("nats.nkey_public", nats.nkey_public, NULL,
+               TS_SETTING_EMPTY_UNSET, NULL, RESTART,
+               "the user's public NKey, with nkey_seed_file"),
+    STRING_ROW("nats.tls_ca_file", nats.tls_ca_file, NULL,
+               TS_SETTING_EMPTY_UNSET, NULL, RESTART,
+               "CA certificates: set, the connection requires TLS"),
+    STRING_ROW("nats.tls_cert_file", nats.tls_cert_file, NULL,
+               TS_SETTING_EMPTY_UNSET, NULL, RESTART,
+               "client certificate chain for TLS"),
+    STRING_ROW("nats.tls_key_file", nats.tls_key_file, NULL,
+               TS_SETTING_EMPTY_UNSET, NULL, RESTART,
+               "client private key for TLS"),
     STRING_ROW("default_profile", default_profile, "geoind", 0, NULL,
                TS_APPLY_REFUSED, "profile of updates that name none"),
 };

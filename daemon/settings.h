@@ -16,11 +16,19 @@
 
 #include "daemon/pipeline.h"
 
-typedef enum ts_socket_kind { TS_SOCKET_PULL = 0, TS_SOCKET_SUB = 1 } ts_socket_kind;
+typedef enum ts_socket_kind {
+    TS_SOCKET_PULL = 0,
+    TS_SOCKET_SUB = 1,
+    TS_INPUT_JETSTREAM = 2,  /* partitioned, docs/scale-out.md */
+} ts_socket_kind;
 typedef enum ts_socket_mode { TS_SOCKET_BIND = 0, TS_SOCKET_CONNECT = 1 } ts_socket_mode;
 /* PUB drops for slow subscribers; PUSH is lossless: when no consumer can
  * take more, the transport stops reading input until one can. */
-typedef enum ts_output_kind { TS_OUTPUT_PUB = 0, TS_OUTPUT_PUSH = 1 } ts_output_kind;
+typedef enum ts_output_kind {
+    TS_OUTPUT_PUB = 0,
+    TS_OUTPUT_PUSH = 1,
+    TS_OUTPUT_JETSTREAM = 2,
+} ts_output_kind;
 /* One message per outcome on its own topic, or one OutcomeBatch per input
  * message on topic "batch" (docs/wire-format.md). */
 typedef enum ts_output_format {
@@ -89,6 +97,24 @@ typedef struct ts_settings {
     size_t http_feed_buffer_kb;
     int64_t http_feed_stall_ms;
     size_t http_feed_max_rate;           /* 0 = no limit */
+    /* input.type = output.type = "jetstream" (docs/scale-out.md). */
+    struct ts_nats_settings {
+        const char *servers;             /* comma-separated URLs */
+        size_t partitions;
+        size_t replicas;
+        const char *instance_id;         /* "" = host name and pid */
+        int64_t lease_ttl_ms;
+        size_t fetch_batch;
+        size_t max_ack_pending;
+        int64_t dedupe_window_ms;
+        size_t snapshot_every;
+        const char *creds_file;          /* NULL = none */
+        const char *nkey_seed_file;
+        const char *nkey_public;         /* with nkey_seed_file */
+        const char *tls_ca_file;
+        const char *tls_cert_file;
+        const char *tls_key_file;
+    } nats;
 } ts_settings;
 
 typedef enum ts_setting_type {

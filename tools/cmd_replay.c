@@ -293,6 +293,11 @@ static int next_jsonl(ts_jsonl_reader *reader, sender *s, const char *path,
 
 int cmd_replay(int argc, char **argv)
 {
+    /* The JetStream producer (tools/cmd_jetstream.c). */
+    for (int i = 1; i < argc; i++)
+        if (strcmp(argv[i], "--jetstream") == 0 ||
+            strncmp(argv[i], "--jetstream=", 12) == 0)
+            return cmd_replay_jetstream(argc, argv);
     double rate = 0.0; /* points/s, 0 = unlimited */
     uint64_t batch = DEFAULT_BATCH;
     int use_pub = 0;

@@ -36,6 +36,11 @@ static void usage(FILE *out)
         "            (" TS_TOOL_NAME " tail [--connect ENDPOINT] [--topic T]... "
         "[--count N]\n"
         "             [--timeout S])\n"
+        "            (" TS_TOOL_NAME " replay --jetstream URLS [--partitions P] "
+        "IN.csv: JetStream)\n"
+        "  jetstream read the JetStream mode's streams back as CSV\n"
+        "            (" TS_TOOL_NAME " jetstream [--server URLS] "
+        "outputs|ledger|changelog)\n"
         "  keygen    write a CURVE key pair for tracesand or a client\n"
         "            (" TS_TOOL_NAME " keygen --out PREFIX)\n"
         "  state     inspect, export or import a tracesand state store\n"
@@ -128,6 +133,7 @@ int main(int argc, char **argv)
         { "privic", cmd_privic },
         { "optimize", cmd_optimize },
         { "cip-loss", cmd_cip_loss },
+        { "jetstream", cmd_jetstream },
     };
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         if (strcmp(command, commands[i].name) == 0)

@@ -1,0 +1,176 @@
+#!/usr/bin/env bash
+# Throughput of the JetStream scale-out mode against the single-machine
+# default, in one run (docs/scale-out.md, "Benchmark"):
+#   zmq-lmdb   replay -> tracesand (ZeroMQ, LMDB state.sync = full) -> tail
+#   js-1       one instance on one nats-server (R1): replay --jetstream,
+#              until TRACESAN_OUT holds every outcome
+#   js-2       two instances sharing the 16 partitions, same server
+#   js-1-r3    one instance on a 3-node cluster with replicas = 3
+#              (BENCH_JS_CLUSTER=1; the cluster shares the same 2 cores)
+# and the commit latency percentiles each instance logs at exit, plus the
+# state-layout measurement (bench/bench_js_state: KV bucket vs changelog).
+#   bench/bench_jetstream.sh [N] [RUNS]    (from a build dir, or BUILD_DIR=...)
+set -euo pipefail
+
+BENCH=bench_jetstream
+. "$(dirname "$0")/lib.sh"
+N=${1:-100000}
+RUNS=${2:-1}
+USERS=1000
+MODES=${BENCH_JS_MODES:-"zmq-lmdb js-1 js-2"}
+[ "${BENCH_JS_CLUSTER:-0}" = 1 ] && MODES="$MODES js-1-r3"
+NATS_SERVER=$(command -v nats-server) || { echo "$BENCH: nats-server not installed" >&2; exit 1; }
+
+free_port() {
+    /usr/bin/python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+nats_pids=()
+instance_pids=()
+stop_all() {
+    local p
+    for p in "${instance_pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
+    for p in "${nats_pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
+    instance_pids=()
+    nats_pids=()
+}
+trap 'stop_all; cleanup' EXIT
+
+wait_port() {
+    for _ in $(seq 100); do
+        (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
+        sleep 0.1
+    done
+    echo "$BENCH: nats-server did not start" >&2
+    exit 1
+}
+
+start_nats() {  # start_nats 1|3: sets nats_url
+    rm -rf "$tmp/nats"*
+    nats_url=""
+    if [ "$1" = 1 ]; then
+        local port
+        port=$(free_port)
+        "$NATS_SERVER" -js -a 127.0.0.1 -p "$port" -sd "$tmp/nats0" >"$tmp/nats0.log" 2>&1 &
+        nats_pids+=($!)
+        nats_url=nats://127.0.0.1:$port
+        wait_port "$port"
+        return
+    fi
+    local ports=() cports=() routes="" i
+    for i in 0 1 2; do ports+=("$(free_port)"); cports+=("$(free_port)"); done
+    for i in 0 1 2; do routes="$routes${routes:+, }nats-route://127.0.0.1:${cports[$i]}"; done
+    for i in 0 1 2; do
+        printf 'server_name: n%s\nlisten: 127.0.0.1:%s\njetstream { store_dir: "%s" }\ncluster { name: bench, listen: 127.0.0.1:%s, routes: [ %s ] }\n' \
+            "$i" "${ports[$i]}" "$tmp/nats$i" "${cports[$i]}" "$routes" >"$tmp/nats$i.conf"
+        "$NATS_SERVER" -c "$tmp/nats$i.conf" >"$tmp/nats$i.log" 2>&1 &
+        nats_pids+=($!)
+        nats_url="$nats_url${nats_url:+,}nats://127.0.0.1:${ports[$i]}"
+    done
+    for i in 0 1 2; do wait_port "${ports[$i]}"; done
+}
+
+start_instance() {  # start_instance NAME REPLICAS
+    "$build/tracesand" -c "$srcdir/conf/tracesand.conf" -o input.type=jetstream \
+        -o output.type=jetstream -o "nats.servers=$nats_url" -o "nats.instance_id=$1" \
+        -o "nats.replicas=$2" -o 'state.dir=""' -o profiles.geoind.points_per_window=1000 \
+        -o input.max_backdate_s=0 -o http.listen=127.0.0.1:0 -o log.level=info \
+        2>"$tmp/$1.log" &
+    instance_pids+=($!)
+    for _ in $(seq 1200); do
+        grep -q "ready input=jetstream" "$tmp/$1.log" && return 0
+        sleep 0.05
+    done
+    echo "$BENCH: instance $1 did not start" >&2
+    cat "$tmp/$1.log" >&2
+    exit 1
+}
+
+owned() {
+    local http
+    http=$(sed -n 's/.* http=\([^ ]*\).*/\1/p' "$tmp/$1.log" | head -n 1)
+    curl -s "http://$http/metrics" | awk '/^tracesand_partition_owned\{/ { n += $2 } END { print n + 0 }'
+}
+
+out_msgs() {
+    "$tracesan" jetstream --server "$nats_url" status 2>/dev/null |
+        sed -n 's/^stream=TRACESAN_OUT msgs=\([0-9]*\).*/\1/p'
+}
+
+# run_js NAME_PREFIX INSTANCES REPLICAS NODES: sets rate, producer_rate.
+run_js() {
+    local n_inst=$2 replicas=$3 nodes=$4 i want
+    start_nats "$nodes"
+    for i in $(seq "$n_inst"); do start_instance "$1$i" "$replicas"; done
+    want=$(( 16 / n_inst ))
+    for _ in $(seq 300); do
+        local ok=1
+        for i in $(seq "$n_inst"); do [ "$(owned "$1$i")" -eq "$want" ] || ok=0; done
+        [ $ok = 1 ] && break
+        sleep 0.1
+    done
+    local t0 t_prod t_end
+    t0=$(ms)
+    "$tracesan" replay --jetstream "$nats_url" --replicas "$replicas" --partitions 16 \
+        "$tmp/points.csv" 2>"$tmp/replay.err"
+    t_prod=$(ms)
+    for _ in $(seq 6000); do
+        [ "$(out_msgs)" -ge "$N" ] 2>/dev/null && break
+        sleep 0.05
+    done
+    t_end=$(ms)
+    got=$(out_msgs)
+    rate=$(awk -v n="$got" -v t="$((t_end - t0))" 'BEGIN { printf "%.0f", n / (t / 1000) }')
+    producer_rate=$(awk -v n="$N" -v t="$((t_prod - t0))" 'BEGIN { printf "%.0f", n / (t / 1000) }')
+    stop_all
+    for i in $(seq "$n_inst"); do
+        sed -n 's/.*jetstream summary /'"$1$i"': /p' "$tmp/$1$i.log" >>"$tmp/latency.txt"
+    done
+}
+
+echo "$BENCH: machine: $(nproc) cores, $(uname -srm); nats-server $("$NATS_SERVER" --version | awk '{ print $NF }'); $N points of $USERS users"
+"$build/bench/bench_pipeline" --gen "$N" --users "$USERS" "$tmp/points.csv"
+: >"$tmp/latency.txt"
+for run in $(seq "$RUNS"); do
+    for mode in $MODES; do
+        case $mode in
+            zmq-lmdb)
+                rm -rf "$tmp/state"
+                start_server "$build/tracesand" -o "state.dir=$tmp/state" -o state.sync=full
+                timed_replay "$tmp/points.csv" "$N"
+                stop_server
+                rate=$(awk -v n="$got" -v t="$elapsed_ms" 'BEGIN { printf "%.0f", n / (t / 1000) }')
+                echo "$BENCH:   run $run $mode: $got/$N points in $elapsed_ms ms: $rate points/s" ;;
+            js-1) run_js "r${run}a" 1 1 1 ;;
+            js-2) run_js "r${run}b" 2 1 1 ;;
+            js-1-r3) run_js "r${run}c" 1 3 3 ;;
+        esac
+        case $mode in js-*)
+            echo "$BENCH:   run $run $mode: $got/$N outcomes: $rate points/s (producer alone: $producer_rate points/s)" ;;
+        esac
+        echo "$rate" >>"$tmp/rates.$mode"
+    done
+done
+for mode in $MODES; do
+    echo "$BENCH: median $mode: $(median <"$tmp/rates.$mode") points/s"
+done
+base=$(median <"$tmp/rates.zmq-lmdb" 2>/dev/null || echo "")
+for mode in $MODES; do
+    [ "$mode" = zmq-lmdb ] || [ -z "$base" ] ||
+        awk -v m="$mode" -v r="$(median <"$tmp/rates.$mode")" -v b="$base" \
+            'BEGIN { printf "bench_jetstream: %s / zmq-lmdb = %.2f\n", m, r / b }'
+done
+echo "$BENCH: commit latency (fetch to changelog acknowledgement, per group), per instance:"
+sed 's/^/bench_jetstream:   /' "$tmp/latency.txt"
+echo "$BENCH: state layout, groups of 500 and 50 dirty users (100-byte records), R1:"
+start_nats 1
+"$build/bench/bench_js_state" "${nats_url}" 500 200 100 1
+"$build/bench/bench_js_state" "${nats_url}" 50 400 100 1
+stop_all
+if [ "${BENCH_JS_CLUSTER:-0}" = 1 ]; then
+    echo "$BENCH: state layout on the 3-node cluster, R3:"
+    start_nats 3
+    sleep 3
+    "$build/bench/bench_js_state" "${nats_url%%,*}" 500 200 100 3
+    "$build/bench/bench_js_state" "${nats_url%%,*}" 50 400 100 3
+    stop_all
+fi

@@ -1,0 +1,39 @@
+/* tracesand's scale-out mode on NATS JetStream (docs/scale-out.md):
+ * input.type = output.type = "jetstream".
+ *
+ * Threads: the libevent loop keeps signals, the HTTP endpoint (/metrics,
+ * /healthz) and a health timer; one JetStream thread makes every libnats
+ * call, all of them the library's synchronous ones (fetch, publish and
+ * wait for the acknowledgement, KV compare-and-set), and runs the
+ * partitions' pipelines. The blocking calls therefore never stall the
+ * loop, and no request/acknowledgement bookkeeping is spread over
+ * callbacks: the order fetch -> process -> changelog append (quorum
+ * acknowledged) -> publish outcomes (acknowledged) -> ack input is plain
+ * sequential code, which is what the privacy argument rests on.
+ *
+ * Each owned partition has its own pipeline and user map, so dropping a
+ * partition drops exactly its users and a new owner rebuilds them from
+ * the changelog (daemon/changelog.h). */
+#ifndef TRACESAN_DAEMON_JETSTREAM_MODE_H
+#define TRACESAN_DAEMON_JETSTREAM_MODE_H
+
+#include <stddef.h>
+
+#include "daemon/codec.h"
+#include "daemon/config.h"
+#include "mechanisms/rng.h"
+
+struct ts_daemon;
+typedef struct ts_jetstream ts_jetstream;
+
+/* Runs the daemon in this mode until SIGINT or SIGTERM; returns the exit
+ * status. The daemon's template pipeline only serves the operations side
+ * (profile names); partitions get pipelines of their own from `config`. */
+int ts_jetstream_run(struct ts_daemon *daemon, const ts_config *config,
+                     ts_rng *rng, const char *config_path,
+                     const char *const *overrides, size_t n_overrides);
+
+/* Appends this mode's metrics (per partition: owned, lag, commits). */
+int ts_jetstream_render_metrics(ts_jetstream *mode, ts_buf *out);
+
+#endif

@@ -1,0 +1,157 @@
+/* The JetStream mode's pure parts: the changelog record format, the
+ * partition function and the lease rules (daemon/changelog.h,
+ * daemon/partition_lease.h). */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "daemon/changelog.h"
+#include "daemon/partition_lease.h"
+#include "tests/support/check_run.h"
+
+typedef struct seen {
+    int users, outcomes;
+    char last_user[32];
+    uint64_t last_seq;
+    uint32_t last_index;
+} seen;
+
+static int see_user(void *ctx, const char *id, size_t id_len,
+                    const void *record, size_t len)
+{
+    seen *s = ctx;
+    s->users++;
+    snprintf(s->last_user, sizeof s->last_user, "%.*s", (int)id_len, id);
+    ck_assert_uint_eq(len, 3);
+    ck_assert(memcmp(record, "abc", 3) == 0);
+    return 0;
+}
+
+static int see_outcome(void *ctx, uint64_t seq, uint32_t index,
+                       const char *subject, size_t subject_len,
+                       const void *payload, size_t len)
+{
+    seen *s = ctx;
+    s->outcomes++;
+    s->last_seq = seq;
+    s->last_index = index;
+    ck_assert(subject_len == 17 && memcmp(subject, "tracesan.rejected", 17) == 0);
+    ck_assert(len == 2 && memcmp(payload, "xy", 2) == 0);
+    return 0;
+}
+
+TS_TEST(test_record_round_trip)
+{
+    ts_changelog_builder b = { 0 };
+    ck_assert_int_eq(ts_changelog_add_user(&b, "alice", 5, "abc", 3), 0);
+    ck_assert_int_eq(ts_changelog_add_user(&b, "bob", 3, "abc", 3), 0);
+    ck_assert_int_eq(ts_changelog_add_outcome(&b, 42, 7, "tracesan.rejected",
+                                              17, "xy", 2), 0);
+    ts_changelog_header h = { TS_CHANGELOG_DELTA, "node-1", 6, 9, 42 };
+    ts_buf out = { 0 };
+    ck_assert_int_eq(ts_changelog_finish(&b, &h, &out), 0);
+    ck_assert_uint_eq(out.len, ts_changelog_size(&b, &h));
+    ts_changelog_header got;
+    seen s = { 0 };
+    ts_changelog_visitor v = { &s, see_user, see_outcome };
+    ck_assert_int_eq(ts_changelog_decode(out.data, out.len, &got, &v), 0);
+    ck_assert_int_eq(got.kind, TS_CHANGELOG_DELTA);
+    ck_assert(got.owner_len == 6 && memcmp(got.owner, "node-1", 6) == 0);
+    ck_assert_uint_eq(got.epoch, 9);
+    ck_assert_uint_eq(got.last_input_seq, 42);
+    ck_assert_int_eq(s.users, 2);
+    ck_assert_str_eq(s.last_user, "bob");
+    ck_assert_int_eq(s.outcomes, 1);
+    ck_assert_uint_eq(s.last_seq, 42);
+    ck_assert_uint_eq(s.last_index, 7);
+    /* Every truncation is refused before anything is visited. */
+    for (size_t cut = 0; cut < out.len; cut++) {
+        seen none = { 0 };
+        ts_changelog_visitor v2 = { &none, see_user, see_outcome };
+        ck_assert_int_eq(ts_changelog_decode(out.data, cut, &got, &v2), -1);
+        ck_assert_int_eq(none.users + none.outcomes, 0);
+    }
+    out.data[4] = 99;  /* unknown version */
+    ck_assert_int_eq(ts_changelog_decode(out.data, out.len, &got, NULL), -1);
+    ts_buf_free(&out);
+    ts_changelog_builder_free(&b);
+}
+END_TEST
+
+TS_TEST(test_partition_and_names)
+{
+    /* FNV-1a 32 of "a" is 0xe40c292c: fixed, producers depend on it. */
+    ck_assert_uint_eq(ts_partition_of("a", 1, 0xffffffffu),
+                      0xe40c292cu % 0xffffffffu);
+    ck_assert_uint_eq(ts_partition_of("a", 1, 16), 0xe40c292cu % 16);
+    unsigned counts[16] = { 0 };
+    char id[16];
+    for (int i = 0; i < 1600; i++) {
+        int n = snprintf(id, sizeof id, "u%d", i);
+        counts[ts_partition_of(id, (size_t)n, 16)]++;
+    }
+    for (int p = 0; p < 16; p++)
+        ck_assert_msg(counts[p] > 50 && counts[p] < 150, "p%d: %u", p,
+                      counts[p]);
+    char buf[64];
+    ts_changelog_msg_id(buf, sizeof buf, 3, 1234, 5);
+    ck_assert_str_eq(buf, "3.1234.5");
+    ts_changelog_output_subject("sanitized.geoind", 16, buf, sizeof buf);
+    ck_assert_str_eq(buf, "tracesan.out.geoind");
+    ts_changelog_output_subject("rejected", 8, buf, sizeof buf);
+    ck_assert_str_eq(buf, "tracesan.rejected");
+}
+END_TEST
+
+TS_TEST(test_record_map)
+{
+    ts_record_map *map = ts_record_map_new();
+    ck_assert_int_eq(ts_record_map_put(map, "u1", 2, "aa", 2), 0);
+    ck_assert_int_eq(ts_record_map_put(map, "u1", 2, "bbb", 3), 0);
+    ck_assert_int_eq(ts_record_map_put(map, "u2", 2, "c", 1), 0);
+    const void *r;
+    size_t len;
+    ck_assert_int_eq(ts_record_map_get(map, "u1", 2, &r, &len), 1);
+    ck_assert(len == 3 && memcmp(r, "bbb", 3) == 0);
+    ck_assert_int_eq(ts_record_map_get(map, "u3", 2, &r, &len), 0);
+    ck_assert_uint_eq(ts_record_map_count(map), 2);
+    ts_record_map_clear(map);
+    ck_assert_uint_eq(ts_record_map_count(map), 0);
+    ts_record_map_free(map);
+}
+END_TEST
+
+TS_TEST(test_lease_rules)
+{
+    const int64_t ttl = 4000;
+    ts_lease_view v = { 0 };
+    ts_lease_observe(&v, 0, "", 0, 1000);
+    ck_assert(ts_lease_takeable(&v, "me", 1000, ttl));  /* absent */
+    ts_lease_observe(&v, 5, "other", 5, 1000);
+    ck_assert(!ts_lease_takeable(&v, "me", 1000, ttl));
+    ck_assert(!ts_lease_takeable(&v, "me", 4999, ttl));
+    ck_assert(ts_lease_takeable(&v, "me", 5000, ttl));  /* aged a ttl */
+    /* A renewal (new revision) restarts the observer's count. */
+    ts_lease_observe(&v, 6, "other", 5, 4500);
+    ck_assert(!ts_lease_takeable(&v, "me", 8499, ttl));
+    ck_assert(ts_lease_takeable(&v, "me", 8500, ttl));
+    ts_lease_observe(&v, 7, TS_LEASE_FREE, 1, 8600);
+    ck_assert(ts_lease_takeable(&v, "me", 8600, ttl));  /* released */
+    /* The owner stops a quarter ttl before any observer may take over,
+     * counted from the renewal's send time (before it was written, so
+     * before any observer saw it). */
+    int64_t sent = 10000;
+    int64_t seen_at = 10000;  /* the earliest an observer can see it */
+    ck_assert(ts_lease_deadline(sent, ttl) <= seen_at + ttl - ttl / 4);
+    ck_assert_int_eq(ts_lease_renew_interval(ttl), 1000);
+    ck_assert_uint_eq(ts_lease_fair_share(16, 2), 8);
+    ck_assert_uint_eq(ts_lease_fair_share(16, 3), 6);
+    ck_assert_uint_eq(ts_lease_fair_share(16, 0), 16);
+}
+END_TEST
+
+int main(void)
+{
+    return ts_check_main("scale_out", 0, NULL, NULL);
+}

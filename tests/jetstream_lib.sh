@@ -1,0 +1,163 @@
+# Helpers of the JetStream tests and bench (sourced after tests/lib.sh, or
+# alone with TMPD set): nats-server on free loopback ports, tracesand
+# instances in the JetStream mode, waiting for outputs.
+
+NATS_SERVER=${NATS_SERVER:-$(command -v nats-server || true)}
+PY=/usr/bin/python3
+[ -x "$PY" ] || PY=python3
+
+free_port() {
+    "$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+# start_nats_single: one server with JetStream. Sets NATS_URL, NATS_PIDS.
+start_nats_single() {
+    local port
+    port=$(free_port)
+    "$NATS_SERVER" -js -a 127.0.0.1 -p "$port" -sd "$TMPD/nats0" \
+        >"$TMPD/nats0.log" 2>&1 &
+    NATS_PIDS=($!)
+    background_pids+=("$!")
+    NATS_URL=nats://127.0.0.1:$port
+    wait_nats_port "$port"
+}
+
+wait_nats_port() {
+    local tries=100
+    while [ $tries -gt 0 ]; do
+        (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
+        sleep 0.1
+        tries=$((tries - 1))
+    done
+    fatal "nats-server did not open port $1"
+}
+
+# start_nats_cluster: three servers, one cluster, JetStream on each, own
+# storage directories. Sets NATS_URL (all three), NATS_PIDS, NATS_PORTS.
+start_nats_cluster() {
+    local i routes="" cports=() cport
+    NATS_PORTS=()
+    for i in 0 1 2; do
+        NATS_PORTS+=("$(free_port)")
+        cports+=("$(free_port)")
+    done
+    for i in 0 1 2; do
+        routes="$routes${routes:+, }nats-route://127.0.0.1:${cports[$i]}"
+    done
+    NATS_PIDS=()
+    NATS_URL=""
+    for i in 0 1 2; do
+        cat >"$TMPD/nats$i.conf" <<CONF
+server_name: n$i
+listen: 127.0.0.1:${NATS_PORTS[$i]}
+jetstream { store_dir: "$TMPD/nats$i" }
+cluster {
+  name: tracesan
+  listen: 127.0.0.1:${cports[$i]}
+  routes: [ $routes ]
+}
+CONF
+        "$NATS_SERVER" -c "$TMPD/nats$i.conf" >"$TMPD/nats$i.log" 2>&1 &
+        NATS_PIDS+=($!)
+        background_pids+=("$!")
+        NATS_URL="$NATS_URL${NATS_URL:+,}nats://127.0.0.1:${NATS_PORTS[$i]}"
+    done
+    for i in 0 1 2; do
+        wait_nats_port "${NATS_PORTS[$i]}"
+    done
+}
+
+# start_instance NAME [-o ...]: tracesand in the JetStream mode. Sets
+# INSTANCE_PID, INSTANCE_LOG, INSTANCE_HTTP.
+start_instance() {
+    local name=$1
+    shift
+    INSTANCE_LOG=$TMPD/$name.log
+    "$TRACESAND" -c "$SHIPPED_CONF" -o input.type=jetstream \
+        -o output.type=jetstream -o "nats.servers=$NATS_URL" \
+        -o "nats.instance_id=$name" -o 'state.dir=""' \
+        -o input.max_backdate_s=0 -o http.listen=127.0.0.1:0 \
+        "$@" 2>"$INSTANCE_LOG" </dev/null &
+    INSTANCE_PID=$!
+    background_pids+=("$INSTANCE_PID")
+    local tries=$(( ${TS_START_TIMEOUT:-20} * 20 + 1200 ))
+    while [ $tries -gt 0 ]; do
+        grep -q "ready input=jetstream" "$INSTANCE_LOG" 2>/dev/null && break
+        if ! kill -0 "$INSTANCE_PID" 2>/dev/null; then
+            show_file "$INSTANCE_LOG"
+            fatal "tracesand $name exited before its ready line"
+        fi
+        sleep 0.05
+        tries=$((tries - 1))
+    done
+    [ $tries -gt 0 ] || { show_file "$INSTANCE_LOG"; fatal "$name: no ready line"; }
+    INSTANCE_HTTP=$(sed -n 's/.*ready input=jetstream.* http=\([^ ]*\).*/\1/p' \
+                        "$INSTANCE_LOG" | head -n 1)
+}
+
+# stream_msgs NAME: messages in a stream now (empty when unknown).
+stream_msgs() {
+    "$TRACESAN" jetstream --server "$NATS_URL" status 2>/dev/null |
+        sed -n "s/^stream=$1 msgs=\([0-9]*\).*/\1/p"
+}
+
+# wait_outputs N SECONDS: until TRACESAN_OUT holds N messages.
+wait_outputs() {
+    local want=$1 deadline=$(( $(date +%s) + $2 )) have
+    while [ "$(date +%s)" -lt $deadline ]; do
+        have=$(stream_msgs TRACESAN_OUT)
+        [ "${have:-0}" -ge "$want" ] && return 0
+        sleep 0.5
+    done
+    note "TRACESAN_OUT holds ${have:-?} of $want outputs"
+    return 1
+}
+
+now_ms() { echo $(( $(date +%s%N) / 1000000 )); }
+
+# js_api PORT SUBJECT...: JetStream API requests (empty bodies) over the
+# plain NATS protocol; prints each answer.
+js_api() {
+    local port=$1 n=0 line
+    shift
+    exec 5<>"/dev/tcp/127.0.0.1/$port" || return 1
+    read -r -t 5 line <&5
+    printf 'CONNECT {"verbose":false}\r\nSUB _INBOX.tsjs 1\r\n' >&5
+    for subject; do printf 'PUB %s _INBOX.tsjs 0\r\n\r\n' "$subject" >&5; done
+    while [ $n -lt $# ] && read -r -t 5 line <&5; do
+        case $line in MSG*) read -r -t 5 line <&5; echo "$line"; n=$((n + 1)) ;; esac
+    done
+    exec 5>&-
+}
+
+# held_partitions LOG: the partitions whose last lease line in LOG is
+# "acquired".
+held_partitions() {
+    sed -n 's/.*lease \(acquired\|released\) partition=\([0-9]*\) .*/\2 \1/p' "$1" |
+        awk '{ last[$1] = $2 } END { for (p in last) if (last[p] == "acquired") print p }' |
+        sort -n
+}
+
+# owned_count HTTP: partitions an instance reports owning.
+owned_count() {
+    curl -s "http://$1/metrics" |
+        awk '/^tracesand_partition_owned\{/ { n += $2 } END { print n + 0 }'
+}
+
+# make_trace FILE USERS POINTS_PER_USER: a synthetic trace, time-ordered,
+# users interleaved, one point a minute each.
+make_trace() {
+    "$PY" - "$1" "$2" "$3" <<'PYEOF'
+import random, sys
+path, users, per = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+rnd = random.Random(7)
+base = 1700000000
+with open(path, "w") as f:
+    f.write("user,ts,lat,lon\n")
+    for k in range(per):
+        for u in range(users):
+            f.write("u%d,%d,%.6f,%.6f\n" % (u, base + 60 * k + u % 60,
+                    40.7 + rnd.uniform(-0.05, 0.05),
+                    -74.0 + rnd.uniform(-0.05, 0.05)))
+PYEOF
+}
