@@ -73,7 +73,7 @@ done
 check_eq "a thawed and got its share back" "8 8" \
     "$(owned_count "$A_HTTP") $(owned_count "$B_HTTP")"
 check "a logged losing its partitions to the deadline or to b" \
-    grep -qE 'lease released .*reason=(lease deadline passed|lease taken|fenced out)' "$A_LOG"
+    grep -qE 'lease released .*reason=(lease not renewed in time|lease taken|fenced out)' "$A_LOG"
 note "a was frozen at $STOP_MS"
 kill -KILL "$A_PID"
 KILL_MS=$(now_ms)
@@ -116,7 +116,11 @@ fi
 
 republished=$(sed -n 's/.* \([0-9]*\) records republished.*/\1/p' "$B_LOG" |
                   awk '{ n += $1 } END { print n + 0 }')
-check_ge "b republished committed records on takeover" 1 "$republished"
+# How many depends on where each partition's last snapshot fell (every 8
+# records): when it was the last record, there is nothing to republish.
+# What must hold either way is checked at the end: exactly one output per
+# input after dedupe.
+note "b republished $republished committed records on takeover"
 if wait_outputs $POINTS 60; then pass "TRACESAN_OUT holds $POINTS outputs"
 else fail "outputs missing"; show_file "$B_LOG"; fi
 code=$(curl -s -o /dev/null -w '%{http_code}' "http://$B_HTTP/healthz")
