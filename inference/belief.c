@@ -381,6 +381,46 @@ int ts_belief_predict(ts_belief *b, const ts_markov *m, uint64_t ticks,
     return TS_BELIEF_UPDATED;
 }
 
+int ts_belief_mix_initial(ts_belief *b, const ts_markov *m, double weight,
+                          const ts_belief_params *params,
+                          ts_belief_workspace *ws, double *certified)
+{
+    if (b->capacity > ws->capacity || b->count > b->capacity ||
+        m->cell_count > ws->product.cell_count ||
+        !(weight >= 0.0 && weight <= 1.0)) {
+        b->count = 0;
+        return TS_BELIEF_ERROR;
+    }
+    if (b->count == 0 || weight == 0.0)
+        return ts_belief_reset(b, m, params, ws, certified);
+    if (weight == 1.0)
+        return TS_BELIEF_UPDATED;
+    /* Merge the (cell-sorted) belief with the dense initial distribution. */
+    size_t n = 0, k = 0;
+    for (uint32_t c = 0; c < m->cell_count; c++) {
+        double mass = (1.0 - weight) * m->initial[c];
+        if (k < b->count && b->entry[k].cell == c)
+            mass += weight * b->entry[k++].prob;
+        if (mass > 0.0)
+            ws->candidates[n++] =
+                (ts_belief_entry){.cell = c, .reserved = 0, .prob = mass};
+    }
+    if (k != b->count) { /* a cell beyond the model: corrupt */
+        b->count = 0;
+        return TS_BELIEF_ERROR;
+    }
+    /* c r <= p and the initial part is exact, so
+     * w c r + (1 - w) initial >= c (w r + (1 - w) initial): the
+     * certificate carries over, times what pruning keeps. */
+    double kept = prune_into(b, ws->candidates, n, params->prune_threshold,
+                             ws->ranked);
+    if (kept < 0.0)
+        return TS_BELIEF_ERROR;
+    if (certified != NULL)
+        *certified *= kept;
+    return TS_BELIEF_UPDATED;
+}
+
 /* ----------------------------------------------------------- delta set */
 
 size_t ts_belief_delta_set(const ts_belief *b, double delta, double certified,
@@ -484,6 +524,17 @@ int ts_belief_posterior(ts_belief *b, const ts_grid *grid, ts_vec2 z,
                         const ts_belief_params *params,
                         ts_belief_workspace *ws, double *certified)
 {
+    return ts_belief_posterior_at(b, grid, NULL, z, log_emission,
+                                  emission_ctx, params, ws, certified);
+}
+
+int ts_belief_posterior_at(ts_belief *b, const ts_grid *grid,
+                           const ts_vec2 *where, ts_vec2 z,
+                           ts_log_emission_fn log_emission,
+                           const void *emission_ctx,
+                           const ts_belief_params *params,
+                           ts_belief_workspace *ws, double *certified)
+{
     size_t n = b->count;
     if (n == 0 || n > ws->capacity || n > ws->product.cell_count ||
         !isfinite(z.x) || !isfinite(z.y))
@@ -497,7 +548,9 @@ int ts_belief_posterior(ts_belief *b, const ts_grid *grid, ts_vec2 z,
         if (e->cell >= grid->cell_count)
             return TS_BELIEF_ERROR;
         double ll = log_emission(emission_ctx, z,
-                                 ts_grid_cell_centre(grid, e->cell));
+                                 where != NULL
+                                     ? where[i]
+                                     : ts_grid_cell_centre(grid, e->cell));
         if (isnan(ll) || ll == INFINITY)
             return TS_BELIEF_ERROR;
         logw[i] = log(e->prob) + ll;

@@ -182,4 +182,26 @@ int ts_belief_posterior(ts_belief *belief, const ts_grid *grid, ts_vec2 z,
                         const ts_belief_params *params,
                         ts_belief_workspace *ws, double *certified);
 
+/* The same with the emission evaluated at where[i] for belief entry i
+ * instead of its cell's centre (where == NULL: the centres). For a
+ * mechanism that releases some cells from another position -- the
+ * surrogate of a cell outside the delta-location set -- the likelihood of
+ * such a cell is the emission at that position. */
+int ts_belief_posterior_at(ts_belief *belief, const ts_grid *grid,
+                           const ts_vec2 *where, ts_vec2 z,
+                           ts_log_emission_fn log_emission,
+                           const void *emission_ctx,
+                           const ts_belief_params *params,
+                           ts_belief_workspace *ws, double *certified);
+
+/* belief <- weight * belief + (1 - weight) * the model's initial
+ * distribution, pruned (weight in [0, 1]; an empty belief or weight 0
+ * resets). The prior after a break in a trace when the model says where
+ * users resume: mostly where they stopped, otherwise anywhere the
+ * initial distribution puts them. TS_BELIEF_UPDATED, TS_BELIEF_RESET or
+ * TS_BELIEF_ERROR (belief emptied). O(cell_count). */
+int ts_belief_mix_initial(ts_belief *belief, const ts_markov *model,
+                          double weight, const ts_belief_params *params,
+                          ts_belief_workspace *ws, double *certified);
+
 #endif

@@ -29,6 +29,11 @@ int ts_learn_params_check(const ts_learn_params *p, char *err, size_t errlen)
         return ts_fail(err, errlen, "maximum gap must be positive and finite");
     if (!isfinite(p->alpha) || p->alpha < 0.0)
         return ts_fail(err, errlen, "alpha must be finite and >= 0");
+    if (p->smoothing != TS_LEARN_SMOOTH_UNIFORM &&
+        p->smoothing != TS_LEARN_SMOOTH_DISPLACEMENT)
+        return ts_fail(err, errlen, "unknown smoothing");
+    if (!isfinite(p->backoff) || p->backoff < 0.0)
+        return ts_fail(err, errlen, "backoff must be finite and >= 0");
     return 0;
 }
 
@@ -209,7 +214,8 @@ static int compare_u64(const void *a, const void *b)
  * out->transitions = 0 and allocates nothing when the part has no
  * transition and fallback is given. */
 static int build(const ts_grid *g, const ts_learn_params *p,
-                 const offset *offs, size_t n_offs, const uint32_t *seq,
+                 const offset *offs, size_t n_offs, const double *kernel,
+                 const uint32_t *seq,
                  size_t begin, size_t end, const ts_markov *fallback,
                  ts_learned *out, ts_learn_stats *st, char *err,
                  size_t errlen)
@@ -325,7 +331,32 @@ static int build(const ts_grid *g, const ts_learn_params *p,
             n_i = 1.0;
         long row = (long)ts_grid_cell_row(g, i), col = (long)ts_grid_cell_col(g, i);
         double reachable = (double)(out->row_start[i + 1] - out->row_start[i]);
-        if (alpha > 0.0) {
+        if (alpha > 0.0 && kernel != NULL) {
+            /* The kernel clipped to the grid, renormalised; a row without
+             * data is the kernel alone. */
+            double clipped = 0.0;
+            for (size_t o = 0; o < n_offs; o++) {
+                long r = row + offs[o].dr, c = col + offs[o].dc;
+                if (r >= 0 && r < (long)g->rows && c >= 0 && c < (long)g->cols)
+                    clipped += kernel[o];
+            }
+            double weight = self_loop ? 1.0 : p->backoff;
+            double denom = self_loop ? 1.0 : n_i + p->backoff;
+            for (size_t o = 0; o < n_offs; o++) {
+                long r = row + offs[o].dr, c = col + offs[o].dc;
+                if (r < 0 || r >= (long)g->rows || c < 0 || c >= (long)g->cols)
+                    continue;
+                uint32_t j = (uint32_t)(r * (long)g->cols + c);
+                double count = 0.0;
+                while (k < k_end && (uint32_t)keys[k] == j) {
+                    count += 1.0;
+                    k++;
+                }
+                out->col[e] = j;
+                out->prob[e] = (count + weight * kernel[o] / clipped) / denom;
+                e++;
+            }
+        } else if (alpha > 0.0) {
             double denom = n_i + alpha * reachable;
             for (size_t o = 0; o < n_offs; o++) {
                 long r = row + offs[o].dr, c = col + offs[o].dc;
@@ -418,6 +449,55 @@ static uint32_t user_count_of(const ts_learn_point *pts, size_t n)
     return users;
 }
 
+/* The displacement kernel of TS_LEARN_SMOOTH_DISPLACEMENT over the
+ * reachable offsets: g(o) = (h(o) + alpha) / (H + alpha |O|), h the
+ * reachable transitions of the whole sequence by offset. NULL on
+ * allocation failure. */
+static double *displacement_kernel(const ts_grid *g, const ts_learn_params *p,
+                                   const offset *offs, size_t n_offs,
+                                   const sequence *s)
+{
+    long rmax = 0, cmax = 0;
+    for (size_t o = 0; o < n_offs; o++) {
+        rmax = labs(offs[o].dr) > rmax ? labs(offs[o].dr) : rmax;
+        cmax = labs(offs[o].dc) > cmax ? labs(offs[o].dc) : cmax;
+    }
+    size_t width = (size_t)(2 * cmax + 1);
+    size_t room = (size_t)(2 * rmax + 1) * width;
+    long *index = malloc(room * sizeof *index);
+    double *kernel = calloc(n_offs ? n_offs : 1, sizeof *kernel);
+    if (index == NULL || kernel == NULL) {
+        free(index);
+        free(kernel);
+        return NULL;
+    }
+    for (size_t i = 0; i < room; i++)
+        index[i] = -1;
+    for (size_t o = 0; o < n_offs; o++)
+        index[(size_t)(offs[o].dr + rmax) * width + (size_t)(offs[o].dc + cmax)] =
+            (long)o;
+    double total = 0.0;
+    for (size_t i = 1; i < s->count; i++) {
+        uint32_t from = s->cell[i - 1], to = s->cell[i];
+        if (from == BREAK || to == BREAK)
+            continue;
+        long dr = (long)ts_grid_cell_row(g, to) - (long)ts_grid_cell_row(g, from);
+        long dc = (long)ts_grid_cell_col(g, to) - (long)ts_grid_cell_col(g, from);
+        if (labs(dr) > rmax || labs(dc) > cmax)
+            continue;
+        long o = index[(size_t)(dr + rmax) * width + (size_t)(dc + cmax)];
+        if (o < 0)
+            continue;
+        kernel[o] += 1.0;
+        total += 1.0;
+    }
+    for (size_t o = 0; o < n_offs; o++)
+        kernel[o] = (kernel[o] + p->alpha) /
+                    (total + p->alpha * (double)n_offs);
+    free(index);
+    return kernel;
+}
+
 static int prepare(const ts_grid *g, const ts_learn_params *p,
                    const ts_learn_point *pts, size_t n, uint32_t user_count,
                    sequence *s, offset **offs, size_t *n_offs,
@@ -449,13 +529,18 @@ int ts_learn_popular(const ts_grid *g, const ts_learn_params *p,
     sequence s = {0};
     offset *offs = NULL;
     size_t n_offs = 0;
+    double *kernel = NULL;
     int rc = prepare(g, p, pts, n, user_count_of(pts, n), &s, &offs, &n_offs,
                      &st, err, errlen);
+    if (rc == 0 && p->smoothing == TS_LEARN_SMOOTH_DISPLACEMENT &&
+        (kernel = displacement_kernel(g, p, offs, n_offs, &s)) == NULL)
+        rc = ts_fail(err, errlen, "out of memory");
     if (rc == 0)
-        rc = build(g, p, offs, n_offs, s.cell, 0, s.count, NULL, out, &st,
-                   err, errlen);
+        rc = build(g, p, offs, n_offs, kernel, s.cell, 0, s.count, NULL, out,
+                   &st, err, errlen);
     if (stats != NULL)
         *stats = st;
+    free(kernel);
     free(offs);
     free(s.cell);
     free(s.user_start);
@@ -477,15 +562,73 @@ int ts_learn_personal(const ts_grid *g, const ts_learn_params *p,
     sequence s = {0};
     offset *offs = NULL;
     size_t n_offs = 0;
+    double *kernel = NULL;
     int rc = prepare(g, p, pts, n, user_count, &s, &offs, &n_offs, &st, err,
                      errlen);
+    if (rc == 0 && p->smoothing == TS_LEARN_SMOOTH_DISPLACEMENT &&
+        (kernel = displacement_kernel(g, p, offs, n_offs, &s)) == NULL)
+        rc = ts_fail(err, errlen, "out of memory");
     for (uint32_t u = 0; rc == 0 && u < user_count; u++)
-        rc = build(g, p, offs, n_offs, s.cell, s.user_start[u],
+        rc = build(g, p, offs, n_offs, kernel, s.cell, s.user_start[u],
                    s.user_start[u + 1], popular, &out[u], NULL, err, errlen);
+    free(kernel);
     if (rc != 0)
         for (uint32_t u = 0; u < user_count; u++)
             ts_learned_free(&out[u]);
     free(offs);
+    free(s.cell);
+    free(s.user_start);
+    return rc;
+}
+
+/* ------------------------------------------------------------ held out */
+
+/* M[from][to], through the fallback for an empty row; 0 when absent. */
+static double transition_prob(const ts_markov *m, uint32_t from, uint32_t to)
+{
+    if (m->row_start[from] == m->row_start[from + 1] && m->fallback != NULL)
+        m = m->fallback;
+    uint64_t lo = m->row_start[from], hi = m->row_start[from + 1];
+    while (lo < hi) {
+        uint64_t mid = lo + (hi - lo) / 2;
+        if (m->col[mid] < to)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < m->row_start[from + 1] && m->col[lo] == to ? m->prob[lo]
+                                                           : 0.0;
+}
+
+int ts_learn_fit_model(const ts_grid *g, const ts_learn_params *p,
+                       const ts_markov *m, const ts_learn_point *pts,
+                       size_t n, ts_learn_fit *fit, char *err, size_t errlen)
+{
+    memset(fit, 0, sizeof *fit);
+    if (ts_learn_params_check(p, err, errlen) != 0)
+        return -1;
+    if (m->cell_count != g->cell_count || m->tick_s != p->tick_s)
+        return ts_fail(err, errlen, "model does not match the grid and tick");
+    ts_learn_stats st;
+    memset(&st, 0, sizeof st);
+    sequence s = {0};
+    int rc = resample(g, p, pts, n, user_count_of(pts, n), &s, &st, err,
+                      errlen);
+    for (size_t i = 0; rc == 0 && i < s.count; i++) {
+        uint32_t to = s.cell[i];
+        if (to == BREAK)
+            continue;
+        fit->visits++;
+        fit->initial_log_lik += log(m->initial[to]);
+        if (i == 0 || s.cell[i - 1] == BREAK)
+            continue;
+        fit->transitions++;
+        double prob = transition_prob(m, s.cell[i - 1], to);
+        if (prob > 0.0)
+            fit->log_lik += log(prob);
+        else
+            fit->impossible++;
+    }
     free(s.cell);
     free(s.user_start);
     return rc;

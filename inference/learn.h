@@ -23,6 +23,8 @@
  *    smoothing; in a personal model it is left empty, which means the
  *    popular model's row (ts_markov.fallback), so a personal model costs
  *    only the rows its user visited.
+ *    That is TS_LEARN_SMOOTH_UNIFORM; TS_LEARN_SMOOTH_DISPLACEMENT backs
+ *    off to the displacement kernel instead (ts_learn_smoothing below).
  * 4. Initial distribution: visit frequencies, smoothed:
  *    (visits_i + alpha) / (V + alpha * cells) for the popular model; a
  *    personal model spreads its alpha * cells pseudo-visits by the popular
@@ -50,11 +52,30 @@ typedef struct ts_learn_point {
     double lat, lon;          /* WGS84 degrees */
 } ts_learn_point;
 
+/* How a row's pseudo-counts are spread over its reachable cells. */
+typedef enum ts_learn_smoothing {
+    /* alpha per reachable cell, evenly (the first learner; a row without
+     * data is a self-loop plus the same): at a 60 s tick a sparse row
+     * moves 14 % of its mass evenly over 2 km in every tick. */
+    TS_LEARN_SMOOTH_UNIFORM = 0,
+    /* Back-off to the displacement kernel: `backoff` pseudo-counts spread
+     * by g(j - i), the share of all training transitions (every user,
+     * every cell) that moved by that offset, itself smoothed by alpha per
+     * offset; a row without data is the kernel. Most of the kernel's mass
+     * stays put or moves one cell, as people do. */
+    TS_LEARN_SMOOTH_DISPLACEMENT = 1,
+} ts_learn_smoothing;
+
 typedef struct ts_learn_params {
     double tick_s;            /* > 0 */
     double max_speed_mps;     /* > 0 */
     double max_gap_s;         /* > 0 */
-    double alpha;             /* pseudo-count per reachable cell, >= 0 */
+    double alpha;             /* pseudo-count per reachable cell (uniform)
+                                 or per offset of the kernel
+                                 (displacement), >= 0; 0: no smoothing */
+    ts_learn_smoothing smoothing;
+    double backoff;           /* displacement: pseudo-counts per row that
+                                 follow the kernel, >= 0 */
 } ts_learn_params;
 
 /* Upper bound on cells * (reachable cells per row): keeps a model below
@@ -103,6 +124,22 @@ int ts_learn_popular(const ts_grid *grid, const ts_learn_params *params,
                      const ts_learn_point *points, size_t n,
                      ts_learned *out, ts_learn_stats *stats, char *err,
                      size_t errlen);
+
+/* Held-out fit of a model: the points' traces resampled and counted as
+ * the learner does (same params), scored under `model` (same grid and
+ * tick). A personal model with a fallback is scored through it. */
+typedef struct ts_learn_fit {
+    uint64_t transitions;     /* held-out transitions scored */
+    uint64_t impossible;      /* of which the model gives probability 0 */
+    double log_lik;           /* sum of ln M[i][j] over the possible ones */
+    uint64_t visits;          /* held-out positions */
+    double initial_log_lik;   /* sum of ln initial[i] over them */
+} ts_learn_fit;
+
+int ts_learn_fit_model(const ts_grid *grid, const ts_learn_params *params,
+                       const ts_markov *model, const ts_learn_point *points,
+                       size_t n, ts_learn_fit *fit, char *err,
+                       size_t errlen);
 
 /* Personal models out[0 .. user_count) (user indices of the points must be
  * below user_count), with `popular` (same grid and tick, no fallback) as

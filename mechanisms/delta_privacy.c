@@ -36,6 +36,14 @@ enum {
     USER_HAS_BELIEF = 1u << 0,
 };
 
+/* A belief cell and its distance from the prior's mean (delta_set =
+ * "compact"). */
+typedef struct ranked_cell {
+    double distance2;
+    double prob;
+    uint32_t cell;
+} ranked_cell;
+
 /* The profile holds a reference to the caller's model (ts_model_ref): the
  * config layer drops its own reference on reload while the profile keeps
  * serving users, and the mapped pages are shared by every profile and
@@ -52,6 +60,14 @@ typedef struct delta_profile {
     long long max_ticks_param;   /* max_ticks, as configured */
     double prune_param;          /* prune_threshold, as configured */
     const void *model_param;     /* the caller's model (ts_params) */
+    int likelihood_paper;        /* likelihood = "paper" */
+    long long break_ticks;       /* 0: gaps follow M^k (and max_ticks) */
+    double resume_weight;        /* prior mass kept where the user was
+                                    across a break */
+    int compact_set;             /* delta_set = "compact" */
+    double set_radius_m;         /* 0: the paper's set; else only its cells
+                                    within this distance of the most
+                                    probable one */
     ts_belief_params belief_params;
     ts_model *model;             /* a reference, dropped in profile_free */
     size_t belief_bytes;
@@ -62,6 +78,12 @@ typedef struct delta_profile {
     uint32_t *cells;             /* the delta-set, capacity entries */
     ts_vec2 *centres;
     pim_context *pim;
+    /* The surrogate-aware likelihood: the set's cells by row, and where
+     * each belief cell would be released from. */
+    uint32_t *set_by_cell;       /* capacity: the set, ascending cell */
+    uint32_t *row_first;         /* rows + 1 offsets into set_by_cell */
+    ts_vec2 *release_from;       /* capacity */
+    ranked_cell *by_distance;    /* capacity: the compact set's order */
 } delta_profile;
 
 static void delta_profile_free(void *opaque)
@@ -73,6 +95,10 @@ static void delta_profile_free(void *opaque)
     free(p->work_belief);
     free(p->cells);
     free(p->centres);
+    free(p->set_by_cell);
+    free(p->row_first);
+    free(p->release_from);
+    free(p->by_distance);
     if (p->pim != NULL) {
         pim_context_free(p->pim);
         free(p->pim);
@@ -84,6 +110,8 @@ static void delta_profile_free(void *opaque)
 #define FIELD(f) .offset = offsetof(delta_profile, f)
 static const char *const outside_region_names[] = { "surrogate", "reject",
                                                     NULL };
+static const char *const likelihood_names[] = { "surrogate", "paper", NULL };
+static const char *const delta_set_names[] = { "fewest", "compact", NULL };
 
 /* Shared by pim and lm-delta. */
 static const ts_param_spec delta_params[] = {
@@ -114,6 +142,32 @@ static const ts_param_spec delta_params[] = {
     { .key = "personal_models", .type = TS_PARAM_SWITCH,
       FIELD(personal_models), .default_value = "true",
       .doc = "use the pseudonym's personal model when the file has one" },
+    { .key = "likelihood", .type = TS_PARAM_CHOICE,
+      FIELD(likelihood_paper), .choices = likelihood_names,
+      .default_value = "surrogate",
+      .doc = "posterior likelihood of a cell outside the delta-location "
+             "set: the noise's density at its surrogate (what the mechanism "
+             "releases from), or at the cell itself (the paper)" },
+    { .key = "break_ticks", .type = TS_PARAM_INT, FIELD(break_ticks),
+      .min = 0, .max = UINT32_MAX, .default_value = "2",
+      .doc = "longer gaps are breaks: the prior is resume_weight of the "
+             "belief moved break_ticks steps plus the rest of the initial "
+             "distribution; 0: M^k and max_ticks (the paper)" },
+    { .key = "resume_weight", .type = TS_PARAM_NUMBER, FIELD(resume_weight),
+      .min = 0, .max = 1, .default_value = "1",
+      .doc = "prior mass kept near the last belief across a break" },
+    { .key = "delta_set", .type = TS_PARAM_CHOICE, FIELD(compact_set),
+      .choices = delta_set_names, .default_value = "fewest",
+      .doc = "\"fewest\": the fewest cells holding 1 - delta of the prior "
+             "(Definition 3.1); \"compact\": of that set and the cells "
+             "nearest the prior's mean holding 1 - delta, the one reaching "
+             "less far from the mean" },
+    { .key = "set_radius_m", .type = TS_PARAM_NUMBER, FIELD(set_radius_m),
+      .min = 0, .max = 1e7, .default_value = "0",
+      .doc = "0: the delta-location set of Definition 3.1; > 0: only its "
+             "cells within this many metres of its most probable cell "
+             "(less than 1 - delta of the prior when the belief is wider; "
+             "docs/delta_privacy.md)" },
     { .key = "model", .type = TS_PARAM_MODEL, FIELD(model_param),
       .doc = "model file of `tracesan learn`; \"\" disables the profile" },
 };
@@ -176,8 +230,15 @@ static int profile_new_kind(const ts_mechanism_ops *ops, noise_kind kind,
     p->cells = malloc(p->capacity * sizeof *p->cells);
     p->centres = malloc(p->capacity * sizeof *p->centres);
     p->pim = malloc(sizeof *p->pim);
+    p->set_by_cell = malloc(p->capacity * sizeof *p->set_by_cell);
+    p->row_first = malloc(((size_t)p->model->grid.rows + 1) *
+                          sizeof *p->row_first);
+    p->release_from = malloc(p->capacity * sizeof *p->release_from);
+    p->by_distance = malloc(p->capacity * sizeof *p->by_distance);
     if (p->belief_bytes == 0 || p->ws == NULL || p->work_belief == NULL ||
-        p->cells == NULL || p->centres == NULL || p->pim == NULL) {
+        p->cells == NULL || p->centres == NULL || p->pim == NULL ||
+        p->set_by_cell == NULL || p->row_first == NULL ||
+        p->release_from == NULL || p->by_distance == NULL) {
         snprintf(err, errlen, "belief_capacity: out of memory");
         goto fail;
     }
@@ -264,6 +325,61 @@ static const ts_markov *model_for(const delta_profile *p, const char *user,
     return ts_model_for_user(p->model, user, user_len);
 }
 
+static int nearer_first(const void *a, const void *b)
+{
+    const ranked_cell *x = a, *y = b;
+    if (x->distance2 != y->distance2)
+        return x->distance2 < y->distance2 ? -1 : 1;
+    return (x->cell > y->cell) - (x->cell < y->cell);
+}
+
+/* delta_set = "compact": the cells nearest the prior's mean (ties to the
+ * lower index) until certified times their share reaches 1 - delta, the
+ * same mass rule as ts_belief_delta_set. When that set reaches less far
+ * from the mean than the fewest-cells set already in p->cells[0, n), it
+ * replaces it. Either holds at least 1 - delta of the exact prior, and
+ * both are functions of the prior alone. Returns the set's size. */
+static size_t compact_delta_set(const delta_profile *p, const ts_belief *b,
+                                double certified, size_t n)
+{
+    const ts_grid *g = &p->model->grid;
+    double total = 0.0, mx = 0.0, my = 0.0;
+    for (uint32_t i = 0; i < b->count; i++) {
+        ts_vec2 c = ts_grid_cell_centre(g, b->entry[i].cell);
+        total += b->entry[i].prob;
+        mx += b->entry[i].prob * c.x;
+        my += b->entry[i].prob * c.y;
+    }
+    mx /= total;
+    my /= total;
+    ranked_cell *v = p->by_distance;
+    for (uint32_t i = 0; i < b->count; i++) {
+        ts_vec2 c = ts_grid_cell_centre(g, b->entry[i].cell);
+        double dx = c.x - mx, dy = c.y - my;
+        v[i] = (ranked_cell){ .distance2 = dx * dx + dy * dy,
+                              .prob = b->entry[i].prob,
+                              .cell = b->entry[i].cell };
+    }
+    double fewest_reach = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        ts_vec2 c = ts_grid_cell_centre(g, p->cells[i]);
+        double dx = c.x - mx, dy = c.y - my;
+        fewest_reach = fmax(fewest_reach, dx * dx + dy * dy);
+    }
+    qsort(v, b->count, sizeof *v, nearer_first);
+    double target = (1.0 - p->delta) / certified * total -
+                    TS_BELIEF_DELTA_SLACK * total;
+    double mass = 0.0;
+    size_t taken = 0;
+    while (taken < b->count && mass < target)
+        mass += v[taken++].prob;
+    if (mass < target || v[taken - 1].distance2 >= fewest_reach)
+        return n;
+    for (size_t i = 0; i < taken; i++)
+        p->cells[i] = v[i].cell;
+    return taken;
+}
+
 /* Prior for ts_ms in p->work_belief, the delta-location set and the
  * emission context of the noise that the release at ts_ms uses. Touches
  * only the profile's scratch. */
@@ -294,9 +410,23 @@ static int public_step_begin(const delta_profile *p,
     } else if (ts_belief_init(belief, p->capacity) < 0) {
         return -1;
     }
-    if (ts_belief_predict(belief, step->markov, ticks, &p->belief_params,
-                          p->ws, &step->certified) == TS_BELIEF_ERROR)
+    if (p->break_ticks > 0 && ticks > (uint64_t)p->break_ticks &&
+        belief->count > 0) {
+        /* A break: the model's moves say nothing about time the user was
+         * not tracked; where users resume is mostly where they stopped
+         * (docs/delta_privacy.md, "Issue 17"). */
+        if (ts_belief_predict(belief, step->markov, (uint64_t)p->break_ticks,
+                              &p->belief_params, p->ws,
+                              &step->certified) == TS_BELIEF_ERROR ||
+            ts_belief_mix_initial(belief, step->markov, p->resume_weight,
+                                  &p->belief_params, p->ws,
+                                  &step->certified) == TS_BELIEF_ERROR)
+            return -1;
+    } else if (ts_belief_predict(belief, step->markov, ticks,
+                                 &p->belief_params, p->ws,
+                                 &step->certified) == TS_BELIEF_ERROR) {
         return -1;
+    }
 
     /* What pruning dropped counts against delta: the set must hold
      * 1 - delta of the exact prior, not of the truncated one. */
@@ -306,6 +436,22 @@ static int public_step_begin(const delta_profile *p,
                                   p->cells, p->ws);
     if (step->n == 0)
         return -1;
+    if (p->compact_set)
+        step->n = compact_delta_set(p, belief, step->certified, step->n);
+    if (p->set_radius_m > 0.0) {
+        /* cells[0] is the most probable cell: keep the set's cells near it,
+         * in selection order. */
+        ts_vec2 mode = ts_grid_cell_centre(&p->model->grid, p->cells[0]);
+        double r2 = p->set_radius_m * p->set_radius_m;
+        size_t kept = 0;
+        for (size_t i = 0; i < step->n; i++) {
+            ts_vec2 c = ts_grid_cell_centre(&p->model->grid, p->cells[i]);
+            double dx = c.x - mode.x, dy = c.y - mode.y;
+            if (dx * dx + dy * dy <= r2)
+                p->cells[kept++] = p->cells[i];
+        }
+        step->n = kept;
+    }
     ts_grid_cell_centres(&p->model->grid, p->cells, step->n, p->centres);
 
     if (p->kind == NOISE_PIM) {
@@ -328,6 +474,90 @@ static int public_step_begin(const delta_profile *p,
     return 0;
 }
 
+static int by_cell(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* First index in v[lo, hi) whose value is >= key. */
+static uint32_t lower_bound(const uint32_t *v, uint32_t lo, uint32_t hi,
+                            uint32_t key)
+{
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (v[mid] < key)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* Where the mechanism releases a user in each belief cell from: the cell's
+ * centre inside the delta-location set, the centre of its surrogate (the
+ * set's nearest cell, ties to the lower index, as ts_delta_set_surrogate)
+ * outside. Public: the set and the belief are. The set's cells are
+ * bucketed by row; a query scans rows outward from its own (clamped to
+ * the set's rows) and stops once the row distance alone exceeds the best. */
+static void release_positions(const delta_profile *p, const ts_belief *belief,
+                              size_t n)
+{
+    const ts_grid *g = &p->model->grid;
+    memcpy(p->set_by_cell, p->cells, n * sizeof *p->cells);
+    qsort(p->set_by_cell, n, sizeof *p->set_by_cell, by_cell);
+    uint32_t *first = p->row_first;
+    size_t k = 0;
+    for (uint32_t r = 0; r <= g->rows; r++) {
+        while (k < n && ts_grid_cell_row(g, p->set_by_cell[k]) < r)
+            k++;
+        first[r] = (uint32_t)k;
+    }
+    long row_lo = (long)ts_grid_cell_row(g, p->set_by_cell[0]);
+    long row_hi = (long)ts_grid_cell_row(g, p->set_by_cell[n - 1]);
+    for (uint32_t i = 0; i < belief->count; i++) {
+        uint32_t cell = belief->entry[i].cell;
+        long r0 = (long)ts_grid_cell_row(g, cell);
+        long c0 = (long)ts_grid_cell_col(g, cell);
+        double best = INFINITY;
+        uint32_t best_cell = p->set_by_cell[0];
+        long start = r0 < row_lo ? row_lo : r0 > row_hi ? row_hi : r0;
+        for (long step = 0;; step++) {
+            long below = start - step, above = start + step;
+            if (below < row_lo && above > row_hi)
+                break;
+            long nearest_dr = labs((below >= row_lo ? below : above) - r0);
+            if (above <= row_hi && labs(above - r0) < nearest_dr)
+                nearest_dr = labs(above - r0);
+            if ((double)(nearest_dr * nearest_dr) > best)
+                break;
+            for (int side = 0; side < 2; side++) {
+                long r = side == 0 ? below : above;
+                if ((side == 1 && step == 0) || r < row_lo || r > row_hi)
+                    continue;
+                uint32_t lo = first[r], hi = first[r + 1];
+                if (lo == hi)
+                    continue;
+                uint32_t key = ts_grid_cell_index(g, (uint32_t)r,
+                                                  (uint32_t)c0);
+                uint32_t at = lower_bound(p->set_by_cell, lo, hi, key);
+                for (uint32_t j = at > lo ? at - 1 : at;
+                     j <= at && j < hi; j++) {
+                    long dc = (long)ts_grid_cell_col(g, p->set_by_cell[j]) - c0;
+                    long dr = r - r0;
+                    double d2 = (double)(dr * dr + dc * dc);
+                    if (d2 < best ||
+                        (d2 == best && p->set_by_cell[j] < best_cell)) {
+                        best = d2;
+                        best_cell = p->set_by_cell[j];
+                    }
+                }
+            }
+        }
+        p->release_from[i] = ts_grid_cell_centre(g, best_cell);
+    }
+}
+
 /* Posterior of the published (snapped) point and the new stored state. */
 static int public_step_finish(const delta_profile *p,
                               delta_user_header *header, ts_belief *stored,
@@ -342,9 +572,15 @@ static int public_step_finish(const delta_profile *p,
      * published point, projected back to the plane. */
     ts_vec2 published = ts_grid_project(&p->model->grid, lat, lon);
     double certified = step->certified;
-    if (ts_belief_posterior(belief, &p->model->grid, published,
-                            step->emission, emission_ctx, &p->belief_params,
-                            p->ws, &certified) == TS_BELIEF_ERROR)
+    const ts_vec2 *where = NULL;
+    if (!p->likelihood_paper) {
+        release_positions(p, belief, step->n);
+        where = p->release_from;
+    }
+    if (ts_belief_posterior_at(belief, &p->model->grid, where, published,
+                               step->emission, emission_ctx,
+                               &p->belief_params, p->ws,
+                               &certified) == TS_BELIEF_ERROR)
         return -1;
     float uncertified = (float)(1.0 - certified);
     if ((double)uncertified < 1.0 - certified)

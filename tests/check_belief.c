@@ -320,6 +320,101 @@ START_TEST(test_hand_posterior)
 }
 END_TEST
 
+/* The emission at given positions: where = NULL is the centres; cells
+ * released from elsewhere take that position's likelihood. Prior
+ * 1 -> 1/4, 4 -> 1/2, 5 -> 1/4 (hand_posterior), z at cell 5's centre:
+ * with cell 1 released from cell 4's centre, its likelihood is 4's (1/2
+ * against 1/4 at its own), so the posterior is proportional to
+ * 1/4 * 1/2, 1/2 * 1/2, 1/4 * 1 = 1/8, 1/4, 1/4: 1/5, 2/5, 2/5. */
+START_TEST(test_posterior_at_positions)
+{
+    ts_grid g = hand_grid();
+    ts_belief_workspace *ws = ts_belief_workspace_new(9, 9);
+    ts_belief *b = new_belief(9), *c = new_belief(9);
+    ts_belief_params params = {.prune_threshold = 0.0, .max_ticks = 10};
+    ts_vec2 z = ts_grid_cell_centre(&g, 5);
+
+    hand_posterior(b, ws);
+    hand_posterior(c, ws);
+    ts_vec2 centres[3];
+    for (uint32_t i = 0; i < b->count; i++)
+        centres[i] = ts_grid_cell_centre(&g, b->entry[i].cell);
+    ck_assert_int_eq(ts_belief_posterior(b, &g, z, halving_emission, NULL,
+                                         &params, ws, NULL),
+                     TS_BELIEF_UPDATED);
+    ck_assert_int_eq(ts_belief_posterior_at(c, &g, centres, z,
+                                            halving_emission, NULL, &params,
+                                            ws, NULL),
+                     TS_BELIEF_UPDATED);
+    ck_assert_int_eq(memcmp(b, c, ts_belief_bytes(9)), 0);
+
+    hand_posterior(b, ws);
+    ts_vec2 where[3] = {ts_grid_cell_centre(&g, 4), ts_grid_cell_centre(&g, 4),
+                        ts_grid_cell_centre(&g, 5)}; /* cells 1, 4, 5 */
+    ck_assert_int_eq(ts_belief_posterior_at(b, &g, where, z, halving_emission,
+                                            NULL, &params, ws, NULL),
+                     TS_BELIEF_UPDATED);
+    ck_assert_double_eq_tol(ts_belief_prob(b, 1), 0.2, 1e-12);
+    ck_assert_double_eq_tol(ts_belief_prob(b, 4), 0.4, 1e-12);
+    ck_assert_double_eq_tol(ts_belief_prob(b, 5), 0.4, 1e-12);
+    free(b);
+    free(c);
+    ts_belief_workspace_free(ws);
+}
+END_TEST
+
+/* weight * belief + (1 - weight) * initial: with the hand posterior and
+ * weight 3/4, cell 4 gets 3/4 * 1/2 + 1/4 * 1/2 = 1/2, cell 1
+ * 3/4 * 1/4 + 1/4 * 1/16, cell 0 1/4 * 1/16; the certificate carries
+ * over, times what pruning keeps; weight 1 changes nothing, weight 0 and
+ * an empty belief reset. */
+START_TEST(test_mix_initial)
+{
+    ts_markov m = hand_model();
+    ts_belief_workspace *ws = ts_belief_workspace_new(9, 9);
+    ts_belief *b = new_belief(9);
+    ts_belief_params params = {.prune_threshold = 0.0, .max_ticks = 10};
+
+    hand_posterior(b, ws);
+    double certified = 0.9;
+    ck_assert_int_eq(ts_belief_mix_initial(b, &m, 0.75, &params, ws,
+                                           &certified),
+                     TS_BELIEF_UPDATED);
+    ck_assert_uint_eq(b->count, 9);
+    ck_assert_double_eq_tol(ts_belief_prob(b, 4), 0.5, 1e-12);
+    ck_assert_double_eq_tol(ts_belief_prob(b, 1), 0.75 * 0.25 + 0.25 / 16,
+                            1e-12);
+    ck_assert_double_eq_tol(ts_belief_prob(b, 0), 0.25 / 16, 1e-12);
+    ck_assert_double_eq_tol(certified, 0.9, 1e-12);
+
+    hand_posterior(b, ws);
+    ck_assert_int_eq(ts_belief_mix_initial(b, &m, 1.0, &params, ws, NULL),
+                     TS_BELIEF_UPDATED);
+    ck_assert_uint_eq(b->count, 3);
+    ck_assert_int_eq(ts_belief_mix_initial(b, &m, 0.0, &params, ws, NULL),
+                     TS_BELIEF_RESET);
+    ck_assert_double_eq_tol(ts_belief_prob(b, 4), 0.5, 1e-12);
+    b->count = 0;
+    ck_assert_int_eq(ts_belief_mix_initial(b, &m, 0.5, &params, ws, NULL),
+                     TS_BELIEF_RESET);
+    ck_assert_uint_eq(b->count, 9);
+    ck_assert_int_eq(ts_belief_mix_initial(b, &m, 1.5, &params, ws, NULL),
+                     TS_BELIEF_ERROR);
+
+    /* Pruning at a quarter of the mass keeps cell 4 alone. */
+    hand_posterior(b, ws);
+    ts_belief_params pruned = {.prune_threshold = 0.25, .max_ticks = 10};
+    certified = 1.0;
+    ck_assert_int_eq(ts_belief_mix_initial(b, &m, 0.75, &pruned, ws,
+                                           &certified),
+                     TS_BELIEF_UPDATED);
+    ck_assert_uint_eq(b->count, 1);
+    ck_assert_double_eq_tol(certified, 0.5, 1e-12);
+    free(b);
+    ts_belief_workspace_free(ws);
+}
+END_TEST
+
 static double zero_emission(const void *ctx, ts_vec2 z, ts_vec2 s)
 {
     (void)ctx, (void)z, (void)s;
@@ -1119,7 +1214,8 @@ static Suite *belief_suite(void)
                   test_hand_prior, test_hand_delta_set, test_hand_surrogate,
                   test_hand_posterior, test_posterior_edge_cases,
                   test_pim_emission_adaptor,
-                  test_pim_emission_matches_isotropic_definition);
+                  test_pim_emission_matches_isotropic_definition,
+                  test_posterior_at_positions, test_mix_initial);
     TS_CHECK_CASE(s, "ties_and_pruning", 60, NULL, NULL,
                   test_delta_set_ties, test_prune_threshold,
                   test_prune_capacity, test_sizes,

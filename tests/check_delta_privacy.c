@@ -141,6 +141,9 @@ typedef struct table {
     long long personal;          /* -1: key absent */
     int personal_bool;           /* -1: no boolean; else the key as one */
     const char *personal_text;   /* the key as a string, when not NULL */
+    const char *likelihood;      /* NULL: key absent */
+    const char *delta_set;       /* NULL: key absent */
+    long long break_ticks;       /* -1: key absent */
 } table;
 
 /* The typed table as the entries a configuration file would hold; rebuilt
@@ -165,6 +168,12 @@ static ts_params *params_of(const table *t)
         param_bool(&entries, "personal_models", t->personal_bool);
     if (t->personal_text != NULL)
         param_string(&entries, "personal_models", t->personal_text);
+    if (t->likelihood != NULL)
+        param_string(&entries, "likelihood", t->likelihood);
+    if (t->break_ticks >= 0)
+        param_int(&entries, "break_ticks", t->break_ticks);
+    if (t->delta_set != NULL)
+        param_string(&entries, "delta_set", t->delta_set);
     params = table_params(&entries);
     return &params;
 }
@@ -174,7 +183,8 @@ static table default_table(const ts_model *model)
     table t = { .model = model, .epsilon = 1.0, .delta = 0.01,
                 .prune = 0.0, .points = 5, .capacity = 64,
                 .outside = NULL, .personal = -1, .personal_bool = -1,
-                .personal_text = NULL };
+                .personal_text = NULL, .likelihood = NULL,
+                .break_ticks = -1, .delta_set = NULL };
     return t;
 }
 
@@ -347,11 +357,45 @@ END_TEST
  * SNAPPED published point projected back to the plane, and compare the
  * stored belief byte for byte. Releases at irregular gaps (0, 1, 3 ticks)
  * exercise the prior M^k. */
-static void check_public_state(const ts_mechanism_ops *ops, int use_pim)
+/* Where the mechanism releases a user in each belief cell from, computed
+ * apart from delta_privacy.c: the cell itself inside the set, its
+ * surrogate (ts_delta_set_surrogate of the cell's centre) outside. */
+static int release_positions_of(const ts_grid *grid, const ts_belief *b,
+                                const uint32_t *cells, size_t n,
+                                ts_vec2 *where)
+{
+    int outside = 0;
+    for (uint32_t i = 0; i < b->count; i++) {
+        uint32_t cell = b->entry[i].cell, surrogate;
+        if (!ts_delta_set_contains(cells, n, cell)) {
+            ck_assert_int_eq(ts_delta_set_surrogate(grid, cells, n,
+                                                    ts_grid_cell_centre(grid, cell),
+                                                    &surrogate), 0);
+            cell = surrogate;
+            outside = 1;
+        }
+        where[i] = ts_grid_cell_centre(grid, cell);
+    }
+    return outside;
+}
+
+/* The stored state is the belief an observer computes from the published
+ * points alone: the paper's rules (paper = 1: M^k across every gap, the
+ * emission at each cell's centre) or the defaults (a gap of more than 2
+ * ticks is a break, moved 2 ticks with resume weight 1; the emission of a
+ * cell outside the set at its surrogate). */
+static void check_public_state(const ts_mechanism_ops *ops, int use_pim,
+                               int paper)
 {
     test_model m = make_model(concentrated_initial);
     const ts_model *model = m.model;
     table t = default_table(model);
+    if (paper) {
+        t.likelihood = "paper";
+        t.break_ticks = 0;
+    } else {
+        t.delta = 0.3; /* leaves belief cells outside the set */
+    }
     void *profile = new_profile(ops, &t);
     size_t size = ops->user_state_size(profile);
     unsigned char *state = calloc(1, size);
@@ -363,15 +407,16 @@ static void check_public_state(const ts_mechanism_ops *ops, int use_pim)
     ts_belief_workspace *ws = ts_belief_workspace_new(9, 64);
     ts_belief_params bp = { .prune_threshold = 0.0, .max_ticks = 1000 };
     uint32_t cells[64];
-    ts_vec2 centres[64];
+    ts_vec2 centres[64], where[64];
     pim_context pim;
     pim_context_init(&pim);
 
-    const int64_t times[4] = { 600000, 610000, 660000, 840000 };
-    const uint32_t truth_cells[4] = { 0, 1, 1, 3 };
+    /* 0, 0, 1 and 3 ticks apart, then 10: breaks for the defaults. */
+    const int64_t times[5] = { 600000, 610000, 660000, 840000, 1440000 };
+    const uint32_t truth_cells[5] = { 0, 1, 1, 3, 8 };
     int64_t last = 0;
-    int changed = 0;
-    for (int i = 0; i < 4; i++) {
+    int changed = 0, outside_seen = 0;
+    for (int i = 0; i < 5; i++) {
         ts_point p = cell_point(model, truth_cells[i], times[i]);
         ts_report out;
         ck_assert_int_eq(ops->release(profile, state, &p, &budget, rng, &out),
@@ -379,26 +424,36 @@ static void check_public_state(const ts_mechanism_ops *ops, int use_pim)
 
         uint64_t ticks = i == 0 ? 0
             : (uint64_t)ts_markov_ticks_between(60.0, last, times[i]);
+        if (!paper && ticks > 2)
+            ticks = 2;
         ck_assert_int_ne(ts_belief_predict(replay, &model->popular, ticks,
                                            &bp, ws, NULL), TS_BELIEF_ERROR);
-        size_t n = ts_belief_delta_set(replay, 0.01, 1.0, cells, ws);
+        size_t n = ts_belief_delta_set(replay, t.delta, 1.0, cells, ws);
         ck_assert_uint_eq(n, out.delta_set_size);
         ts_grid_cell_centres(&model->grid, cells, n, centres);
         ts_vec2 z = ts_grid_project(&model->grid, out.lat, out.lon);
+        const ts_vec2 *at = NULL;
+        if (!paper) {
+            outside_seen |= release_positions_of(&model->grid, replay, cells,
+                                                 n, where);
+            at = where;
+        }
         if (use_pim) {
             ck_assert_int_eq(pim_context_build(&pim, centres, n, CELL_M), 0);
             ts_pim_emission e = ts_pim_emission_make(&pim, 1.0);
-            ck_assert_int_ne(ts_belief_posterior(replay, &model->grid, z,
-                                                 ts_pim_log_emission, &e, &bp,
-                                                 ws, NULL), TS_BELIEF_ERROR);
+            ck_assert_int_ne(ts_belief_posterior_at(replay, &model->grid, at,
+                                                    z, ts_pim_log_emission,
+                                                    &e, &bp, ws, NULL),
+                             TS_BELIEF_ERROR);
         } else {
             double dx, dy;
             ck_assert_int_eq(lm_delta_sensitivity(centres, n, CELL_M, &dx,
                                                   &dy), 0);
             ts_lm_emission e = { .scale = lm_delta_scale(dx, dy, 1.0) };
-            ck_assert_int_ne(ts_belief_posterior(replay, &model->grid, z,
-                                                 ts_lm_log_emission, &e, &bp,
-                                                 ws, NULL), TS_BELIEF_ERROR);
+            ck_assert_int_ne(ts_belief_posterior_at(replay, &model->grid, at,
+                                                    z, ts_lm_log_emission,
+                                                    &e, &bp, ws, NULL),
+                             TS_BELIEF_ERROR);
         }
         const ts_belief *stored = (const ts_belief *)(state + 16);
         ck_assert_uint_eq(stored->count, replay->count);
@@ -417,6 +472,8 @@ static void check_public_state(const ts_mechanism_ops *ops, int use_pim)
         budget.spent += out.eps_point;
     }
     ck_assert(changed);
+    /* The defaults' case met a belief cell outside the set. */
+    ck_assert(paper || outside_seen);
     pim_context_free(&pim);
     ts_belief_workspace_free(ws);
     free(replay);
@@ -428,8 +485,10 @@ static void check_public_state(const ts_mechanism_ops *ops, int use_pim)
 
 START_TEST(state_is_public)
 {
-    check_public_state(&ts_pim_ops, 1);
-    check_public_state(&ts_lm_delta_ops, 0);
+    check_public_state(&ts_pim_ops, 1, 1);
+    check_public_state(&ts_lm_delta_ops, 0, 1);
+    check_public_state(&ts_pim_ops, 1, 0);
+    check_public_state(&ts_lm_delta_ops, 0, 0);
 }
 END_TEST
 
@@ -692,10 +751,12 @@ END_TEST
  * step, and the same |Delta X|. Several users (one with a personal model),
  * seeds, irregular gaps (0, 1, 3, 7 ticks; two releases in one tick) and
  * truths that drift (cells far from the set). */
-static void check_replay_matches(const ts_mechanism_ops *ops)
+static void check_replay_matches(const ts_mechanism_ops *ops,
+                                 const char *delta_set)
 {
     test_model m = make_model_with(concentrated_initial, 1);
     table t = default_table(m.model);
+    t.delta_set = delta_set;
     void *profile = new_profile(ops, &t);
     void *observer = new_profile(ops, &t);   /* its own scratch */
     size_t size = ops->user_state_size(profile);
@@ -758,8 +819,10 @@ static void check_replay_matches(const ts_mechanism_ops *ops)
 
 START_TEST(replay_matches_release)
 {
-    check_replay_matches(&ts_pim_ops);
-    check_replay_matches(&ts_lm_delta_ops);
+    check_replay_matches(&ts_pim_ops, NULL);
+    check_replay_matches(&ts_lm_delta_ops, NULL);
+    check_replay_matches(&ts_pim_ops, "compact");
+    check_replay_matches(&ts_lm_delta_ops, "compact");
 }
 END_TEST
 
@@ -958,6 +1021,54 @@ START_TEST(personal_models_by_pseudonym)
 }
 END_TEST
 
+/* delta_set = "compact". Initial distribution: cell 0 1/2, cells 1 and 3
+ * 1/5 each, the far corner 8 0.03, cells 2, 4, 5, 6, 7 0.014 each. At
+ * delta = 0.05 the fewest cells are 0, 1, 3, 8, 2, 4 (0.958; ties by
+ * index), reaching the far corner; the cells nearest the mean holding
+ * 0.95 are 0, 1, 3, 4, 2, 6 and one of 5, 7 (0.956): seven cells, every one
+ * nearer the mean than cell 8. So compact publishes 7, fewest 6, and a
+ * truth in cell 8 drifts only with compact. Both sets hold >= 0.95. */
+START_TEST(compact_delta_set)
+{
+    static const double hotspot_initial[9] = {0.5,   0.2,   0.014,
+                                              0.2,   0.014, 0.014,
+                                              0.014, 0.014, 0.03};
+    test_model m = make_model(hotspot_initial);
+    const char *const rules[2] = { "fewest", "compact" };
+    const unsigned want[2] = { 6, 7 };
+    for (int r = 0; r < 2; r++) {
+        table t = default_table(m.model);
+        t.delta = 0.05;
+        t.delta_set = rules[r];
+        void *profile = new_profile(&ts_pim_ops, &t);
+        size_t size = ts_pim_ops.user_state_size(profile);
+        unsigned char *state = calloc(1, size);
+        ts_rng *rng = ts_rng_new_seeded(7);
+        ts_budget_view budget = { .total = 5.0, .spent = 0.0 };
+        ts_point truth = cell_point(m.model, 8, 600000);
+        ts_report out;
+        ck_assert_int_eq(ts_pim_ops.release(profile, state, &truth, &budget,
+                                            rng, &out),
+                         TS_RELEASE_OK);
+        ck_assert_uint_eq(out.delta_set_size, want[r]);
+
+        unsigned char *observer = calloc(1, size);
+        ts_point published = { .lat = out.lat, .lon = out.lon,
+                               .ts_ms = 600000, .accuracy_m = NAN };
+        int drifted = -1;
+        ck_assert_int_eq(ts_delta_replay(profile, observer, &published,
+                                         &truth, &drifted, NULL), 0);
+        ck_assert_int_eq(drifted, r == 1);
+        ck_assert_int_eq(memcmp(observer, state, size), 0);
+        free(observer);
+        ts_rng_free(rng);
+        free(state);
+        ts_pim_ops.profile_free(profile);
+    }
+    free_model(&m);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("delta_privacy");
@@ -967,7 +1078,8 @@ int main(void)
                   drift_uses_surrogate, outside_region_rejected,
                   outside_region_surrogate_by_default, profile_outlives_model,
                   replay_matches_release, replay_reports_drift,
-                  replay_rejects_invalid_input, personal_models_by_pseudonym);
+                  replay_rejects_invalid_input, personal_models_by_pseudonym,
+                  compact_delta_set);
     TS_CHECK_CASE(s, "work_probe", 60, NULL, NULL,
                   release_work_probe);
     return ts_check_run(s);

@@ -401,6 +401,72 @@ TS_TEST(test_input_validation)
 }
 END_TEST
 
+/* Displacement back-off on the loop: 24 transitions, 6 each one cell
+ * east, north, west and south. With 100 m of reach there are 21 offsets
+ * (|dc|, |dr| <= 2, not both 2), so the kernel is (6 + a) / (24 + 21 a)
+ * on those four and a / (24 + 21 a) elsewhere. An unvisited cell whose
+ * offsets all lie on the grid gets the kernel; a loop cell gets its counts
+ * plus b pseudo-counts spread by the kernel clipped to the grid. The fit
+ * of the model on its own traces counts every transition as possible, a
+ * jump beyond the reach as impossible. */
+TS_TEST(test_displacement_kernel)
+{
+    ts_grid g = grid6();
+    ts_learn_point pts[27];
+    size_t n = loop_points(&g, 0, T0, pts);
+    const double a = 0.5, b = 2.0, total = 24.0 + 21.0 * a;
+    ts_learn_params p = {.tick_s = TICK, .max_speed_mps = 100.0 / TICK,
+                         .max_gap_s = 120.0, .alpha = a,
+                         .smoothing = TS_LEARN_SMOOTH_DISPLACEMENT,
+                         .backoff = b};
+    ts_learned l;
+    char err[200];
+    ck_assert_msg(ts_learn_popular(&g, &p, pts, n, &l, NULL, err,
+                                   sizeof err) == 0, "%s", err);
+    assert_well_formed(&g, &l.markov, 100.0);
+    const ts_markov *m = &l.markov;
+    ck_assert_double_eq_tol(entry(m, CELL(2, 2), CELL(3, 2)),
+                            (6.0 + a) / total, 1e-12);
+    ck_assert_double_eq_tol(entry(m, CELL(2, 2), CELL(2, 2)), a / total,
+                            1e-12);
+    ck_assert_double_eq_tol(entry(m, CELL(2, 2), CELL(4, 3)), a / total,
+                            1e-12);
+    /* From (1, 1): 15 offsets on the grid, the four moves among them. */
+    double clipped = (4.0 * (6.0 + a) + 11.0 * a) / total;
+    ck_assert_double_eq_tol(entry(m, CELL(1, 1), CELL(2, 1)),
+                            (3.0 + b * (6.0 + a) / total / clipped) / (3.0 + b),
+                            1e-12);
+    ck_assert_double_eq_tol(entry(m, CELL(1, 1), CELL(0, 0)),
+                            b * a / total / clipped / (3.0 + b), 1e-12);
+
+    ts_learn_fit fit;
+    ck_assert_int_eq(ts_learn_fit_model(&g, &p, m, pts, n, &fit, err,
+                                        sizeof err), 0);
+    ck_assert_uint_eq(fit.transitions, 24);
+    ck_assert_uint_eq(fit.impossible, 0);
+    ck_assert_uint_eq(fit.visits, 25);
+    double want = 0.0;
+    for (int k = 0; k < 24; k++)
+        want += log(entry(m, loop_cells[k % 8], loop_cells[(k + 1) % 8]));
+    ck_assert_double_eq_tol(fit.log_lik, want, 1e-9);
+    ck_assert(isfinite(fit.initial_log_lik) && fit.initial_log_lik < 0.0);
+
+    ts_learn_point jump[2] = {at_cell(&g, 0, T0, CELL(0, 0)),
+                              at_cell(&g, 0, T0 + TICK, CELL(5, 5))};
+    ck_assert_int_eq(ts_learn_fit_model(&g, &p, m, jump, 2, &fit, err,
+                                        sizeof err), 0);
+    ck_assert_uint_eq(fit.transitions, 1);
+    ck_assert_uint_eq(fit.impossible, 1);
+    ck_assert_double_eq(fit.log_lik, 0.0);
+
+    ts_learned_free(&l);
+    ts_learn_params bad = p;
+    bad.backoff = -1.0;
+    ck_assert_int_eq(ts_learn_popular(&g, &bad, pts, n, &l, NULL, err,
+                                      sizeof err), -1);
+}
+END_TEST
+
 int main(void)
 {
     return ts_check_main("learn", 60, NULL, NULL);

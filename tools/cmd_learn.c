@@ -24,6 +24,7 @@
 #define ERR_MAX 512
 #define DEFAULT_MAX_SPEED_KMH 120.0
 #define DEFAULT_ALPHA 0.01
+#define DEFAULT_BACKOFF 20.0
 #define MIN_DEFAULT_GAP_S 60.0
 #define MAX_REPORTED_BAD_ROWS 10
 
@@ -50,7 +51,18 @@ static void usage(FILE *out)
         "      --max-gap-s S       fixes further apart break a trace\n"
         "                          (default: the larger of 60 s and 2 ticks)\n"
         "      --alpha A           smoothing pseudo-count per reachable cell\n"
-        "                          (default 0.01; 0 disables smoothing)\n"
+        "                          (uniform) or per offset of the displacement\n"
+        "                          kernel (default 0.01; 0 disables smoothing)\n"
+        "      --smoothing displacement|uniform\n"
+        "                          a row's pseudo-counts follow the kernel of\n"
+        "                          all training moves (default), or alpha per\n"
+        "                          reachable cell evenly (the first learner)\n"
+        "      --backoff B         displacement: pseudo-counts per row drawn\n"
+        "                          from the kernel (default 20)\n"
+        "      --held-out-users LIST\n"
+        "                          learn without these users and report how\n"
+        "                          well the model predicts their traces\n"
+        "                          (mean log-likelihood per transition)\n"
         "      --per-user          also learn one personal model per user\n"
         "                          (users without transitions use the popular\n"
         "                          model)\n"
@@ -251,7 +263,11 @@ int cmd_learn(int argc, char **argv)
                               .alpha = DEFAULT_ALPHA};
     int per_user = 0;
     const char *output = NULL;
-    user_entry *only = NULL, *exclude = NULL;
+    user_entry *only = NULL, *exclude = NULL, *held_out = NULL;
+    static const char *const smoothing_names[] = {"uniform", "displacement",
+                                                  NULL};
+    int smoothing = TS_LEARN_SMOOTH_DISPLACEMENT;
+    params.backoff = DEFAULT_BACKOFF;
     int status = 1;
     const ts_tool_option options[] = {
         {"region", 0, TS_ARG_HANDLER, .dest = region, .handle = take_region},
@@ -260,6 +276,11 @@ int cmd_learn(int argc, char **argv)
         {"max-speed-kmh", 0, TS_ARG_POSITIVE, .dest = &max_speed_kmh},
         {"max-gap-s", 0, TS_ARG_POSITIVE, .dest = &params.max_gap_s},
         {"alpha", 0, TS_ARG_NON_NEGATIVE, .dest = &params.alpha},
+        {"smoothing", 0, TS_ARG_CHOICE, .dest = &smoothing,
+         .choices = smoothing_names},
+        {"backoff", 0, TS_ARG_NON_NEGATIVE, .dest = &params.backoff},
+        {"held-out-users", 0, TS_ARG_HANDLER, .dest = &held_out,
+         .handle = take_user_list},
         {"per-user", 0, TS_ARG_FLAG, .dest = &per_user},
         {"users", 0, TS_ARG_HANDLER, .dest = &only, .handle = take_user_list},
         {"exclude-users", 0, TS_ARG_HANDLER, .dest = &exclude,
@@ -296,6 +317,7 @@ int cmd_learn(int argc, char **argv)
         goto out;
     }
     params.max_speed_mps = max_speed_kmh / 3.6;
+    params.smoothing = (ts_learn_smoothing)smoothing;
     if (!isfinite(params.max_gap_s))
         params.max_gap_s = fmax(MIN_DEFAULT_GAP_S, 2.0 * params.tick_s);
 
@@ -317,7 +339,9 @@ int cmd_learn(int argc, char **argv)
         goto out;
     }
     user_entry *users = NULL;
-    point_array points = {0};
+    point_array points = {0}, held = {0};
+    user_entry *held_users = NULL;
+    uint32_t held_count = 0;
     char **user_ids = NULL;
     size_t user_ids_cap = 0;
     uint64_t rows = 0, bad_rows = 0, invalid = 0, filtered = 0;
@@ -350,6 +374,25 @@ int cmd_learn(int argc, char **argv)
         if (row.user[0] == '\0' || !isfinite(row.ts_s) ||
             !ts_geo_valid(row.lat, row.lon)) {
             invalid++;
+            continue;
+        }
+        if (held_out != NULL && user_find(held_out, row.user) != NULL) {
+            /* Scored, never learnt from. */
+            user_entry *h = user_find(held_users, row.user);
+            if (h == NULL && (h = user_add(&held_users, row.user,
+                                           held_count++)) == NULL) {
+                fprintf(stderr, TS_TOOL_NAME " learn: out of memory\n");
+                read_failed = 1;
+                break;
+            }
+            ts_learn_point hp = {.user = h->index, .ts_s = row.ts_s,
+                                 .lat = row.lat, .lon = row.lon};
+            if (points_push(&held, hp) != 0) {
+                fprintf(stderr, TS_TOOL_NAME " learn: out of memory\n");
+                read_failed = 1;
+                break;
+            }
+            filtered++;
             continue;
         }
         user_entry *u = user_find(users, row.user);
@@ -393,7 +436,7 @@ int cmd_learn(int argc, char **argv)
         fprintf(stderr, TS_TOOL_NAME " learn: ... %" PRIu64
                 " unparsable rows skipped in all\n",
                 bad_rows);
-    if (sort_points(&points) != 0) {
+    if (sort_points(&points) != 0 || sort_points(&held) != 0) {
         fprintf(stderr, TS_TOOL_NAME " learn: out of memory\n");
         goto cleanup;
     }
@@ -419,6 +462,28 @@ int cmd_learn(int argc, char **argv)
         }
     }
     double learn_s = ts_tool_now() - started;
+
+    if (held_out != NULL) {
+        ts_learn_fit fit;
+        if (ts_learn_fit_model(&grid, &params, &popular.markov, held.v,
+                               held.count, &fit, err, sizeof err) != 0) {
+            fprintf(stderr, TS_TOOL_NAME " learn: held out: %s\n", err);
+            goto cleanup;
+        }
+        /* Impossible transitions have likelihood 0: reported apart, as
+         * their share, rather than as an infinite mean. */
+        uint64_t possible = fit.transitions - fit.impossible;
+        fprintf(stderr,
+                "learn: held out: users=%u transitions=%" PRIu64
+                " impossible=%" PRIu64 " (%.4f) mean_log_lik=%.4f"
+                " visits=%" PRIu64 " mean_initial_log_lik=%.4f\n",
+                held_count, fit.transitions, fit.impossible,
+                fit.transitions ? (double)fit.impossible /
+                                      (double)fit.transitions
+                                : 0.0,
+                possible ? fit.log_lik / (double)possible : 0.0, fit.visits,
+                fit.visits ? fit.initial_log_lik / (double)fit.visits : 0.0);
+    }
 
     /* Write. */
     ts_model_source pop = {.user = NULL, .markov = &popular.markov,
@@ -479,9 +544,12 @@ cleanup:
     }
     free(user_ids);
     users_free(&users);
+    users_free(&held_users);
     free(points.v);
+    free(held.v);
 out:
     users_free(&only);
     users_free(&exclude);
+    users_free(&held_out);
     return status;
 }
