@@ -244,6 +244,16 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
             continue;
         }
         struct evbuffer *out = bufferevent_get_output(stream->bev);
+        /* Events skipped after the last one a stream was sent would
+         * otherwise be reported only with its next event, which may never
+         * come: an idle stream is told now. */
+        if (stream->count == 0 && evbuffer_get_length(out) == 0 &&
+            stream->dropped_unreported > 0) {
+            evbuffer_add_printf(out, "event: dropped\ndata: {\"events\":%"
+                                PRIu64 "}\n\n", stream->dropped_unreported);
+            stream->dropped_unreported = 0;
+            stream->last_write_ms = now;
+        }
         if (stream->count == 0 && evbuffer_get_length(out) == 0 &&
             now - stream->last_write_ms >= FEED_KEEPALIVE_MS) {
             evbuffer_add(out, ": keepalive\n\n", 13);
