@@ -131,23 +131,9 @@ check "/metrics has per-partition lag and commit counters" \
 
 DAEMON_PID=$B_PID DAEMON_LOG=$B_LOG stop_daemon b
 
-"$TRACESAN" jetstream --server "$NATS_URL" outputs >"$TMPD/outputs.csv" ||
-    fatal "cannot read the outputs"
-"$TRACESAN" jetstream --server "$NATS_URL" ledger >"$TMPD/ledger.csv" ||
-    fatal "cannot read the ledger"
-"$TRACESAN" jetstream --server "$NATS_URL" changelog >"$TMPD/changelog.csv" ||
-    fatal "cannot read the changelog"
+read_streams
 check "snapshots rolled the changelog up" grep -q ',snapshot,' "$TMPD/changelog.csv"
 check "no coordinate of the input in the outputs or the changelog" \
     bash -c "! grep -qF \"\$(sed -n 2p '$TMPD/trace.csv' | cut -d, -f3)\" '$TMPD/outputs.csv' '$TMPD/ledger.csv'"
-"$PY" "$top_srcdir/tests/jetstream_check.py" "$TMPD/trace.csv" \
-    "$TMPD/outputs.csv" "$TMPD/ledger.csv" "$TMPD/changelog.csv" \
-    "$A_LOG:$KILL_MS" "$B_LOG" >"$TMPD/checks.txt"
-while read -r line; do
-    case $line in
-        "ok - "*) pass "${line#ok - }" ;;
-        "not ok - "*) fail "${line#not ok - }" ;;
-        *) note "${line#\# }" ;;
-    esac
-done <"$TMPD/checks.txt"
+stream_checks "$A_LOG" "$KILL_MS" "$B_LOG"
 finish

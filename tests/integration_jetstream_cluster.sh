@@ -93,19 +93,7 @@ check_eq "/healthz of b answers 200 with one node down" 200 "$code"
 DAEMON_PID=$B_PID DAEMON_LOG=$B_LOG stop_daemon b
 grep 'jetstream summary' "$B_LOG" | sed 's/^/# /'
 
-for what in outputs ledger changelog; do
-    "$TRACESAN" jetstream --server "$NATS_URL" $what >"$TMPD/$what.csv" ||
-        fatal "cannot read $what"
-done
-"$PY" "$top_srcdir/tests/jetstream_check.py" "$TMPD/trace.csv" \
-    "$TMPD/outputs.csv" "$TMPD/ledger.csv" "$TMPD/changelog.csv" \
-    "$A_LOG:$KILL_MS" "$B_LOG" >"$TMPD/checks.txt"
-while read -r line; do
-    case $line in
-        "ok - "*) pass "${line#ok - }" ;;
-        "not ok - "*) fail "${line#not ok - }" ;;
-        *) note "${line#\# }" ;;
-    esac
-done <"$TMPD/checks.txt"
+read_streams
+stream_checks "$A_LOG" "$KILL_MS" "$B_LOG"
 note "cluster run took $(( $(date +%s) - started )) s"
 finish

@@ -161,3 +161,31 @@ with open(path, "w") as f:
                     -74.0 + rnd.uniform(-0.05, 0.05)))
 PYEOF
 }
+
+# read_streams: the outputs, the ledger and the changelog as CSV, into
+# $TMPD/{outputs,ledger,changelog}.csv.
+read_streams() {
+    local what
+    for what in outputs ledger changelog; do
+        "$TRACESAN" jetstream --server "$NATS_URL" $what >"$TMPD/$what.csv" ||
+            fatal "cannot read $what"
+    done
+}
+
+# stream_checks KILLED_LOG KILL_MS SURVIVOR_LOG: tests/jetstream_check.py
+# over the trace and the streams read by read_streams, each of its lines
+# a check (exactly one output per input, ledger = epsilon published, no
+# window over budget, epochs, no overlapping leases).
+stream_checks() {
+    "$PY" "$top_srcdir/tests/jetstream_check.py" "$TMPD/trace.csv" \
+        "$TMPD/outputs.csv" "$TMPD/ledger.csv" "$TMPD/changelog.csv" \
+        "$1:$2" "$3" >"$TMPD/checks.txt"
+    local line
+    while read -r line; do
+        case $line in
+            "ok - "*) pass "${line#ok - }" ;;
+            "not ok - "*) fail "${line#not ok - }" ;;
+            *) note "${line#\# }" ;;
+        esac
+    done <"$TMPD/checks.txt"
+}
