@@ -53,6 +53,29 @@ static void *profile_of(const gp_setup *s)
     return profile;
 }
 
+/* One user of a profile: its zeroed state and a seeded generator. */
+typedef struct gp_user {
+    void *profile;
+    void *state;
+    ts_rng *rng;
+} gp_user;
+
+static gp_user gp_user_new(const gp_setup *s, uint64_t seed)
+{
+    gp_user u = { .profile = profile_of(s) };
+    u.state = calloc(1, ts_cip_gp_ops.user_state_size(u.profile));
+    u.rng = ts_rng_new_seeded(seed);
+    ck_assert(u.state != NULL && u.rng != NULL);
+    return u;
+}
+
+static void gp_user_free(gp_user *u)
+{
+    ts_rng_free(u->rng);
+    free(u->state);
+    ts_cip_gp_ops.profile_free(u->profile);
+}
+
 static const gp_setup every_other_setup = {
     .secret = "every_other", .epsilon = 1.0, .radius_m = 100.0,
     .renyi_order = 2.0, .length_scale_s = 60.0, .sigma_x_m = 1.0,
@@ -227,15 +250,13 @@ static double random_perturbation_max_loss(const gp_setup *s, const double *t,
 TS_TEST(every_other_trace_spends_its_actual_loss)
 {
     const gp_setup *s = &every_other_setup;
-    void *profile = profile_of(s);
-    void *state = calloc(1, ts_cip_gp_ops.user_state_size(profile));
-    ts_rng *rng = ts_rng_new_seeded(7);
+    gp_user u = gp_user_new(s, 7);
     enum { N = 30 };
     double t[N];
     for (size_t i = 0; i < N; i++)
         t[i] = 5.0 * (double)i;
     ts_report out[N];
-    release_at(profile, state, rng, t, N, out);
+    release_at(u.profile, u.state, u.rng, t, N, out);
 
     /* Before any interval is known a trace is calibrated for
      * min_interval_s apart, which is the user's actual 5 s: every trace
@@ -267,30 +288,26 @@ TS_TEST(every_other_trace_spends_its_actual_loss)
 
     /* The Eq. 3 loss of random secret perturbations under sigma2 stays
      * within what the trace spent, and comes close to it. */
-    double worst = random_perturbation_max_loss(s, rel, 10, sigma2, rng);
+    double worst = random_perturbation_max_loss(s, rel, 10, sigma2, u.rng);
     ck_assert_msg(worst <= spent2 * (1 + 1e-9), "loss %g > spent %g", worst,
                   spent2);
     ck_assert_msg(worst > 0.9 * spent2, "loss %g far below %g", worst,
                   spent2);
-    ts_rng_free(rng);
-    free(state);
-    ts_cip_gp_ops.profile_free(profile);
+    gp_user_free(&u);
 }
 END_TEST
 
 TS_TEST(faster_cadence_ends_the_trace_within_epsilon)
 {
     const gp_setup *s = &every_other_setup;
-    void *profile = profile_of(s);
-    void *state = calloc(1, ts_cip_gp_ops.user_state_size(profile));
-    ts_rng *rng = ts_rng_new_seeded(11);
+    gp_user u = gp_user_new(s, 11);
     enum { N = 40 };
     double t[N];
     t[0] = 0;
     for (size_t i = 1; i < N; i++)
         t[i] = t[i - 1] + (i < 15 ? 30.0 : 5.0);
     ts_report out[N];
-    release_at(profile, state, rng, t, N, out);
+    release_at(u.profile, u.state, u.rng, t, N, out);
 
     /* Trace two starts at point 10, calibrated for 30 s; from point 15 the
      * user reports every 5 s, which correlates its points far more. A
@@ -317,9 +334,7 @@ TS_TEST(faster_cadence_ends_the_trace_within_epsilon)
     /* ... and the point that would have pushed it past epsilon did. */
     rel[end - 10] = t[end] - t[10];
     ck_assert(trace_loss(s, rel, end - 10 + 1, sigma2) > s->epsilon);
-    ts_rng_free(rng);
-    free(state);
-    ts_cip_gp_ops.profile_free(profile);
+    gp_user_free(&u);
 }
 END_TEST
 
