@@ -175,17 +175,17 @@ static void normalise(double *v, size_t n)
 
 /* ------------------------------------------------------ the plot */
 
-/* The EMDs of each completed cycle, for --plot. */
+/* The EMDs of each completed cycle, for --plot: one row per cycle, as
+ * the x, emd_true, emd_prev columns the figure draws. */
+enum { CYCLE_X, CYCLE_EMD_TRUE, CYCLE_EMD_PREV, CYCLE_COLUMNS };
 typedef struct cycle_log {
-    double *cycle, *emd_true, *emd_prev;
+    double *rows; /* n rows of CYCLE_COLUMNS */
     size_t n, cap;
 } cycle_log;
 
 static void cycle_log_free(cycle_log *log)
 {
-    free(log->cycle);
-    free(log->emd_true);
-    free(log->emd_prev);
+    free(log->rows);
 }
 
 static int cycle_log_add(cycle_log *log, unsigned cycle, double emd_true,
@@ -193,24 +193,27 @@ static int cycle_log_add(cycle_log *log, unsigned cycle, double emd_true,
 {
     if (log->n == log->cap) {
         size_t cap = log->cap ? 2 * log->cap : 64;
-        double *c = realloc(log->cycle, cap * sizeof *c);
-        if (c != NULL)
-            log->cycle = c;
-        double *t = realloc(log->emd_true, cap * sizeof *t);
-        if (t != NULL)
-            log->emd_true = t;
-        double *p = realloc(log->emd_prev, cap * sizeof *p);
-        if (p != NULL)
-            log->emd_prev = p;
-        if (c == NULL || t == NULL || p == NULL)
+        double *rows = realloc(log->rows, cap * CYCLE_COLUMNS * sizeof *rows);
+        if (rows == NULL)
             return -1;
+        log->rows = rows;
         log->cap = cap;
     }
-    log->cycle[log->n] = cycle;
-    log->emd_true[log->n] = emd_true;
-    log->emd_prev[log->n] = emd_prev;
+    double *row = log->rows + log->n * CYCLE_COLUMNS;
+    row[CYCLE_X] = cycle;
+    row[CYCLE_EMD_TRUE] = emd_true;
+    row[CYCLE_EMD_PREV] = emd_prev;
     log->n++;
     return 0;
+}
+
+/* Column k of the log, malloc'ed (NULL when out of memory). */
+static double *cycle_column(const cycle_log *log, int k)
+{
+    double *column = malloc(log->n * sizeof *column);
+    for (size_t i = 0; column != NULL && i < log->n; i++)
+        column[i] = log->rows[i * CYCLE_COLUMNS + k];
+    return column;
 }
 
 static int plot_cycles(const cycle_log *log, const char *profile,
@@ -230,12 +233,21 @@ static int plot_cycles(const cycle_log *log, const char *profile,
                                          TS_PLOT_LINEAR, "EMD (m, log scale)",
                                          TS_PLOT_LOG)
                      : NULL;
+    double *x = cycle_column(log, CYCLE_X);
+    double *emd_true = cycle_column(log, CYCLE_EMD_TRUE);
+    double *emd_prev = cycle_column(log, CYCLE_EMD_PREV);
     ts_plot_style style = log->n <= 200 ? TS_PLOT_LINE_MARKED : TS_PLOT_LINE;
-    if (panel == NULL ||
-        ts_plot_add_series(panel, "estimate vs the trace's distribution",
-                           style, log->cycle, log->emd_true, log->n) != 0 ||
-        ts_plot_add_series(panel, "estimate vs the previous cycle's",
-                           style, log->cycle, log->emd_prev, log->n) != 0) {
+    int added = panel != NULL && x != NULL && emd_true != NULL &&
+                emd_prev != NULL &&
+                ts_plot_add_series(panel,
+                                   "estimate vs the trace's distribution",
+                                   style, x, emd_true, log->n) == 0 &&
+                ts_plot_add_series(panel, "estimate vs the previous cycle's",
+                                   style, x, emd_prev, log->n) == 0;
+    free(x);
+    free(emd_true);
+    free(emd_prev);
+    if (!added) {
         ts_plot_free(plot);
         fprintf(stderr, TS_TOOL_NAME ": out of memory\n");
         return -1;
