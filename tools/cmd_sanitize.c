@@ -187,15 +187,10 @@ int cmd_sanitize(int argc, char **argv)
     int status = 1;
     char err[ERR_MAX];
     ts_buf topic = { 0 }, payload = { 0 }, json_line = { 0 };
-    ts_csv_reader *reader = NULL;
-    ts_jsonl_reader *json_reader = NULL;
-    if (jsonl)
-        json_reader = ts_jsonl_open(input_path,
-                                    &tracesan__v1__location_update__descriptor,
-                                    err, sizeof err);
-    else
-        reader = ts_csv_open(input_path, err, sizeof err);
-    if (reader == NULL && json_reader == NULL) {
+    ts_csv_reader *reader;
+    ts_jsonl_reader *json_reader;
+    if (ts_jsonl_open_updates(input_path, jsonl, &reader, &json_reader, err,
+                              sizeof err) != 0) {
         fprintf(stderr, TS_TOOL_NAME ": %s\n", err);
         goto out;
     }

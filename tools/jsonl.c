@@ -10,6 +10,8 @@
 #include <zlib.h>
 
 #include "daemon/json_codec.h"
+#include "tools/csv.h"
+#include "tracesan/v1/tracesan.pb-c.h"
 
 #define FIRST_BUFFER_BYTES (64 * 1024)
 #define READ_CHUNK_BYTES (64 * 1024)
@@ -82,6 +84,20 @@ void ts_jsonl_close(ts_jsonl_reader *reader)
     ts_codec_arena_free(&reader->arena);
     free(reader->buffer);
     free(reader);
+}
+
+int ts_jsonl_open_updates(const char *path, int jsonl,
+                          struct ts_csv_reader **csv, ts_jsonl_reader **json,
+                          char *err, size_t errlen)
+{
+    *csv = NULL;
+    *json = NULL;
+    if (jsonl)
+        *json = ts_jsonl_open(path, &tracesan__v1__location_update__descriptor,
+                              err, errlen);
+    else
+        *csv = ts_csv_open(path, err, errlen);
+    return *csv != NULL || *json != NULL ? 0 : -1;
 }
 
 static int is_blank(const char *text, size_t len)

@@ -40,6 +40,14 @@ ts_jsonl_reader *ts_jsonl_open(const char *path,
                                char *err, size_t errlen);
 void ts_jsonl_close(ts_jsonl_reader *reader);
 
+struct ts_csv_reader;
+/* The tools' input of location updates: with jsonl, *json reads PATH as
+ * JSON lines of LocationUpdate, else *csv reads it as CSV (the other one
+ * is NULL). 0, or -1 with err filled. */
+int ts_jsonl_open_updates(const char *path, int jsonl,
+                          struct ts_csv_reader **csv, ts_jsonl_reader **json,
+                          char *err, size_t errlen);
+
 /* Reads the next non-blank line as a message. *message lives in the
  * reader's arena until the next call (do not free it). wait_ms < 0 waits
  * as long as it takes; otherwise TS_JSONL_IDLE comes back when no full
