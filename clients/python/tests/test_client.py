@@ -236,8 +236,11 @@ class LocalSocketsTest(unittest.TestCase):
         self.assertEqual(tc.publish(endpoint, []), (0, 0))
 
     def test_publish_to_nobody_fails(self):
-        probe, endpoint = self.bind(zmq.PULL)
-        probe.unbind(endpoint)
+        # An IPC path in a fresh directory: a freed TCP port could be bound
+        # again by a test running alongside, and the connection would work.
+        directory = tempfile.mkdtemp()
+        self.addCleanup(os.rmdir, directory)
+        endpoint = f"ipc://{directory}/nobody"
         started = time.monotonic()
         with self.assertRaises(tc.TracesanError):
             tc.publish(endpoint, updates("u", 1), timeout=0.5)
