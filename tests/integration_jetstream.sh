@@ -121,7 +121,7 @@ republished=$(sed -n 's/.* \([0-9]*\) records republished.*/\1/p' "$B_LOG" |
 # What must hold either way is checked at the end: exactly one output per
 # input after dedupe.
 note "b republished $republished committed records on takeover"
-if wait_outputs $POINTS 60; then pass "TRACESAN_OUT holds $POINTS outputs"
+if wait_distinct_outputs $POINTS 90; then pass "TRACESAN_OUT holds $POINTS outputs"
 else fail "outputs missing"; show_file "$B_LOG"; fi
 code=$(curl -s -o /dev/null -w '%{http_code}' "http://$B_HTTP/healthz")
 check_eq "/healthz of b answers 200" 200 "$code"

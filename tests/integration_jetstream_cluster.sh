@@ -86,7 +86,7 @@ else
     fail "replay did not finish"
 fi
 show_file "$TMPD/replay.log" 3
-if wait_outputs $POINTS 150; then pass "TRACESAN_OUT holds $POINTS outputs"
+if wait_distinct_outputs $POINTS 240; then pass "TRACESAN_OUT holds $POINTS outputs"
 else fail "outputs missing"; show_file "$B_LOG" 30; fi
 code=$(curl -s -o /dev/null -w '%{http_code}' "http://$B_HTTP/healthz")
 check_eq "/healthz of b answers 200 with one node down" 200 "$code"

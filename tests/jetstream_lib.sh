@@ -113,6 +113,25 @@ wait_outputs() {
     return 1
 }
 
+# wait_distinct_outputs N SECONDS: until TRACESAN_OUT holds N distinct
+# message ids. The stream's count alone can reach N early: a takeover
+# republishes records beyond the dedupe window's reach as duplicates,
+# while a partition still being rebuilt has outputs to come.
+wait_distinct_outputs() {
+    local want=$1 deadline=$(( $(date +%s) + $2 )) have=""
+    while [ "$(date +%s)" -lt $deadline ]; do
+        have=$(stream_msgs TRACESAN_OUT)
+        if [ "${have:-0}" -ge "$want" ]; then
+            have=$("$TRACESAN" jetstream --server "$NATS_URL" outputs \
+                       2>/dev/null | cut -d, -f2 | sort -u | wc -l)
+            [ "$have" -ge "$want" ] && return 0
+        fi
+        sleep 2
+    done
+    note "TRACESAN_OUT holds ${have:-?} of $want outputs (distinct ids)"
+    return 1
+}
+
 now_ms() { echo $(( $(date +%s%N) / 1000000 )); }
 
 # js_api PORT SUBJECT...: JetStream API requests (empty bodies) over the
