@@ -267,6 +267,18 @@ static void check_settings_together(ts_config *config)
         fail_at(config, config_lookup(&config->cfg, "state.dir"),
                 "state.dir needs users.max_user_id_bytes <= %d (user ids are "
                 "store keys)", MAX_STORE_KEY_BYTES);
+    /* The JetStream mode consumes and publishes through the same streams
+     * (outputs are acknowledged with their inputs); neither side works
+     * with a ZeroMQ socket on the other. */
+    int js_in = s->input_kind == TS_INPUT_JETSTREAM;
+    int js_out = s->output_kind == TS_OUTPUT_JETSTREAM;
+    if (js_in != js_out)
+        fail_at(config, config_lookup(&config->cfg, js_in ? "input.type"
+                                                          : "output.type"),
+                js_in ? "input.type = \"jetstream\" needs output.type = "
+                        "\"jetstream\""
+                      : "output.type = \"jetstream\" needs input.type = "
+                        "\"jetstream\"");
 }
 
 /* With security.curve on, the key files are read now, so that a bad one

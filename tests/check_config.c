@@ -323,6 +323,21 @@ TS_TEST(test_override_semantic_errors_name_the_override)
     expect_error(shipped_config(), o7, 1,
                  "override 'profiles.geoind.mechanism=nope': ",
                  "unknown mechanism 'nope'");
+    /* the JetStream mode needs both sides (main.c and the JetStream run
+     * would refuse too, but only at start: --check-config must say so) */
+    const char *o8[] = { "input.type=\"jetstream\"" };
+    expect_error(shipped_config(), o8, 1,
+                 "override 'input.type=\"jetstream\"': ",
+                 "needs output.type = \"jetstream\"");
+    const char *o9[] = { "output.type=\"jetstream\"" };
+    expect_error(shipped_config(), o9, 1,
+                 "override 'output.type=\"jetstream\"': ",
+                 "needs input.type = \"jetstream\"");
+    const char *both[] = { "input.type=\"jetstream\"",
+                           "output.type=\"jetstream\"" };
+    ts_config *config = load(shipped_config(), both, 2);
+    ck_assert_msg(config != NULL, "%s", err);
+    ts_config_free(config);
 }
 END_TEST
 
