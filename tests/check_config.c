@@ -333,6 +333,14 @@ TS_TEST(test_override_semantic_errors_name_the_override)
     expect_error(shipped_config(), o9, 1,
                  "override 'output.type=\"jetstream\"': ",
                  "needs input.type = \"jetstream\"");
+    const char *o10[] = { "nats.nkey_seed_file=\"/tmp/seed\"" };
+    expect_error(shipped_config(), o10, 1,
+                 "override 'nats.nkey_seed_file=\"/tmp/seed\"': ",
+                 "nats.nkey_seed_file needs nats.nkey_public");
+    const char *o11[] = { "nats.tls_cert_file=\"/tmp/cert.pem\"" };
+    expect_error(shipped_config(), o11, 1,
+                 "override 'nats.tls_cert_file=\"/tmp/cert.pem\"': ",
+                 "nats.tls_cert_file needs nats.tls_key_file");
     const char *both[] = { "input.type=\"jetstream\"",
                            "output.type=\"jetstream\"" };
     ts_config *config = load(shipped_config(), both, 2);
