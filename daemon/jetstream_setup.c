@@ -11,9 +11,11 @@ void ts_js_describe(char *err, size_t errlen, const char *what,
                     natsStatus status, jsErrCode code)
 {
     const char *last = nats_GetLastError(NULL);
-    snprintf(err, errlen, "%s: %s%s%s (jetstream error %d)", what,
-             natsStatus_GetText(status), last != NULL ? ": " : "",
-             last != NULL ? last : "", (int)code);
+    char js_code[48] = "";
+    if (code != 0)
+        snprintf(js_code, sizeof js_code, " (jetstream error %d)", (int)code);
+    snprintf(err, errlen, "%s: %s%s%s%s", what, natsStatus_GetText(status),
+             last != NULL ? ": " : "", last != NULL ? last : "", js_code);
 }
 
 static int fail(char *err, size_t errlen, const char *what, natsStatus s)
@@ -33,6 +35,26 @@ int ts_js_connect(ts_js_conn *conn, const struct ts_nats_settings *nats,
     for (char *save = NULL, *tok = strtok_r(urls, ", ", &save);
          tok != NULL && n < MAX_SERVERS; tok = strtok_r(NULL, ", ", &save))
         servers[n++] = tok;
+    /* The daemon's configuration check refuses these too (daemon/config.c);
+     * the CLI fills the settings itself. */
+    const char *problem = NULL;
+    if (nats->nkey_seed_file != NULL && nats->creds_file == NULL &&
+        nats->nkey_public == NULL)
+        problem = "nats.nkey_seed_file needs nats.nkey_public";
+    else if (nats->nkey_public != NULL && nats->nkey_seed_file == NULL &&
+             nats->creds_file == NULL)
+        problem = "nats.nkey_public needs nats.nkey_seed_file";
+    else if (nats->tls_cert_file != NULL && nats->tls_key_file == NULL)
+        problem = "nats.tls_cert_file needs nats.tls_key_file";
+    else if (nats->tls_key_file != NULL && nats->tls_cert_file == NULL)
+        problem = "nats.tls_key_file needs nats.tls_cert_file";
+    if (problem != NULL) {
+        free(urls);
+        snprintf(err, errlen, "%s", problem);
+        return -1;
+    }
+    /* Which option failed, for the error message. */
+    char what[320] = "nats options";
     natsOptions *opts = NULL;
     natsStatus s = natsOptions_Create(&opts);
     if (s == NATS_OK && n > 0)
@@ -47,39 +69,72 @@ int ts_js_connect(ts_js_conn *conn, const struct ts_nats_settings *nats,
         s = natsOptions_SetReconnectWait(opts, 250);
     if (s == NATS_OK)
         s = natsOptions_SetTimeout(opts, 2000);
-    if (s == NATS_OK && nats->creds_file != NULL)
+    if (s == NATS_OK && nats->creds_file != NULL) {
+        snprintf(what, sizeof what, "nats.creds_file %s", nats->creds_file);
         s = natsOptions_SetUserCredentialsFromFiles(opts, nats->creds_file,
                                                     NULL);
+    }
     if (s == NATS_OK && nats->nkey_seed_file != NULL &&
         nats->creds_file == NULL) {
-        if (nats->nkey_public == NULL) {
-            natsOptions_Destroy(opts);
-            free(urls);
-            snprintf(err, errlen, "nats.nkey_seed_file needs "
-                     "nats.nkey_public");
-            return -1;
-        }
+        snprintf(what, sizeof what, "nats.nkey_seed_file %s",
+                 nats->nkey_seed_file);
         s = natsOptions_SetNKeyFromSeed(opts, nats->nkey_public,
                                         nats->nkey_seed_file);
     }
-    if (s == NATS_OK && nats->tls_ca_file != NULL) {
+    /* A tls:// URL alone would let libnats fall back to clear text with a
+     * server that offers no TLS: asking for TLS makes that an error. */
+    int secure = nats->tls_ca_file != NULL ||
+                 strstr(nats->servers != NULL ? nats->servers : "",
+                        "tls://") != NULL;
+    if (s == NATS_OK && secure) {
+        snprintf(what, sizeof what, "TLS");
         s = natsOptions_SetSecure(opts, true);
-        if (s == NATS_OK)
-            s = natsOptions_LoadCATrustedCertificates(opts, nats->tls_ca_file);
     }
-    if (s == NATS_OK && nats->tls_cert_file != NULL)
+    if (s == NATS_OK && nats->tls_ca_file != NULL) {
+        snprintf(what, sizeof what, "nats.tls_ca_file %s", nats->tls_ca_file);
+        s = natsOptions_LoadCATrustedCertificates(opts, nats->tls_ca_file);
+    }
+    if (s == NATS_OK && nats->tls_cert_file != NULL) {
+        snprintf(what, sizeof what, "nats.tls_cert_file %s / tls_key_file %s",
+                 nats->tls_cert_file, nats->tls_key_file);
         s = natsOptions_LoadCertificatesChain(opts, nats->tls_cert_file,
                                               nats->tls_key_file);
+    }
     if (s != NATS_OK) {
         natsOptions_Destroy(opts);
         free(urls);
-        return fail(err, errlen, "nats options", s);
+        return fail(err, errlen, what, s);
     }
     s = natsConnection_Connect(&conn->nc, opts);
     natsOptions_Destroy(opts);
     free(urls);
-    if (s != NATS_OK)
-        return fail(err, errlen, "cannot connect to nats.servers", s);
+    if (s != NATS_OK) {
+        fail(err, errlen, "cannot connect to nats.servers", s);
+        /* A server that wants a client certificate drops a client without
+         * one once the handshake is over; all the client sees is a closed
+         * connection. */
+        const char *hint = NULL;
+        if ((s == NATS_PROTOCOL_ERROR || s == NATS_IO_ERROR ||
+             s == NATS_CONNECTION_CLOSED) && secure &&
+            nats->tls_cert_file == NULL)
+            hint = "the server closed the connection after the TLS "
+                   "handshake: it may require a client certificate, and "
+                   "none is configured";
+        else if (s == NATS_SSL_ERROR && nats->tls_ca_file == NULL)
+            hint = "no CA certificates are configured to verify the "
+                   "server's certificate";
+        else if ((s == NATS_CONNECTION_AUTH_FAILED ||
+                  s == NATS_NOT_PERMITTED) && nats->creds_file == NULL &&
+                 nats->nkey_seed_file == NULL)
+            hint = "the server requires authentication, and no credentials "
+                   "or NKey are configured";
+        else if (s == NATS_CONNECTION_AUTH_FAILED || s == NATS_NOT_PERMITTED)
+            hint = "the server refused the credentials or NKey";
+        size_t used = strlen(err);
+        if (hint != NULL && used + 3 < errlen)
+            snprintf(err + used, errlen - used, " (%s)", hint);
+        return -1;
+    }
     jsOptions jo;
     jsOptions_Init(&jo);
     jo.Wait = TS_JS_WAIT_MS;

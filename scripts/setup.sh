@@ -23,7 +23,7 @@ packages=(
     clang libclang-rt-14-dev
     libsystemd-dev curl python3
     libcairo2-dev libjs-leaflet chromium python3-zmq python3-protobuf protobuf-compiler
-    nats-server libnats-dev
+    nats-server libnats-dev openssl
 )
 
 install_missing_packages() {

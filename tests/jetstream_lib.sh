@@ -3,6 +3,9 @@
 # instances in the JetStream mode, waiting for outputs.
 
 NATS_SERVER=${NATS_SERVER:-$(command -v nats-server || true)}
+# Connection options (--tls-ca, --nkey-seed, ...) appended to every
+# `tracesan jetstream` call of these helpers; empty for a plain server.
+[ -n "${NATS_CLI_OPTS[*]+set}" ] || NATS_CLI_OPTS=()
 PY=/usr/bin/python3
 [ -x "$PY" ] || PY=python3
 
@@ -97,7 +100,8 @@ start_instance() {
 
 # stream_msgs NAME: messages in a stream now (empty when unknown).
 stream_msgs() {
-    "$TRACESAN" jetstream --server "$NATS_URL" status 2>/dev/null |
+    "$TRACESAN" jetstream --server "$NATS_URL" "${NATS_CLI_OPTS[@]}" status \
+        2>/dev/null |
         sed -n "s/^stream=$1 msgs=\([0-9]*\).*/\1/p"
 }
 
@@ -122,8 +126,9 @@ wait_distinct_outputs() {
     while [ "$(date +%s)" -lt $deadline ]; do
         have=$(stream_msgs TRACESAN_OUT)
         if [ "${have:-0}" -ge "$want" ]; then
-            have=$("$TRACESAN" jetstream --server "$NATS_URL" outputs \
-                       2>/dev/null | cut -d, -f2 | sort -u | wc -l)
+            have=$("$TRACESAN" jetstream --server "$NATS_URL" \
+                       "${NATS_CLI_OPTS[@]}" outputs 2>/dev/null |
+                       cut -d, -f2 | sort -u | wc -l)
             [ "$have" -ge "$want" ] && return 0
         fi
         sleep 2
@@ -186,7 +191,8 @@ PYEOF
 read_streams() {
     local what
     for what in outputs ledger changelog; do
-        "$TRACESAN" jetstream --server "$NATS_URL" $what >"$TMPD/$what.csv" ||
+        "$TRACESAN" jetstream --server "$NATS_URL" "${NATS_CLI_OPTS[@]}" \
+            $what >"$TMPD/$what.csv" ||
             fatal "cannot read $what"
     done
 }

@@ -1,9 +1,11 @@
 /* The CLI side of the JetStream mode (docs/scale-out.md):
  *   tracesan replay --jetstream URLS ...   producer: user u to partition
  *                                          p = FNV-1a(u) mod P
- *   tracesan jetstream outputs|ledger|changelog --server URLS
+ *   tracesan jetstream outputs|ledger|changelog|status --server URLS
  *                                          read the streams back (tests,
  *                                          audits, the bench)
+ * Both take --creds, --nkey-seed/--nkey-public, --tls-ca and
+ * --tls-cert/--tls-key (the daemon's nats.* connection keys).
  * Every call blocks; this is a command-line tool. */
 #include <getopt.h>
 #include <inttypes.h>
@@ -34,6 +36,84 @@ static void nats_defaults(struct ts_nats_settings *nats, const char *servers,
         nats->partitions = (size_t)partitions;
     if (replicas > 0)
         nats->replicas = (size_t)replicas;
+}
+
+/* Authentication and TLS, shared by both commands: the options fill the
+ * daemon's nats.creds_file, nats.nkey_seed_file, nats.nkey_public,
+ * nats.tls_ca_file, nats.tls_cert_file and nats.tls_key_file. */
+enum {
+    OPT_CREDS = 1000,
+    OPT_NKEY_SEED,
+    OPT_NKEY_PUBLIC,
+    OPT_TLS_CA,
+    OPT_TLS_CERT,
+    OPT_TLS_KEY,
+};
+
+#define SECURITY_LONG_OPTIONS                                          \
+    { "creds", required_argument, NULL, OPT_CREDS },                   \
+    { "nkey-seed", required_argument, NULL, OPT_NKEY_SEED },           \
+    { "nkey-public", required_argument, NULL, OPT_NKEY_PUBLIC },       \
+    { "tls-ca", required_argument, NULL, OPT_TLS_CA },                 \
+    { "tls-cert", required_argument, NULL, OPT_TLS_CERT },             \
+    { "tls-key", required_argument, NULL, OPT_TLS_KEY }
+
+#define SECURITY_USAGE                                                  \
+    "connection (as the daemon's nats.* keys, docs/scale-out.md):\n"    \
+    "  --creds FILE         credentials file (user JWT and NKey seed)\n" \
+    "  --nkey-seed FILE     NKey seed file, with --nkey-public KEY "     \
+    "(U...)\n"                                                          \
+    "  --tls-ca FILE        CA certificates: the connection requires "   \
+    "TLS\n"                                                             \
+    "  --tls-cert FILE      client certificate chain, with --tls-key "   \
+    "FILE\n"
+
+typedef struct security_opts {
+    const char *creds;
+    const char *nkey_seed;
+    const char *nkey_public;
+    const char *tls_ca;
+    const char *tls_cert;
+    const char *tls_key;
+} security_opts;
+
+/* 1 when c is one of SECURITY_LONG_OPTIONS (arg stored), else 0. */
+static int security_option(security_opts *sec, int c, const char *arg)
+{
+    switch (c) {
+    case OPT_CREDS: sec->creds = arg; return 1;
+    case OPT_NKEY_SEED: sec->nkey_seed = arg; return 1;
+    case OPT_NKEY_PUBLIC: sec->nkey_public = arg; return 1;
+    case OPT_TLS_CA: sec->tls_ca = arg; return 1;
+    case OPT_TLS_CERT: sec->tls_cert = arg; return 1;
+    case OPT_TLS_KEY: sec->tls_key = arg; return 1;
+    default: return 0;
+    }
+}
+
+/* Checks the combination and copies it into nats; -1 (message printed)
+ * when the options do not go together. */
+static int security_apply(struct ts_nats_settings *nats,
+                          const security_opts *sec, const char *command)
+{
+    const char *problem = NULL;
+    if (sec->creds != NULL && sec->nkey_seed != NULL)
+        problem = "--creds and --nkey-seed are exclusive";
+    else if ((sec->nkey_seed != NULL) != (sec->nkey_public != NULL))
+        problem = "--nkey-seed and --nkey-public go together";
+    else if ((sec->tls_cert != NULL) != (sec->tls_key != NULL))
+        problem = "--tls-cert and --tls-key go together";
+    if (problem != NULL) {
+        fprintf(stderr, TS_TOOL_NAME " %s: %s\n", command, problem);
+        return -1;
+    }
+    nats->creds_file = sec->creds;
+    nats->nkey_seed_file = sec->nkey_seed;
+    nats->nkey_public = sec->nkey_public;
+    nats->tls_ca_file = sec->tls_ca;
+    nats->tls_cert_file = sec->tls_cert;
+    nats->tls_key_file = sec->tls_key;
+    return 0;
 }
 
 /* ------------------------------------------------------------- replay */
@@ -112,12 +192,14 @@ int cmd_replay_jetstream(int argc, char **argv)
         { "rate", required_argument, NULL, 'r' },
         { "profile", required_argument, NULL, 'p' },
         { "help", no_argument, NULL, 'h' },
+        SECURITY_LONG_OPTIONS,
         { NULL, 0, NULL, 0 },
     };
     const char *servers = DEFAULT_SERVERS;
     long partitions = 16, replicas = 1, batch = 100;
     double rate = 0;
     const char *profile = NULL;
+    security_opts sec = { 0 };
     int c;
     optind = 1;
     while ((c = getopt_long(argc, argv, "J:P:R:b:r:p:h", options, NULL)) !=
@@ -132,12 +214,16 @@ int cmd_replay_jetstream(int argc, char **argv)
         case 'h':
             printf("usage: " TS_TOOL_NAME " replay --jetstream URLS "
                    "[--partitions P] [--replicas R] [--batch N] [--rate N]\n"
-                   "                       [--profile NAME] IN.csv\n"
+                   "                       [--profile NAME] [connection "
+                   "options] IN.csv\n"
                    "Publishes the rows of a CSV trace to the JetStream "
                    "stream TRACESAN_IN,\nuser u on subject tracesan.in.<p>, "
-                   "p = FNV-1a(u) mod P (docs/scale-out.md).\n");
+                   "p = FNV-1a(u) mod P (docs/scale-out.md).\n"
+                   SECURITY_USAGE);
             return 0;
         default:
+            if (security_option(&sec, c, optarg))
+                break;
             return 1;
         }
     }
@@ -155,6 +241,10 @@ int cmd_replay_jetstream(int argc, char **argv)
     }
     struct ts_nats_settings nats;
     nats_defaults(&nats, servers, partitions, replicas);
+    if (security_apply(&nats, &sec, "replay") != 0) {
+        ts_csv_close(reader);
+        return 1;
+    }
     ts_js_conn conn;
     char run[48];
     snprintf(run, sizeof run, "replay-%ld-%ld", (long)time(NULL),
@@ -387,9 +477,11 @@ int cmd_jetstream(int argc, char **argv)
     static const struct option options[] = {
         { "server", required_argument, NULL, 's' },
         { "help", no_argument, NULL, 'h' },
+        SECURITY_LONG_OPTIONS,
         { NULL, 0, NULL, 0 },
     };
     const char *servers = DEFAULT_SERVERS;
+    security_opts sec = { 0 };
     int c;
     optind = 1;
     while ((c = getopt_long(argc, argv, "s:h", options, NULL)) != -1) {
@@ -397,7 +489,8 @@ int cmd_jetstream(int argc, char **argv)
         case 's': servers = optarg; break;
         case 'h':
             printf("usage: " TS_TOOL_NAME " jetstream [--server URLS] "
-                   "status|outputs|ledger|changelog\n"
+                   "[connection options]\n"
+                   "                 status|outputs|ledger|changelog\n"
                    "  status     messages and last sequence of each stream\n"
                    "  outputs    CSV of TRACESAN_OUT: seq,msg_id,kind,user,"
                    "ts_ms,eps_point,eps_spent_window,\n"
@@ -407,9 +500,12 @@ int cmd_jetstream(int argc, char **argv)
                    "             user,partition,profile,window_start_ms,"
                    "window_ms,spent\n"
                    "  changelog  CSV of TRACESAN_STATE's records: seq,"
-                   "partition,kind,owner,epoch,last_input_seq\n");
+                   "partition,kind,owner,epoch,last_input_seq\n"
+                   SECURITY_USAGE);
             return 0;
         default:
+            if (security_option(&sec, c, optarg))
+                break;
             return 1;
         }
     }
@@ -429,6 +525,8 @@ int cmd_jetstream(int argc, char **argv)
     }
     struct ts_nats_settings nats;
     nats_defaults(&nats, servers, 0, 0);
+    if (security_apply(&nats, &sec, "jetstream") != 0)
+        return 1;
     ts_js_conn conn;
     char err[ERR_MAX];
     if (ts_js_connect(&conn, &nats, "tracesan-jetstream", NULL, NULL, err,
