@@ -1161,6 +1161,10 @@ static void *jetstream_thread(void *arg)
                                         : 1000);
         }
         int busy = 0;
+        /* One rebuild per pass: a rebuild waits on the cluster (seconds
+         * right after a node is lost), and the partitions already active
+         * get a group in between instead of waiting for all of them. */
+        int rebuilt = 0;
         for (uint32_t i = 0; i < m->n_partitions && !m->stop; i++) {
             partition *p = &m->parts[i];
             if (mono_ms() >= m->next_lease_ms)
@@ -1168,8 +1172,10 @@ static void *jetstream_thread(void *arg)
             if (!connected(m))
                 break;
             if (p->state == PART_RESTORE) {
-                if (mono_ms() < p->retry_at_ms)
+                if (rebuilt || mono_ms() < p->retry_at_ms)
                     continue;
+                rebuilt = 1;
+                busy = 1;
                 int restored = restore_partition(m, p);
                 if (restored == -2) {
                     lose_partition(m, p, "fenced out", 0);
