@@ -33,6 +33,13 @@ int ts_jetstream_run(struct ts_daemon *daemon, const ts_config *config,
                      ts_rng *rng, const char *config_path,
                      const char *const *overrides, size_t n_overrides);
 
+/* SIGHUP (daemon/reload.h, adopt_config; `mode` is the ts_jetstream):
+ * takes ownership of a configuration the reload validated and applied to
+ * the template pipeline. The JetStream thread swaps every partition's
+ * profiles for ones built from it between two groups, and builds later
+ * partitions' pipelines from it. */
+void ts_jetstream_adopt_config(void *mode, ts_config *fresh);
+
 /* Appends this mode's metrics (per partition: owned, lag, commits). */
 int ts_jetstream_render_metrics(ts_jetstream *mode, ts_buf *out);
 

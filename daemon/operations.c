@@ -276,6 +276,9 @@ static void reload_configuration(ts_daemon *daemon)
         .transport = daemon->transport,
         .metrics = daemon->metrics,
         .program_name = TS_DAEMON_NAME,
+        .adopt_config = daemon->jetstream != NULL ? ts_jetstream_adopt_config
+                                                  : NULL,
+        .adopt_arg = daemon->jetstream,
     };
     ts_reload(&target);
     sd_notify(0, "READY=1");

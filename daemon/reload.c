@@ -158,7 +158,10 @@ int ts_reload(const ts_reload_target *t)
         ts_log_init(t->program_name, (ts_log_level)settings->log_level,
                     t->running->log_syslog);
     }
-    ts_config_free(fresh);
+    if (t->adopt_config != NULL)
+        t->adopt_config(t->adopt_arg, fresh);
+    else
+        ts_config_free(fresh);
     if (t->metrics != NULL)
         ts_metrics_count_reload(t->metrics, 1);
     ts_log_always("reload complete");

@@ -29,6 +29,11 @@ typedef struct ts_reload_target {
     ts_transport *transport;
     ts_metrics *metrics;                 /* counts reloads; may be NULL */
     const char *program_name;            /* for the log's ident */
+    /* When set, called once the reload is applied, with the new
+     * configuration, which it then owns (the JetStream mode rebuilds its
+     * partitions' profiles from it on its own thread); else it is freed. */
+    void (*adopt_config)(void *arg, struct ts_config *fresh);
+    void *adopt_arg;
 } ts_reload_target;
 
 /* 0 when applied; -1 when refused (logged and counted). */
