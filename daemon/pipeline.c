@@ -597,10 +597,18 @@ void ts_pipeline_process(ts_pipeline *pipeline, const ts_input *input,
         return;
     }
     if (state_size > 0) {
-        if (new_window)
-            memset(pipeline->scratch_state, 0, state_size);
-        else
+        /* A mechanism may carry (public) state into the user's next window
+         * of the same profile; any other new window starts from zero. */
+        int carried = new_window && user->has_window &&
+                      profile->ops->window_opens != NULL &&
+                      user->profile_index == profile_index &&
+                      user->state_size == state_size;
+        if (!new_window || carried)
             memcpy(pipeline->scratch_state, user->state, state_size);
+        else
+            memset(pipeline->scratch_state, 0, state_size);
+        if (carried)
+            profile->ops->window_opens(profile->mech, pipeline->scratch_state);
     }
     ts_budget_view budget = {
         .total = profile->window_budget,

@@ -68,6 +68,7 @@ typedef struct delta_profile {
     double set_radius_m;         /* 0: the paper's set; else only its cells
                                     within this distance of the most
                                     probable one */
+    int window_keeps_belief;     /* a new budget window keeps the belief */
     ts_belief_params belief_params;
     ts_model *model;             /* a reference, dropped in profile_free */
     size_t belief_bytes;
@@ -168,6 +169,11 @@ static const ts_param_spec delta_params[] = {
              "cells within this many metres of its most probable cell "
              "(less than 1 - delta of the prior when the belief is wider; "
              "docs/delta_privacy.md)" },
+    { .key = "window_keeps_belief", .type = TS_PARAM_SWITCH,
+      FIELD(window_keeps_belief), .default_value = "true",
+      .doc = "a user's next budget window starts from the belief the last "
+             "one left (it follows published points only); false: from the "
+             "initial distribution, like a new user" },
     { .key = "model", .type = TS_PARAM_MODEL, FIELD(model_param),
       .doc = "model file of `tracesan learn`; \"\" disables the profile" },
 };
@@ -697,12 +703,23 @@ static ts_release_status delta_release(const void *opaque, void *user_state,
 }
 
 /* pim and lm-delta differ in their noise alone. */
+/* The belief and the last release time follow published points and
+ * public timestamps only (release and replay keep them so), so keeping
+ * them is post-processing of what the previous window published. */
+static void delta_window_opens(const void *opaque, void *user_state)
+{
+    const delta_profile *p = opaque;
+    if (!p->window_keeps_belief)
+        memset(user_state, 0, delta_user_state_size(opaque));
+}
+
 #define DELTA_OPS(mechanism, text, make_profile)                             \
     {                                                                        \
         .name = mechanism, .summary = text, TS_PARAM_ROWS(delta_params),     \
         .profile_new = make_profile, .profile_free = delta_profile_free,     \
         .window_budget = delta_window_budget,                                \
         .user_state_size = delta_user_state_size, .release = delta_release,  \
+        .window_opens = delta_window_opens,                                  \
         .replay = ts_delta_replay,                                           \
         .state_live_bytes = ts_delta_state_live_bytes,                       \
     }

@@ -207,8 +207,16 @@ typedef struct ts_mechanism_ops {
     double (*window_budget)(const void *profile);
 
     /* Size of the per-user state block; the caller zero-fills it on a new
-     * user or a new window. May be 0. */
+     * user, and on a new window unless window_opens is set. May be 0. */
     size_t (*user_state_size)(const void *profile);
+
+    /* Optional: a user's next budget window opens under the same profile,
+     * and `user_state` holds what the previous window left. The mechanism
+     * keeps what it may and clears the rest; a block it zero-fills is a
+     * new user's. Only a state that is a function of published data may
+     * be kept: the window caps spending, and what the outputs already
+     * told nobody can take back. NULL: the caller zero-fills. */
+    void (*window_opens)(const void *profile, void *user_state);
 
     /* Release one point. Must not write anything derived from `truth` into
      * `user_state` except what is also published (the state is persisted). */

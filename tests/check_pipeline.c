@@ -894,7 +894,16 @@ END_TEST
 /* A 3 x 3 grid of 100 m cells at (0, 0) whose chain jumps anywhere
  * uniformly: enough for the mechanism to run; the test is about the
  * pipeline around it. Written to a temporary file; the caller unlinks. */
+static void write_pim_model_chain(char *path, size_t path_len, int stay);
+
 static void write_pim_model(char *path, size_t path_len)
+{
+    write_pim_model_chain(path, path_len, 0);
+}
+
+/* stay: the chain never moves (each row is its own cell), so the belief
+ * narrows with every release instead of returning to uniform. */
+static void write_pim_model_chain(char *path, size_t path_len, int stay)
 {
     snprintf(path, path_len, "%s/check_pipeline_model.XXXXXX",
              getenv("TMPDIR") != NULL ? getenv("TMPDIR") : "/tmp");
@@ -914,15 +923,22 @@ static void write_pim_model(char *path, size_t path_len)
     static double prob[81];
     static double initial[9];
     for (uint32_t from = 0; from < 9; from++) {
-        row_start[from + 1] = 9 * (from + 1);
         initial[from] = 1.0 / 9;
+        if (stay) {
+            row_start[from + 1] = from + 1;
+            col[from] = from;
+            prob[from] = 1.0;
+            continue;
+        }
+        row_start[from + 1] = 9 * (from + 1);
         for (uint32_t to = 0; to < 9; to++) {
             col[9 * from + to] = to;
             prob[9 * from + to] = 1.0 / 9;
         }
     }
     ts_markov markov = {
-        .cell_count = 9, .tick_s = 60.0, .nnz = 81, .row_start = row_start,
+        .cell_count = 9, .tick_s = 60.0, .nnz = stay ? 9 : 81,
+        .row_start = row_start,
         .col = col, .prob = prob, .initial = initial, .fallback = NULL,
     };
     ts_model_source popular = { .markov = &markov, .transitions = 1 };
@@ -1060,6 +1076,81 @@ START_TEST(test_pim_outside_region_default)
 }
 END_TEST
 
+/* pim's state (belief, last release time) follows published points only,
+ * so a user's next budget window carries it over (window_keeps_belief,
+ * the default): with the same seed, a run whose window ends after three
+ * releases publishes exactly what a run with one long window does, while
+ * its ledger starts again. With window_keeps_belief = false the new window
+ * starts from the initial distribution, whose set is all 9 cells. */
+static ts_pipeline *pim_window_pipeline(const char *literal, int window_s,
+                                        int keep, ts_rng *source)
+{
+    char model[640], window[100], keeps[100];
+    snprintf(model, sizeof model, "profiles.pim.model=%s", literal);
+    snprintf(window, sizeof window, "profiles.pim.budget_window_s=%d",
+             window_s);
+    snprintf(keeps, sizeof keeps, "profiles.pim.window_keeps_belief=%s",
+             keep ? "true" : "false");
+    const char *overrides[] = { "profiles.pim.mechanism=pim", model,
+                                "profiles.pim.points_per_window=100",
+                                "profiles.pim.epsilon=8", window, keeps };
+    char err[512] = "";
+    ts_config *config = ts_config_load(NULL, overrides, 6, err, sizeof err);
+    ck_assert_msg(config != NULL, "%s", err);
+    ts_pipeline *made = ts_config_make_pipeline(config, source, err,
+                                                sizeof err);
+    ck_assert_msg(made != NULL, "%s", err);
+    ts_config_free(config);
+    return made;
+}
+
+START_TEST(test_pim_belief_crosses_windows)
+{
+    char path[512];
+    write_pim_model_chain(path, sizeof path, 1);
+    char literal[600];
+    snprintf(literal, sizeof literal, "\"%s\"", path);
+    ts_rng *rng[3];
+    ts_pipeline *p[3];
+    /* 0: one long window; 1: 150 s windows, carried; 2: 150 s, reset */
+    for (int i = 0; i < 3; i++) {
+        rng[i] = ts_rng_new_seeded(11);
+        ck_assert_ptr_nonnull(rng[i]);
+        p[i] = pim_window_pipeline(literal, i == 0 ? 86400 : 150, i != 2,
+                                   rng[i]);
+    }
+    unlink(path);
+
+    const double inside = 150.0 / PIM_EARTH_R * PIM_DEG;   /* centre cell */
+    ts_outcome out[3];
+    for (int step = 0; step < 12; step++) {
+        int64_t ts_ms = 1000 + 60000 * (int64_t)step;
+        for (int i = 0; i < 3; i++) {
+            out[i] = pim_point(p[i], "u", ts_ms, inside, inside);
+            ck_assert_msg(out[i].sanitized, "%s", out[i].detail);
+        }
+        ck_assert(out[1].report.lat == out[0].report.lat);
+        ck_assert(out[1].report.lon == out[0].report.lon);
+        ck_assert_uint_eq(out[1].report.delta_set_size,
+                          out[0].report.delta_set_size);
+        /* the ledger is per window all the same: 150 s holds 3 releases */
+        ck_assert_double_eq_tol(out[1].eps_spent_window, 8.0 * (step % 3 + 1),
+                                1e-12);
+        ck_assert_double_eq_tol(out[0].eps_spent_window, 8.0 * (step + 1),
+                                1e-12);
+        if (step % 3 == 0)
+            ck_assert_uint_eq(out[2].report.delta_set_size, 9);
+    }
+    /* Otherwise the comparison above could not tell carrying from
+     * resetting: the belief did narrow. */
+    ck_assert_uint_lt(out[0].report.delta_set_size, 9);
+    for (int i = 0; i < 3; i++) {
+        ts_pipeline_free(p[i]);
+        ts_rng_free(rng[i]);
+    }
+}
+END_TEST
+
 /* model = "": the profile is configured but disabled; its updates are
  * rejected as unknown_profile with a detail saying why, and the other
  * profiles run. */
@@ -1116,6 +1207,7 @@ static Suite *pipeline_suite(void)
                   test_new_rejects_bad_arguments);
     TS_CHECK_CASE(s, "pim", 0, NULL, NULL,
                   test_pim_outside_region, test_pim_outside_region_default,
+                  test_pim_belief_crosses_windows,
                   test_disabled_profile_rejected);
     return s;
 }

@@ -251,20 +251,24 @@ if ! "$TRACESAN" learn --region 39.9,116.3,39.92,116.32 --cell-m 300 \
 fi
 # Windows of 10 releases (600 s), so the replay must zero its state where
 # the pipeline did.
-pd_profile() { # DELTA [WINDOW_S]
+pd_profile() { # DELTA [WINDOW_S [KEEPS_BELIEF]]
     echo -o profiles.pd.mechanism=pim -o "profiles.pd.model=\"$DMODEL\"" \
         -o profiles.pd.delta="$1" -o profiles.pd.prune_threshold=0 \
         -o profiles.pd.belief_capacity=4096 -o profiles.pd.points_per_window=10 \
-        -o profiles.pd.budget_window_s="${2:-600}"
+        -o profiles.pd.budget_window_s="${2:-600}" \
+        -o profiles.pd.window_keeps_belief="${3:-true}"
 }
-drift_run() { # NAME SANITIZE_DELTA EVAL_DELTA [EVAL_WINDOW_S]
+# drift_run NAME SANITIZE_DELTA EVAL_DELTA [EVAL_WINDOW_S [KEEPS_BELIEF]]:
+# KEEPS_BELIEF (window_keeps_belief) on both sides, the windows 600 s.
+drift_run() {
     local name=$1
     # shellcheck disable=SC2046 # pd_profile's words are options
-    "$TRACESAN" sanitize --seed 4 --profile pd $(pd_profile "$2") "$DFEED" \
-        >"$TMPD/$name.sanitized.csv" 2>"$TMPD/$name.sanitize.err"
+    "$TRACESAN" sanitize --seed 4 --profile pd $(pd_profile "$2" 600 "${5:-true}") \
+        "$DFEED" >"$TMPD/$name.sanitized.csv" 2>"$TMPD/$name.sanitize.err"
     rc=0
     # shellcheck disable=SC2046
-    "$TRACESAN" eval --format csv --profile pd $(pd_profile "$3" "${4:-600}") \
+    "$TRACESAN" eval --format csv --profile pd \
+        $(pd_profile "$3" "${4:-600}" "${5:-true}") \
         --series "$TMPD/$name.series.csv" "$DFEED" "$TMPD/$name.sanitized.csv" \
         >"$TMPD/$name.eval.csv" 2>"$TMPD/$name.eval.err" || rc=$?
 }
@@ -305,10 +309,20 @@ check "drift: eval with another delta reports |ΔX| mismatches ($dx)" \
     test "${dx:-0}" -gt 0
 check "drift: and warns that its configuration is not the sanitizer's" \
     grep -q "warning: the replayed |ΔX| differs" "$TMPD/dx.eval.err"
-drift_run dw 0.5 0.5 1200
+# With window_keeps_belief = false every budget window restarts the
+# belief: eval mirrors the restarts, and notices when its windows are not
+# the sanitizer's. By default the belief crosses windows, so their length
+# changes no release and the replay matches whatever it is.
+drift_run dr 0.5 0.5 600 false
+check_eq "drift: windows restarting the belief are mirrored" 0 \
+    "$(replay_count dr dss_mismatches)"
+drift_run dw 0.5 0.5 1200 false
 dw=$(replay_count dw dss_mismatches)
 check "drift: eval with another budget window reports mismatches ($dw)" \
     test "${dw:-0}" -gt 0
+drift_run dk 0.5 0.5 1200
+check_eq "drift: the belief crosses budget windows: their length changes no release" 0 \
+    "$(replay_count dk dss_mismatches)"
 
 rc=0
 "$TRACESAN" eval --profile nosuch "$DFEED" "$TMPD/d0.sanitized.csv" \

@@ -511,6 +511,7 @@ static void replay_user(const eval_data *data, true_row *rows, size_t first,
     const char *name = ts_name_index_name(data->users, rows[first].user);
     size_t name_len = strlen(name);
     window_tracker window = { 0, 0, 0 };
+    int window_slot = -1;
     memset(state, 0, state_size);
     for (size_t i = first; i < end; i++) {
         true_row *r = &rows[i];
@@ -521,9 +522,19 @@ static void replay_user(const eval_data *data, true_row *rows, size_t first,
                 ? ts_pipeline_profile_at(data->pipeline,
                                          (size_t)r->profile_slot)
                 : profile;
-        if (window_advance(&window, r->ts_ms, row_profile->window_ms))
-            memset(state, 0, state_size);
-        if (r->profile_slot != slot && r->profile_slot != PROFILE_UNNAMED)
+        int row_slot = r->profile_slot >= 0 ? r->profile_slot : slot;
+        int had_window = window.open;
+        if (window_advance(&window, r->ts_ms, row_profile->window_ms)) {
+            /* As the pipeline: a window of the same profile as the last
+             * one may carry the state over, any other starts from zero. */
+            if (had_window && window_slot == row_slot && row_slot == slot &&
+                profile->ops->window_opens != NULL)
+                profile->ops->window_opens(profile->mech, state);
+            else
+                memset(state, 0, state_size);
+            window_slot = row_slot;
+        }
+        if (row_slot != slot)
             continue;
         ts_point published = {
             .lat = r->released_lat,
