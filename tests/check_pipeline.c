@@ -947,12 +947,26 @@ static void write_pim_model_chain(char *path, size_t path_len, int stay)
     ck_assert_int_eq(fclose(out), 0);
 }
 
+/* A pipeline from the built-in defaults plus these overrides. */
+static ts_pipeline *pipeline_with_overrides(const char *const *overrides,
+                                            size_t n, ts_rng *source)
+{
+    char err[512] = "";
+    ts_config *config = ts_config_load(NULL, overrides, n, err, sizeof err);
+    ck_assert_msg(config != NULL, "%s", err);
+    ts_pipeline *made = ts_config_make_pipeline(config, source, err,
+                                                sizeof err);
+    ck_assert_msg(made != NULL, "%s", err);
+    ts_config_free(config);
+    return made;
+}
+
 /* Profile "pim" with the given model path (a libconfig string literal)
  * and outside_region policy (NULL: the default). */
 static ts_pipeline *pim_pipeline_with(const char *model_literal,
                                       const char *outside, ts_rng *source)
 {
-    char model_override[600], outside_override[100];
+    char model_override[640], outside_override[100];
     snprintf(model_override, sizeof model_override, "profiles.pim.model=%s",
              model_literal);
     snprintf(outside_override, sizeof outside_override,
@@ -960,15 +974,7 @@ static ts_pipeline *pim_pipeline_with(const char *model_literal,
     const char *overrides[] = { "profiles.pim.mechanism=pim", model_override,
                                 "profiles.pim.points_per_window=100",
                                 outside_override };
-    char err[512] = "";
-    ts_config *config = ts_config_load(NULL, overrides, outside ? 4 : 3, err,
-                                       sizeof err);
-    ck_assert_msg(config != NULL, "%s", err);
-    ts_pipeline *made = ts_config_make_pipeline(config, source, err,
-                                                sizeof err);
-    ck_assert_msg(made != NULL, "%s", err);
-    ts_config_free(config);
-    return made;
+    return pipeline_with_overrides(overrides, outside ? 4 : 3, source);
 }
 
 static ts_pipeline *pim_pipeline(const char *model_literal, ts_rng *source)
@@ -1094,14 +1100,7 @@ static ts_pipeline *pim_window_pipeline(const char *literal, int window_s,
     const char *overrides[] = { "profiles.pim.mechanism=pim", model,
                                 "profiles.pim.points_per_window=100",
                                 "profiles.pim.epsilon=8", window, keeps };
-    char err[512] = "";
-    ts_config *config = ts_config_load(NULL, overrides, 6, err, sizeof err);
-    ck_assert_msg(config != NULL, "%s", err);
-    ts_pipeline *made = ts_config_make_pipeline(config, source, err,
-                                                sizeof err);
-    ck_assert_msg(made != NULL, "%s", err);
-    ts_config_free(config);
-    return made;
+    return pipeline_with_overrides(overrides, 6, source);
 }
 
 START_TEST(test_pim_belief_crosses_windows)

@@ -135,5 +135,5 @@ read_streams
 check "snapshots rolled the changelog up" grep -q ',snapshot,' "$TMPD/changelog.csv"
 check "no coordinate of the input in the outputs or the changelog" \
     bash -c "! grep -qF \"\$(sed -n 2p '$TMPD/trace.csv' | cut -d, -f3)\" '$TMPD/outputs.csv' '$TMPD/ledger.csv'"
-stream_checks "$A_LOG" "$KILL_MS" "$B_LOG"
+stream_checks "$A_LOG:$KILL_MS" "$B_LOG"
 finish

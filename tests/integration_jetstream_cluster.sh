@@ -94,6 +94,6 @@ DAEMON_PID=$B_PID DAEMON_LOG=$B_LOG stop_daemon b
 grep 'jetstream summary' "$B_LOG" | sed 's/^/# /'
 
 read_streams
-stream_checks "$A_LOG" "$KILL_MS" "$B_LOG"
+stream_checks "$A_LOG:$KILL_MS" "$B_LOG"
 note "cluster run took $(( $(date +%s) - started )) s"
 finish

@@ -139,16 +139,7 @@ DAEMON_PID=$S_PID DAEMON_LOG=$S_LOG stop_daemon secure
 read_streams
 check_eq "tracesan jetstream outputs (with the options) prints one line per input" \
     $POINTS "$(wc -l <"$TMPD/outputs.csv")"
-"$PY" "$top_srcdir/tests/jetstream_check.py" "$TMPD/trace.csv" \
-    "$TMPD/outputs.csv" "$TMPD/ledger.csv" "$TMPD/changelog.csv" \
-    "$S_LOG" >"$TMPD/checks.txt"
-while read -r line; do
-    case $line in
-        "ok - "*) pass "${line#ok - }" ;;
-        "not ok - "*) fail "${line#not ok - }" ;;
-        *) note "${line#\# }" ;;
-    esac
-done <"$TMPD/checks.txt"
+stream_checks "$S_LOG"
 
 # Input waiting for the next instance: refused instances must not touch it.
 # One user, fewer points than a batch: one more message in TRACESAN_IN.

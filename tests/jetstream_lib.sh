@@ -197,14 +197,15 @@ read_streams() {
     done
 }
 
-# stream_checks KILLED_LOG KILL_MS SURVIVOR_LOG: tests/jetstream_check.py
-# over the trace and the streams read by read_streams, each of its lines
-# a check (exactly one output per input, ledger = epsilon published, no
-# window over budget, epochs, no overlapping leases).
+# stream_checks LOG[:KILL_MS]...: tests/jetstream_check.py over the trace
+# and the streams read by read_streams, each of its lines a check (exactly
+# one output per input, ledger = epsilon published, no window over budget,
+# epochs, no overlapping leases); each instance's log, with the wall-clock
+# ms it was killed at when it was.
 stream_checks() {
     "$PY" "$top_srcdir/tests/jetstream_check.py" "$TMPD/trace.csv" \
         "$TMPD/outputs.csv" "$TMPD/ledger.csv" "$TMPD/changelog.csv" \
-        "$1:$2" "$3" >"$TMPD/checks.txt"
+        "$@" >"$TMPD/checks.txt"
     local line
     while read -r line; do
         case $line in
