@@ -33,11 +33,13 @@
  * per-update `profile` field), likelihood ("surrogate", the default: the
  * posterior scores a belief cell outside the set at its surrogate, where
  * the mechanism releases such a user from; "paper": at the cell),
- * break_ticks (default 2: a longer gap moves the belief break_ticks ticks
+ * break_ticks (default 15: a longer gap moves the belief break_ticks ticks
  * and mixes it with the initial distribution, weight resume_weight,
  * default 1; 0: M^k and max_ticks, the paper), set_radius_m (default 0:
  * the set of Definition 3.1; above 0 only its cells within that distance
- * of its most probable cell, docs/delta_privacy.md "Choosing the set").
+ * of its most probable cell, docs/delta_privacy.md "Choosing the set"),
+ * window_keeps_belief (default true: a user's next budget window starts
+ * from the belief the last one left, ts_mechanism_ops.window_opens).
  *
  * Budget: eps_point = epsilon for every release. delta-location-set privacy
  * is a per-release guarantee; the window budget epsilon * points_per_window

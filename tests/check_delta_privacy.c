@@ -381,9 +381,9 @@ static int release_positions_of(const ts_grid *grid, const ts_belief *b,
 
 /* The stored state is the belief an observer computes from the published
  * points alone: the paper's rules (paper = 1: M^k across every gap, the
- * emission at each cell's centre) or the defaults (a gap of more than 2
- * ticks is a break, moved 2 ticks with resume weight 1; the emission of a
- * cell outside the set at its surrogate). */
+ * emission at each cell's centre) or the defaults with break_ticks = 2 (a
+ * gap of more than 2 ticks is a break, moved 2 ticks with resume weight 1;
+ * the emission of a cell outside the set at its surrogate). */
 static void check_public_state(const ts_mechanism_ops *ops, int use_pim,
                                int paper)
 {
@@ -395,6 +395,7 @@ static void check_public_state(const ts_mechanism_ops *ops, int use_pim,
         t.break_ticks = 0;
     } else {
         t.delta = 0.3; /* leaves belief cells outside the set */
+        t.break_ticks = 2; /* so that the 3- and 10-tick gaps are breaks */
     }
     void *profile = new_profile(ops, &t);
     size_t size = ops->user_state_size(profile);
