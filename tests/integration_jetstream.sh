@@ -11,11 +11,7 @@
 . "${top_srcdir:-$(dirname "$0")/..}/tests/lib.sh"
 . "$top_srcdir/tests/jetstream_lib.sh"
 
-if [ -z "$NATS_SERVER" ]; then
-    echo "1..0 # SKIP nats-server is not installed (Debian package nats-server)"
-    exit 77
-fi
-require_programs "$TRACESAND" "$TRACESAN"
+require_nats
 
 TTL=2
 # After the lease ages (ttl), the taker notices at its next tick (ttl/4)
@@ -32,10 +28,7 @@ mkdir -p "$TMPD/a-state"
 start_instance a -o nats.lease_ttl_s=$TTL -o nats.snapshot_every=8 \
     -o "state.dir=$TMPD/a-state"
 A_PID=$INSTANCE_PID A_LOG=$INSTANCE_LOG A_HTTP=$INSTANCE_HTTP
-deadline=$(( $(date +%s) + 10 ))
-while [ "$(owned_count "$A_HTTP")" -lt 16 ] && [ "$(date +%s)" -lt $deadline ]; do
-    sleep 0.2
-done
+wait_owned "$A_HTTP" 10
 check_eq "a alone owns all 16 partitions" 16 "$(owned_count "$A_HTTP")"
 
 "$TRACESAN" replay --jetstream "$NATS_URL" --partitions 16 --rate 3000 \
@@ -59,10 +52,7 @@ check_eq "rebalanced under load: a and b own 8 each" "8 8" \
 # fail) and commit nothing more, then get its share back.
 kill -STOP "$A_PID"
 STOP_MS=$(now_ms)
-deadline=$(( $(date +%s) + TTL + 10 ))
-while [ "$(owned_count "$B_HTTP")" -lt 16 ] && [ "$(date +%s)" -lt $deadline ]; do
-    sleep 0.1
-done
+wait_owned "$B_HTTP" $(( TTL + 10 ))
 check_eq "b took the frozen a's partitions" 16 "$(owned_count "$B_HTTP")"
 kill -CONT "$A_PID"
 deadline=$(( $(date +%s) + 15 ))
@@ -97,10 +87,7 @@ check_eq "a's ${#subjects[@]} consumers deleted before the takeover" "${#subject
 wait_for_pid "$REPLAY_PID" 60 || fatal "replay did not finish"
 check_eq "replay exits 0" 0 "$waited_status"
 
-deadline=$(( $(date +%s) + TTL + 10 ))
-while [ "$(owned_count "$B_HTTP")" -lt 16 ] && [ "$(date +%s)" -lt $deadline ]; do
-    sleep 0.2
-done
+wait_owned "$B_HTTP" $(( TTL + 10 ))
 check_eq "b owns all 16 partitions after the kill" 16 "$(owned_count "$B_HTTP")"
 last_take=$(sed -n 's/.*lease acquired .* at_ms=\([0-9]*\).*/\1/p' "$B_LOG" |
                 sort -n | tail -n 1)

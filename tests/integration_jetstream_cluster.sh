@@ -10,11 +10,7 @@
 . "${top_srcdir:-$(dirname "$0")/..}/tests/lib.sh"
 . "$top_srcdir/tests/jetstream_lib.sh"
 
-if [ -z "$NATS_SERVER" ]; then
-    echo "1..0 # SKIP nats-server is not installed (Debian package nats-server)"
-    exit 77
-fi
-require_programs "$TRACESAND" "$TRACESAN"
+require_nats
 
 : "${JS_USERS:=1000}"
 : "${JS_PER_USER:=100}"
@@ -59,10 +55,7 @@ forget_pid "$A_PID"
 rm -rf "$TMPD/a-state"
 note "killed instance a at $KILL_MS"
 
-deadline=$(( $(date +%s) + TTL + 15 ))
-while [ "$(owned_count "$B_HTTP")" -lt 16 ] && [ "$(date +%s)" -lt $deadline ]; do
-    sleep 0.2
-done
+wait_owned "$B_HTTP" $(( TTL + 15 ))
 check_eq "b owns all 16 partitions after the kill" 16 "$(owned_count "$B_HTTP")"
 last_take=$(sed -n 's/.*lease acquired .* at_ms=\([0-9]*\).*/\1/p' "$B_LOG" |
                 sort -n | tail -n 1)

@@ -9,11 +9,7 @@
 . "${top_srcdir:-$(dirname "$0")/..}/tests/lib.sh"
 . "$top_srcdir/tests/jetstream_lib.sh"
 
-if [ -z "$NATS_SERVER" ]; then
-    echo "1..0 # SKIP nats-server is not installed (Debian package nats-server)"
-    exit 77
-fi
-require_programs "$TRACESAND" "$TRACESAN"
+require_nats
 
 USERS=40
 PER_USER=3
@@ -30,10 +26,7 @@ awk -F, -v OFS=, 'NR == 1 { print; next } { $2 += 3600; print }' \
 
 SHIPPED_CONF=$CONF start_instance a -o nats.lease_ttl_s=2
 A_PID=$INSTANCE_PID A_LOG=$INSTANCE_LOG A_HTTP=$INSTANCE_HTTP
-deadline=$(( $(date +%s) + 10 ))
-while [ "$(owned_count "$A_HTTP")" -lt 16 ] && [ "$(date +%s)" -lt $deadline ]; do
-    sleep 0.2
-done
+wait_owned "$A_HTTP" 10
 check_eq "a owns all 16 partitions" 16 "$(owned_count "$A_HTTP")"
 
 replay() {

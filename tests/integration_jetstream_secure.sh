@@ -20,16 +20,12 @@
 . "${top_srcdir:-$(dirname "$0")/..}/tests/lib.sh"
 . "$top_srcdir/tests/jetstream_lib.sh"
 
-if [ -z "$NATS_SERVER" ]; then
-    echo "1..0 # SKIP nats-server is not installed (Debian package nats-server)"
-    exit 77
-fi
 if ! command -v openssl >/dev/null; then
     echo "1..0 # SKIP openssl is not installed (Debian package openssl)"
     exit 77
 fi
 NKEY_KEYPAIR=${NKEY_KEYPAIR:-$top_builddir/tests/nkey_keypair}
-require_programs "$TRACESAND" "$TRACESAN" "$NKEY_KEYPAIR"
+require_nats "$NKEY_KEYPAIR"
 
 USERS=20
 PER_USER=20
@@ -110,10 +106,7 @@ make_trace "$TMPD/trace.csv" $USERS $PER_USER
 start_instance secure "${SECURE_SETTINGS[@]}"
 S_PID=$INSTANCE_PID S_LOG=$INSTANCE_LOG S_HTTP=$INSTANCE_HTTP
 pass "tracesand with an NKey and mutual TLS reaches its ready line"
-deadline=$(( $(date +%s) + 10 ))
-while [ "$(owned_count "$S_HTTP")" -lt 16 ] && [ "$(date +%s)" -lt $deadline ]; do
-    sleep 0.2
-done
+wait_owned "$S_HTTP" 10
 check_eq "it owns all 16 partitions" 16 "$(owned_count "$S_HTTP")"
 
 replay_status=0

@@ -9,6 +9,16 @@ NATS_SERVER=${NATS_SERVER:-$(command -v nats-server || true)}
 PY=/usr/bin/python3
 [ -x "$PY" ] || PY=python3
 
+# require_nats [PROGRAM...]: skips the test (exit 77) without nats-server;
+# then the daemon, the CLI and these programs must exist.
+require_nats() {
+    if [ -z "$NATS_SERVER" ]; then
+        echo "1..0 # SKIP nats-server is not installed (Debian package nats-server)"
+        exit 77
+    fi
+    require_programs "$TRACESAND" "$TRACESAN" "$@"
+}
+
 free_port() {
     "$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
 }
@@ -166,6 +176,15 @@ held_partitions() {
 owned_count() {
     curl -s "http://$1/metrics" |
         awk '/^tracesand_partition_owned\{/ { n += $2 } END { print n + 0 }'
+}
+
+# wait_owned HTTP SECONDS: until the instance at HTTP owns all 16
+# partitions, or SECONDS passed.
+wait_owned() {
+    local deadline=$(( $(date +%s) + $2 ))
+    while [ "$(owned_count "$1")" -lt 16 ] && [ "$(date +%s)" -lt $deadline ]; do
+        sleep 0.1
+    done
 }
 
 # make_trace FILE USERS POINTS_PER_USER: a synthetic trace, time-ordered,
