@@ -331,33 +331,24 @@ static int build(const ts_grid *g, const ts_learn_params *p,
             n_i = 1.0;
         long row = (long)ts_grid_cell_row(g, i), col = (long)ts_grid_cell_col(g, i);
         double reachable = (double)(out->row_start[i + 1] - out->row_start[i]);
-        if (alpha > 0.0 && kernel != NULL) {
-            /* The kernel clipped to the grid, renormalised; a row without
-             * data is the kernel alone. */
-            double clipped = 0.0;
-            for (size_t o = 0; o < n_offs; o++) {
-                long r = row + offs[o].dr, c = col + offs[o].dc;
-                if (r >= 0 && r < (long)g->rows && c >= 0 && c < (long)g->cols)
-                    clipped += kernel[o];
-            }
-            double weight = self_loop ? 1.0 : p->backoff;
-            double denom = self_loop ? 1.0 : n_i + p->backoff;
-            for (size_t o = 0; o < n_offs; o++) {
-                long r = row + offs[o].dr, c = col + offs[o].dc;
-                if (r < 0 || r >= (long)g->rows || c < 0 || c >= (long)g->cols)
-                    continue;
-                uint32_t j = (uint32_t)(r * (long)g->cols + c);
-                double count = 0.0;
-                while (k < k_end && (uint32_t)keys[k] == j) {
-                    count += 1.0;
-                    k++;
-                }
-                out->col[e] = j;
-                out->prob[e] = (count + weight * kernel[o] / clipped) / denom;
-                e++;
-            }
-        } else if (alpha > 0.0) {
+        if (alpha > 0.0) {
+            /* Pseudo-counts: alpha on every reachable cell, or (with a
+             * kernel) the kernel clipped to the grid and renormalised,
+             * weighted by the back-off; a row without data is then the
+             * kernel alone. */
+            double clipped = 1.0, weight = alpha;
             double denom = n_i + alpha * reachable;
+            if (kernel != NULL) {
+                clipped = 0.0;
+                for (size_t o = 0; o < n_offs; o++) {
+                    long r = row + offs[o].dr, c = col + offs[o].dc;
+                    if (r >= 0 && r < (long)g->rows && c >= 0 &&
+                        c < (long)g->cols)
+                        clipped += kernel[o];
+                }
+                weight = self_loop ? 1.0 : p->backoff;
+                denom = self_loop ? 1.0 : n_i + p->backoff;
+            }
             for (size_t o = 0; o < n_offs; o++) {
                 long r = row + offs[o].dr, c = col + offs[o].dc;
                 if (r < 0 || r >= (long)g->rows || c < 0 || c >= (long)g->cols)
@@ -368,10 +359,12 @@ static int build(const ts_grid *g, const ts_learn_params *p,
                     count += 1.0;
                     k++;
                 }
-                if (self_loop && j == i)
+                if (kernel == NULL && self_loop && j == i)
                     count = 1.0;
+                double pseudo = kernel != NULL ? weight * kernel[o] / clipped
+                                               : alpha;
                 out->col[e] = j;
-                out->prob[e] = (count + alpha) / denom;
+                out->prob[e] = (count + pseudo) / denom;
                 e++;
             }
         } else if (self_loop) {
