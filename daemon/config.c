@@ -281,23 +281,24 @@ static void check_settings_together(ts_config *config)
                         "\"jetstream\"");
     /* Keys that only work in pairs: refused here rather than at the first
      * connection attempt, so --check-config tells. */
-    static const struct { const char *set, *needs; } pairs[] = {
-        { "nats.nkey_seed_file", "nats.nkey_public" },
-        { "nats.nkey_public", "nats.nkey_seed_file" },
-        { "nats.tls_cert_file", "nats.tls_key_file" },
-        { "nats.tls_key_file", "nats.tls_cert_file" },
-    };
-    const char *values[][2] = {
-        { s->nats.nkey_seed_file, s->nats.nkey_public },
-        { s->nats.nkey_public, s->nats.nkey_seed_file },
-        { s->nats.tls_cert_file, s->nats.tls_key_file },
-        { s->nats.tls_key_file, s->nats.tls_cert_file },
+    const struct {
+        const char *key, *value, *needs, *needed;
+        int creds_suffice;   /* a creds file replaces the NKey pair */
+    } pairs[] = {
+        { "nats.nkey_seed_file", s->nats.nkey_seed_file, "nats.nkey_public",
+          s->nats.nkey_public, 1 },
+        { "nats.nkey_public", s->nats.nkey_public, "nats.nkey_seed_file",
+          s->nats.nkey_seed_file, 1 },
+        { "nats.tls_cert_file", s->nats.tls_cert_file, "nats.tls_key_file",
+          s->nats.tls_key_file, 0 },
+        { "nats.tls_key_file", s->nats.tls_key_file, "nats.tls_cert_file",
+          s->nats.tls_cert_file, 0 },
     };
     for (size_t i = 0; i < sizeof pairs / sizeof pairs[0]; i++)
-        if (values[i][0] != NULL && values[i][1] == NULL &&
-            !(i < 2 && s->nats.creds_file != NULL))
-            fail_at(config, config_lookup(&config->cfg, pairs[i].set),
-                    "%s needs %s", pairs[i].set, pairs[i].needs);
+        if (pairs[i].value != NULL && pairs[i].needed == NULL &&
+            !(pairs[i].creds_suffice && s->nats.creds_file != NULL))
+            fail_at(config, config_lookup(&config->cfg, pairs[i].key),
+                    "%s needs %s", pairs[i].key, pairs[i].needs);
 }
 
 /* With security.curve on, the key files are read now, so that a bad one

@@ -38,24 +38,9 @@ int ts_js_connect(ts_js_conn *conn, const struct ts_nats_settings *nats,
     for (char *save = NULL, *tok = strtok_r(urls, ", ", &save);
          tok != NULL && n < MAX_SERVERS; tok = strtok_r(NULL, ", ", &save))
         servers[n++] = tok;
-    /* The daemon's configuration check refuses these too (daemon/config.c);
-     * the CLI fills the settings itself. */
-    const char *problem = NULL;
-    if (nats->nkey_seed_file != NULL && nats->creds_file == NULL &&
-        nats->nkey_public == NULL)
-        problem = "nats.nkey_seed_file needs nats.nkey_public";
-    else if (nats->nkey_public != NULL && nats->nkey_seed_file == NULL &&
-             nats->creds_file == NULL)
-        problem = "nats.nkey_public needs nats.nkey_seed_file";
-    else if (nats->tls_cert_file != NULL && nats->tls_key_file == NULL)
-        problem = "nats.tls_cert_file needs nats.tls_key_file";
-    else if (nats->tls_key_file != NULL && nats->tls_cert_file == NULL)
-        problem = "nats.tls_key_file needs nats.tls_cert_file";
-    if (problem != NULL) {
-        free(urls);
-        snprintf(err, errlen, "%s", problem);
-        return -1;
-    }
+    /* Unpaired keys never get here: the configuration check refuses them
+     * with their line (daemon/config.c), the CLI with its option names
+     * (tools/cmd_jetstream.c); libnats would refuse them too. */
     /* Which option failed, for the error message. */
     char what[320] = "nats options";
     natsOptions *opts = NULL;
