@@ -39,11 +39,7 @@ sleep 0.5
 # b joins under load: a hands 8 partitions over between two groups.
 start_instance b -o nats.lease_ttl_s=$TTL -o nats.snapshot_every=8
 B_PID=$INSTANCE_PID B_LOG=$INSTANCE_LOG B_HTTP=$INSTANCE_HTTP
-deadline=$(( $(date +%s) + 15 ))
-while { [ "$(owned_count "$A_HTTP")" -ne 8 ] || [ "$(owned_count "$B_HTTP")" -ne 8 ]; } &&
-      [ "$(date +%s)" -lt $deadline ]; do
-    sleep 0.1
-done
+wait_split "$A_HTTP" "$B_HTTP" 15
 check_eq "rebalanced under load: a and b own 8 each" "8 8" \
     "$(owned_count "$A_HTTP") $(owned_count "$B_HTTP")"
 
@@ -55,11 +51,7 @@ STOP_MS=$(now_ms)
 wait_owned "$B_HTTP" $(( TTL + 10 ))
 check_eq "b took the frozen a's partitions" 16 "$(owned_count "$B_HTTP")"
 kill -CONT "$A_PID"
-deadline=$(( $(date +%s) + 15 ))
-while { [ "$(owned_count "$A_HTTP")" -ne 8 ] || [ "$(owned_count "$B_HTTP")" -ne 8 ]; } &&
-      [ "$(date +%s)" -lt $deadline ]; do
-    sleep 0.1
-done
+wait_split "$A_HTTP" "$B_HTTP" 15
 check_eq "a thawed and got its share back" "8 8" \
     "$(owned_count "$A_HTTP") $(owned_count "$B_HTTP")"
 check "a logged losing its partitions to the deadline or to b" \

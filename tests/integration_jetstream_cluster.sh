@@ -33,11 +33,7 @@ start_instance a "${COMMON[@]}" -o "state.dir=$TMPD/a-state"
 A_PID=$INSTANCE_PID A_LOG=$INSTANCE_LOG A_HTTP=$INSTANCE_HTTP
 start_instance b "${COMMON[@]}"
 B_PID=$INSTANCE_PID B_LOG=$INSTANCE_LOG B_HTTP=$INSTANCE_HTTP
-deadline=$(( $(date +%s) + 30 ))
-while { [ "$(owned_count "$A_HTTP")" -ne 8 ] || [ "$(owned_count "$B_HTTP")" -ne 8 ]; } &&
-      [ "$(date +%s)" -lt $deadline ]; do
-    sleep 0.2
-done
+wait_split "$A_HTTP" "$B_HTTP" 30
 check_eq "two instances own 8 partitions each" "8 8" \
     "$(owned_count "$A_HTTP") $(owned_count "$B_HTTP")"
 

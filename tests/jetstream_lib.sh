@@ -187,6 +187,16 @@ wait_owned() {
     done
 }
 
+# wait_split HTTP_A HTTP_B SECONDS: until the two instances own 8
+# partitions each, or SECONDS passed.
+wait_split() {
+    local deadline=$(( $(date +%s) + $3 ))
+    while { [ "$(owned_count "$1")" -ne 8 ] || [ "$(owned_count "$2")" -ne 8 ]; } &&
+          [ "$(date +%s)" -lt $deadline ]; do
+        sleep 0.1
+    done
+}
+
 # make_trace FILE USERS POINTS_PER_USER: a synthetic trace, time-ordered,
 # users interleaved, one point a minute each.
 make_trace() {
