@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "daemon/codec.h"
+#include "daemon/json_codec.h"
 #include "daemon/log.h"
 
 #ifndef TS_DASHBOARD_DIR
@@ -139,37 +140,14 @@ static int append_text(ts_buf *buf, const char *text)
     return ts_buf_append(buf, text, strlen(text));
 }
 
-static int append_json_string(ts_buf *buf, const char *text)
-{
-    if (ts_buf_append(buf, "\"", 1) != 0)
-        return -1;
-    for (const unsigned char *p = (const unsigned char *)text; *p != '\0';
-         p++) {
-        char escaped[8];
-        if (*p == '"' || *p == '\\') {
-            escaped[0] = '\\';
-            escaped[1] = (char)*p;
-            escaped[2] = '\0';
-        } else if (*p < 0x20 || *p == 0x7f) {
-            snprintf(escaped, sizeof escaped, "\\u%04x", *p);
-        } else {
-            escaped[0] = (char)*p;
-            escaped[1] = '\0';
-        }
-        if (append_text(buf, escaped) != 0)
-            return -1;
-    }
-    return ts_buf_append(buf, "\"", 1);
-}
-
 static int build_config_json(ts_buf *buf, const ts_dashboard_options *o)
 {
     int rc = append_text(buf, "{\"version\":") |
-             append_json_string(buf, PACKAGE_VERSION) |
+             ts_json_put_string(buf, PACKAGE_VERSION) |
              append_text(buf, ",\"tile_url\":") |
-             append_json_string(buf, o->tile_url != NULL ? o->tile_url : "") |
+             ts_json_put_string(buf, o->tile_url != NULL ? o->tile_url : "") |
              append_text(buf, ",\"tile_attribution\":") |
-             append_json_string(buf, o->tile_attribution != NULL
+             ts_json_put_string(buf, o->tile_attribution != NULL
                                          ? o->tile_attribution : "") |
              append_text(buf, ",\"token_required\":") |
              append_text(buf, o->token_required ? "true" : "false") |
@@ -178,7 +156,7 @@ static int build_config_json(ts_buf *buf, const ts_dashboard_options *o)
              append_text(buf, ",\"profiles\":[");
     for (size_t i = 0; i < o->n_profiles; i++)
         rc |= (i > 0 ? append_text(buf, ",") : 0) |
-              append_json_string(buf, o->profiles[i]);
+              ts_json_put_string(buf, o->profiles[i]);
     return rc | append_text(buf, "]}");
 }
 

@@ -156,6 +156,11 @@ static int put_string(ts_buf *out, const unsigned char *s, size_t len)
     return put(out, "\"", 1);
 }
 
+int ts_json_put_string(ts_buf *out, const char *text)
+{
+    return put_string(out, (const unsigned char *)text, strlen(text));
+}
+
 static int put_base64(ts_buf *out, const ProtobufCBinaryData *bytes)
 {
     if (put(out, "\"", 1) != 0)

@@ -54,6 +54,11 @@
  * characters and DEL in strings are written as \u00XX. */
 int ts_json_from_message(const ProtobufCMessage *message, ts_buf *out);
 
+/* Appends the NUL-terminated `text` as a JSON string, escaped as the
+ * codec escapes strings. 0, or -1 when it is not valid UTF-8 or memory
+ * runs out (out may then hold part of it). */
+int ts_json_put_string(ts_buf *out, const char *text);
+
 /* Parses `json` (len bytes, NUL not needed) as a message of `descriptor`,
  * allocated from `allocator` (NULL: malloc); free it with
  * protobuf_c_message_free_unpacked(*out, allocator). 0 and *out set, or -1
