@@ -127,6 +127,21 @@ static void serve_density(void *arg, const char *rest, const char *query,
 /* The dashboard's files, /dashboard.json and /feed, with the token and
  * CORS allow-list of http.*; the feed sees every message the outboxes
  * send. -1 (logged) on failure. */
+/* The pipeline's profile names (borrowed), in a calloc'd array; NULL
+ * (logged) when memory runs out. */
+static const char **profile_names(const ts_pipeline *pipeline, size_t *n)
+{
+    *n = ts_pipeline_profile_count(pipeline);
+    const char **names = calloc(*n > 0 ? *n : 1, sizeof *names);
+    if (names == NULL) {
+        ts_log(TS_LOG_ERROR, "out of memory");
+        return NULL;
+    }
+    for (size_t i = 0; i < *n; i++)
+        names[i] = ts_pipeline_profile_at(pipeline, i)->name;
+    return names;
+}
+
 static int start_dashboard(ts_daemon *daemon)
 {
     const ts_settings *s = daemon->settings;
@@ -158,15 +173,10 @@ static int start_dashboard(ts_daemon *daemon)
         daemon->commit.committing.on_sent = ts_feed_on_published;
         daemon->commit.committing.on_sent_arg = daemon->feed;
     }
-    size_t n_profiles = ts_pipeline_profile_count(daemon->pipeline);
-    const char **names = calloc(n_profiles > 0 ? n_profiles : 1,
-                                sizeof *names);
-    if (names == NULL) {
-        ts_log(TS_LOG_ERROR, "out of memory");
+    size_t n_profiles = 0;
+    const char **names = profile_names(daemon->pipeline, &n_profiles);
+    if (names == NULL)
         return -1;
-    }
-    for (size_t i = 0; i < n_profiles; i++)
-        names[i] = ts_pipeline_profile_at(daemon->pipeline, i)->name;
     ts_dashboard_options options = {
         .dashboard_dir = s->http_dashboard_dir,
         .leaflet_dir = s->http_leaflet_dir,
@@ -301,15 +311,10 @@ int ts_daemon_start_operations(ts_daemon *daemon, const char *config_path,
     daemon->overrides = overrides;
     daemon->n_overrides = n_overrides;
 
-    size_t n_profiles = ts_pipeline_profile_count(daemon->pipeline);
-    const char **names = calloc(n_profiles > 0 ? n_profiles : 1,
-                                sizeof *names);
-    if (names == NULL) {
-        ts_log(TS_LOG_ERROR, "out of memory");
+    size_t n_profiles = 0;
+    const char **names = profile_names(daemon->pipeline, &n_profiles);
+    if (names == NULL)
         return -1;
-    }
-    for (size_t i = 0; i < n_profiles; i++)
-        names[i] = ts_pipeline_profile_at(daemon->pipeline, i)->name;
     daemon->metrics = ts_metrics_new(names, n_profiles);
     free(names);
     if (daemon->metrics == NULL) {
