@@ -47,7 +47,7 @@ check_eq "rebalanced under load: a and b own 8 each" "8 8" \
 # thaws it must notice it lost them (its deadline passed, its renewals
 # fail) and commit nothing more, then get its share back.
 kill -STOP "$A_PID"
-STOP_MS=$(now_ms)
+mark_ms STOP_MS
 wait_owned "$B_HTTP" $(( TTL + 10 ))
 check_eq "b took the frozen a's partitions" 16 "$(owned_count "$B_HTTP")"
 kill -CONT "$A_PID"
@@ -58,7 +58,7 @@ check "a logged losing its partitions to the deadline or to b" \
     grep -qE 'lease released .*reason=(lease not renewed in time|lease taken|fenced out)' "$A_LOG"
 note "a was frozen at $STOP_MS"
 kill -KILL "$A_PID"
-KILL_MS=$(now_ms)
+mark_ms KILL_MS
 wait "$A_PID" 2>/dev/null
 forget_pid "$A_PID"
 # Disk loss: whatever a kept locally is gone.

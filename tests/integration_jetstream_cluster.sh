@@ -45,7 +45,7 @@ REPLAY_PID=$!
 background_pids+=("$REPLAY_PID")
 sleep 4
 kill -KILL "$A_PID"
-KILL_MS=$(now_ms)
+mark_ms KILL_MS
 wait "$A_PID" 2>/dev/null
 forget_pid "$A_PID"
 rm -rf "$TMPD/a-state"

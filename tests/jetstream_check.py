@@ -128,13 +128,17 @@ def main():
         for part, at in open_at.items():
             intervals[part].append((at, end, path))
     overlaps = 0
+    longest = 0
     for part, spans in intervals.items():
         spans.sort()
         for (s1, e1, w1), (s2, e2, w2) in zip(spans, spans[1:]):
             if s2 < e1 and w1 != w2:
                 overlaps += 1
+                longest = max(longest, e1 - s2)
     report(overlaps == 0, "no partition held by two instances at once "
-           "(%d partitions, %d overlaps)" % (len(intervals), overlaps))
+           "(%d partitions, %d overlaps%s)" % (
+               len(intervals), overlaps,
+               ", the longest %d ms" % longest if overlaps else ""))
     return 1 if failed else 0
 
 

@@ -147,7 +147,12 @@ wait_distinct_outputs() {
     return 1
 }
 
-now_ms() { echo $(( $(date +%s%N) / 1000000 )); }
+now_ms() { echo $(( 10#${EPOCHREALTIME/./} / 1000 )); }
+# mark_ms VAR: the wall-clock ms now, into VAR, without forking: right
+# after a kill, a fork for `date` on a loaded machine can come seconds
+# late, which made the killed instance's lease interval look as if it
+# lasted into its successor's.
+mark_ms() { printf -v "$1" '%s' $(( 10#${EPOCHREALTIME/./} / 1000 )); }
 
 # js_api PORT SUBJECT...: JetStream API requests (empty bodies) over the
 # plain NATS protocol; prints each answer.
