@@ -17,11 +17,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "daemon/config.h"
-#include "daemon/intake.h"
-#include "daemon/outbox.h"
-#include "daemon/pipeline.h"
-#include "daemon/transport.h"
+#include "engine/config.h"
+#include "engine/intake.h"
+#include "engine/outbox.h"
+#include "engine/pipeline.h"
+#include "engine/transport.h"
 
 #define MAX_OVERRIDES 64
 

@@ -25,7 +25,7 @@
 #include <time.h>
 #include <zmq.h>
 
-#include "daemon/codec.h"
+#include "wire/codec.h"
 #include "tracesan/v1/tracesan.pb-c.h"
 
 /* Sequence numbers ride in timestamp_ms on top of this epoch (2023-11-14),

@@ -20,9 +20,9 @@
 
 #include <gsl/gsl_errno.h>
 
-#include "daemon/config.h"
-#include "daemon/daemon_state.h"
-#include "daemon/jetstream_mode.h"
+#include "engine/config.h"
+#include "ops/daemon_state.h"
+#include "drivers/jetstream/jetstream_mode.h"
 
 #ifndef PACKAGE_VERSION
 #define PACKAGE_VERSION "unknown"

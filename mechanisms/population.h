@@ -5,7 +5,7 @@
  * of where its users are (IBU, inference/ibu.h), and an adaptive mechanism
  * (PRIVIC) rebuilds its channel from that estimate, cycle after cycle. The
  * caller owns that loop: the daemon runs it off its event loop
- * (daemon/population.c), `tracesan privic` in a plain loop. What is here
+ * (ops/population_loop.c), `tracesan privic` in a plain loop. What is here
  * are its pure steps. Only published reports and public channels enter
  * them, so the estimate, the next channel and its version are
  * post-processing of released data (docs/privic.md). */

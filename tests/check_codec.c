@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "daemon/codec.h"
+#include "wire/codec.h"
 #include "mechanisms/geoind.h"
 #include "tests/support/check_run.h"
 

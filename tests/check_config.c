@@ -8,8 +8,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "daemon/config.h"
-#include "daemon/log.h"
+#include "engine/config.h"
+#include "engine/log.h"
 #include "mechanisms/rng.h"
 #include "tests/support/check_run.h"
 

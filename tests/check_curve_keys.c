@@ -7,7 +7,7 @@
 #include <unistd.h>
 #include <zmq.h>
 
-#include "daemon/curve_keys.h"
+#include "drivers/zmq/curve_keys.h"
 #include "tests/support/check_run.h"
 
 static char dir[] = "/tmp/check_curve_keys.XXXXXX";

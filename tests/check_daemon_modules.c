@@ -7,10 +7,10 @@
 #include <string.h>
 
 #include "tests/support/check_run.h"
-#include "daemon/group_commit.h"
-#include "daemon/intake.h"
-#include "daemon/log.h"
-#include "daemon/outbox.h"
+#include "engine/group_commit.h"
+#include "engine/intake.h"
+#include "engine/log.h"
+#include "engine/outbox.h"
 
 /* A transport whose publish answers from a script. */
 typedef struct scripted_output {

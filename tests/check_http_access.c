@@ -8,8 +8,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "daemon/http_access.h"
-#include "daemon/settings.h"
+#include "ops/http_access.h"
+#include "engine/settings.h"
 #include "tests/support/check_run.h"
 
 #define GOOD_TOKEN "abcdefghijklmnop-0123456789_~+/=="

@@ -1,4 +1,4 @@
-/* Prometheus rendering of daemon/metrics: every counter comes from its
+/* Prometheus rendering of ops/metrics: every counter comes from its
  * source, histograms are cumulative with fixed bounds, label values are
  * escaped, and health is reported consistently. */
 #include <check.h>
@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "daemon/metrics.h"
-#include "daemon/ops_http.h"
+#include "ops/metrics.h"
+#include "ops/ops_http.h"
 #include "tests/support/check_run.h"
 
 static ts_pipeline_stats stats;

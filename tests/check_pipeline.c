@@ -11,8 +11,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "daemon/config.h"
-#include "daemon/pipeline.h"
+#include "engine/config.h"
+#include "engine/pipeline.h"
 #include "inference/model_file.h"
 #include "mechanisms/rng.h"
 #include "tests/support/check_run.h"

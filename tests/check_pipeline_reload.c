@@ -8,9 +8,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "daemon/config.h"
-#include "daemon/pipeline.h"
-#include "daemon/pipeline_reload.h"
+#include "engine/config.h"
+#include "engine/pipeline.h"
+#include "engine/pipeline_reload.h"
 #include "inference/model_file.h"
 #include "mechanisms/rng.h"
 #include "tests/support/check_run.h"

@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "daemon/pipeline.h"
+#include "engine/pipeline.h"
 #include "geometry/geo.h"
 #include "mechanisms/geoind.h"
 #include "mechanisms/predictive.h"

@@ -1,13 +1,13 @@
 /* The JetStream mode's pure parts: the changelog record format, the
- * partition function and the lease rules (daemon/changelog.h,
- * daemon/partition_lease.h). */
+ * partition function and the lease rules (state/changelog.h,
+ * drivers/jetstream/partition_lease.h). */
 #include <check.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "daemon/changelog.h"
-#include "daemon/partition_lease.h"
+#include "state/changelog.h"
+#include "drivers/jetstream/partition_lease.h"
 #include "tests/support/check_run.h"
 
 typedef struct seen {

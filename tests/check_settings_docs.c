@@ -11,7 +11,7 @@
 
 #include <dirent.h>
 
-#include "daemon/settings.h"
+#include "engine/settings.h"
 #include "mechanisms/mechanism.h"
 #include "tests/support/check_run.h"
 

@@ -13,9 +13,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "daemon/pipeline.h"
-#include "daemon/store.h"
-#include "daemon/store_writer.h"
+#include "engine/pipeline.h"
+#include "state/store.h"
+#include "state/store_writer.h"
 #include "mechanisms/rng.h"
 #include "tests/support/check_run.h"
 #include "tests/support/fake_mechanism.h"

@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "daemon/pipeline.h"
-#include "daemon/users.h"
+#include "engine/pipeline.h"
+#include "engine/users.h"
 #include "mechanisms/geoind.h"
 #include "mechanisms/rng.h"
 #include "tests/support/check_run.h"

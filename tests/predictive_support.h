@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "daemon/pipeline.h"
+#include "engine/pipeline.h"
 #include "mechanisms/mechanism.h"
 #include "tests/support/fake_params.h"
 

@@ -14,7 +14,7 @@
 #include <time.h>
 #include <zmq.h>
 
-#include "daemon/codec.h"
+#include "wire/codec.h"
 
 typedef enum payload_kind {
     KIND_NONE,

@@ -75,7 +75,7 @@
 #include <string.h>
 #include <uthash.h>
 
-#include "daemon/pipeline.h"
+#include "engine/pipeline.h"
 #include "mechanisms/delta_privacy.h"
 #include "geometry/geo.h"
 #include "inference/grid.h"
@@ -483,7 +483,7 @@ out:
 
 /* The pipeline's budget window, from published timestamps: a window opens
  * at a user's first release and the next release at or after its end opens
- * the next one, which zero-fills the mechanism state (daemon/pipeline.c).
+ * the next one, which zero-fills the mechanism state (engine/pipeline.c).
  * Rejected rows never open a window and repeats (eps_point 0) never fall
  * on a window's first release, so only mechanism releases are followed. */
 typedef struct window_tracker {

@@ -16,9 +16,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "daemon/changelog.h"
-#include "daemon/jetstream_setup.h"
-#include "daemon/store.h"
+#include "state/changelog.h"
+#include "drivers/jetstream/jetstream_setup.h"
+#include "state/store.h"
 #include "tools/commands.h"
 #include "tools/csv.h"
 

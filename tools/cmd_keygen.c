@@ -14,7 +14,7 @@
 #include <unistd.h>
 #include <zmq.h>
 
-#include "daemon/curve_keys.h"
+#include "drivers/zmq/curve_keys.h"
 #include "tools/commands.h"
 
 static void usage(FILE *out)

@@ -15,8 +15,8 @@
 #include <time.h>
 #include <zmq.h>
 
-#include "daemon/codec.h"
-#include "daemon/curve_keys.h"
+#include "wire/codec.h"
+#include "drivers/zmq/curve_keys.h"
 #include "tools/commands.h"
 #include "tools/csv.h"
 #include "tools/jsonl.h"

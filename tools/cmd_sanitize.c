@@ -12,8 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "daemon/codec.h"
-#include "daemon/pipeline.h"
+#include "wire/codec.h"
+#include "engine/pipeline.h"
 #include "tools/commands.h"
 #include "tools/csv.h"
 #include "tools/jsonl.h"

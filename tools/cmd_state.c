@@ -20,7 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "daemon/store.h"
+#include "state/store.h"
 #include "tools/commands.h"
 
 #define ERR_MAX 512

@@ -15,9 +15,9 @@
 #include <string.h>
 #include <zmq.h>
 
-#include "daemon/codec.h"
-#include "daemon/curve_keys.h"
-#include "daemon/pipeline.h"
+#include "wire/codec.h"
+#include "drivers/zmq/curve_keys.h"
+#include "engine/pipeline.h"
 #include "tools/commands.h"
 #include "tools/csv.h"
 #include "tools/jsonl.h"

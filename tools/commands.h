@@ -7,8 +7,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "daemon/config.h"
-#include "daemon/pipeline.h"
+#include "engine/config.h"
+#include "engine/pipeline.h"
 #include "mechanisms/rng.h"
 #include "tools/options.h"
 

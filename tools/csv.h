@@ -21,7 +21,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "daemon/pipeline.h"
+#include "engine/pipeline.h"
 
 typedef struct ts_csv_reader ts_csv_reader;
 

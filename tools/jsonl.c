@@ -9,7 +9,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
-#include "daemon/json_codec.h"
+#include "wire/json_codec.h"
 #include "tools/csv.h"
 #include "tracesan/v1/tracesan.pb-c.h"
 

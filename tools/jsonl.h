@@ -1,7 +1,7 @@
 /* JSON lines in and out of the tracesan tools (the Kafka-style bridges).
  *
  * Reading: one JSON object per line, read as a protobuf message by
- * daemon/json_codec.h. A regular file may be gzip-compressed (read
+ * wire/json_codec.h. A regular file may be gzip-compressed (read
  * transparently); stdin and pipes are read as the bytes arrive, so a live
  * producer (kcat -C ... | tracesan replay --format jsonl -) is forwarded
  * without waiting for a buffer to fill, and the caller can tell when the
@@ -21,7 +21,7 @@
 
 #include <protobuf-c/protobuf-c.h>
 
-#include "daemon/codec.h"
+#include "wire/codec.h"
 
 typedef struct ts_jsonl_reader ts_jsonl_reader;
 

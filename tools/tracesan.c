@@ -8,8 +8,8 @@
 
 #include <gsl/gsl_errno.h>
 
-#include "daemon/config.h"
-#include "daemon/log.h"
+#include "engine/config.h"
+#include "engine/log.h"
 #include "tools/commands.h"
 
 #define ERR_MAX 512
@@ -104,7 +104,7 @@ int main(int argc, char **argv)
      * function's domain error comes back as a status the mechanism turns
      * into a dropped point (fail closed) instead of a crash. */
     gsl_set_error_handler_off();
-    /* The shared config and pipeline code logs through daemon/log: name
+    /* The shared config and pipeline code logs through engine/log: name
      * this program in those lines. */
     ts_log_init(TS_TOOL_NAME, TS_LOG_INFO, 0);
     if (argc < 2) {

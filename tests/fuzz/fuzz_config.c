@@ -14,9 +14,9 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "daemon/config.h"
-#include "daemon/log.h"
-#include "daemon/pipeline.h"
+#include "engine/config.h"
+#include "engine/log.h"
+#include "engine/pipeline.h"
 #include "mechanisms/rng.h"
 
 #define MAX_OVERRIDES 4

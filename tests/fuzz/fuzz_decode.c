@@ -13,10 +13,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "daemon/codec.h"
-#include "daemon/config.h"
-#include "daemon/log.h"
-#include "daemon/pipeline.h"
+#include "wire/codec.h"
+#include "engine/config.h"
+#include "engine/log.h"
+#include "engine/pipeline.h"
 #include "mechanisms/rng.h"
 
 /* The daemon rejects bigger batches before they reach the pipeline

@@ -10,8 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "daemon/codec.h"
-#include "daemon/json_codec.h"
+#include "wire/codec.h"
+#include "wire/json_codec.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

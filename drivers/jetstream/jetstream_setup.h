@@ -1,0 +1,54 @@
+/* What the daemon and the CLI share of the JetStream mode: the connection
+ * (servers, credentials, TLS from the nats.* settings), the names of the
+ * streams and the lease bucket, creating them, and reading a stream back
+ * in order. Every call here blocks (libnats' synchronous API); the daemon
+ * makes them on its JetStream thread, never on the event loop. */
+#ifndef TRACESAN_DRIVERS_JETSTREAM_JETSTREAM_SETUP_H
+#define TRACESAN_DRIVERS_JETSTREAM_JETSTREAM_SETUP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <nats/nats.h>
+
+#include "engine/settings.h"
+
+#define TS_JS_STREAM_IN "TRACESAN_IN"
+#define TS_JS_STREAM_OUT "TRACESAN_OUT"
+#define TS_JS_STREAM_STATE "TRACESAN_STATE"
+#define TS_JS_LEASE_BUCKET "tracesan_leases"
+#define TS_JS_SUBJECT_IN "tracesan.in"
+#define TS_JS_SUBJECT_STATE "tracesan.state"
+/* JetStream API calls wait this long for an answer. */
+#define TS_JS_WAIT_MS 5000
+
+typedef struct ts_js_conn {
+    natsConnection *nc;
+    jsCtx *js;
+} ts_js_conn;
+
+/* Connects with the nats.* settings and reconnects for ever afterwards.
+ * 0, or -1 with err filled (credential texts are never quoted). */
+int ts_js_connect(ts_js_conn *conn, const struct ts_nats_settings *nats,
+                  const char *name, jsPubAckErrHandler on_publish_error,
+                  void *closure, char *err, size_t errlen);
+void ts_js_close(ts_js_conn *conn);
+
+/* Creates the three streams and the lease bucket when absent (existing
+ * ones are left as they are). 0, or -1 with err. */
+int ts_js_ensure_streams(ts_js_conn *conn, const struct ts_nats_settings *nats,
+                         char *err, size_t errlen);
+
+/* The text of a failed call: libnats' status and JetStream error code. */
+void ts_js_describe(char *err, size_t errlen, const char *what,
+                    natsStatus status, jsErrCode code);
+
+/* Visits every message of `stream` on `subject` (a filter; NULL = all) in
+ * sequence order, up to the stream's last sequence when the call starts.
+ * A nonzero return from visit stops and is returned; -1 on an error. */
+typedef int (*ts_js_visit_fn)(void *ctx, natsMsg *msg, uint64_t seq);
+int ts_js_read_stream(ts_js_conn *conn, const char *stream,
+                      const char *subject, ts_js_visit_fn visit, void *ctx,
+                      char *err, size_t errlen);
+
+#endif

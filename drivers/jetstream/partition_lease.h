@@ -1,0 +1,57 @@
+/* Partition leases of the JetStream mode, the decisions only: the KV
+ * calls are in drivers/jetstream/jetstream_mode.c. Kept free of I/O so the rules that
+ * keep two instances off one partition are unit-tested on their own.
+ *
+ * A lease is the KV key "p.<partition>" whose value names its owner ("-"
+ * when released). Its owner renews it every ttl/4 with an update that
+ * compares the revision it last wrote (CAS), and processes the partition
+ * only until ttl * 3/4 after it *sent* its last successful renewal, by its
+ * own monotonic clock. Another instance takes a lease only when the key
+ * is absent, released, or its revision has not changed for a whole ttl
+ * since this instance first saw that revision, by its own monotonic
+ * clock; taking it is again an update compared against that revision, so
+ * of two instances racing, one wins.
+ *
+ * Why no two instances process a partition at once: the owner's last
+ * renewal was written after it was sent (t_send <= t_write); the taker
+ * saw that revision no earlier than it was written (t_seen >= t_write), so
+ * it takes over at t_seen + ttl or later while the owner stopped at
+ * t_send + 3/4 ttl. Only the *rates* of the two monotonic clocks enter,
+ * never their offsets or the wall clock: the rule holds while the clocks'
+ * rates differ by less than 1/8 (a quarter of ttl spread over the two
+ * intervals), which NTP-less commodity clocks (~1e-4) meet by far. The
+ * changelog fence (state/changelog.h) backs this up: even an owner that
+ * was paused (SIGSTOP, a VM freeze) past its deadline cannot commit after
+ * the new owner's fence record, so its outputs are never published. */
+#ifndef TRACESAN_DRIVERS_JETSTREAM_PARTITION_LEASE_H
+#define TRACESAN_DRIVERS_JETSTREAM_PARTITION_LEASE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define TS_LEASE_OWNER_MAX 64
+#define TS_LEASE_FREE "-"
+
+typedef struct ts_lease_view {
+    uint64_t revision;           /* 0: the key is absent */
+    char owner[TS_LEASE_OWNER_MAX];  /* "" or "-": released */
+    int64_t seen_ms;             /* when this revision was first seen */
+} ts_lease_view;
+
+/* Records what a read returned (revision 0 = absent) at now_ms. */
+void ts_lease_observe(ts_lease_view *view, uint64_t revision,
+                      const char *owner, size_t owner_len, int64_t now_ms);
+int ts_lease_is_free(const ts_lease_view *view);
+/* Held by someone whose revision has not moved for ttl on our clock. */
+int ts_lease_is_expired(const ts_lease_view *view, int64_t now_ms,
+                        int64_t ttl_ms);
+/* Whether `self` may try to take it now. */
+int ts_lease_takeable(const ts_lease_view *view, const char *self,
+                      int64_t now_ms, int64_t ttl_ms);
+/* The owner's deadline after a renewal sent at sent_ms. */
+int64_t ts_lease_deadline(int64_t sent_ms, int64_t ttl_ms);
+int64_t ts_lease_renew_interval(int64_t ttl_ms);
+/* Partitions each of `live` instances should hold: ceil(P / live). */
+size_t ts_lease_fair_share(size_t partitions, size_t live);
+
+#endif

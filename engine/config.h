@@ -1,0 +1,43 @@
+/* Configuration: a libconfig file plus `-o path=value` overrides.
+ *
+ * Overrides use libconfig path syntax (profiles.geoind.radius_m=200). The
+ * value is parsed as a libconfig scalar (int, float, bool, "string"); a bare
+ * word that is not a scalar is taken as a string. An override of an existing
+ * setting must keep a compatible type (an int may set a float); an override
+ * of a missing setting creates it and its parent groups.
+ *
+ * All errors come back as "FILE:LINE: message" (or "override 'x': message"),
+ * which is what `--check-config` prints.
+ */
+#ifndef TRACESAN_ENGINE_CONFIG_H
+#define TRACESAN_ENGINE_CONFIG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "engine/pipeline.h"
+#include "engine/settings.h"
+
+typedef struct ts_config ts_config;
+
+/* Load FILE (NULL = no file, defaults only) and apply overrides in order.
+ * Validates every setting and every profile (the mechanism parses its own
+ * parameters). Returns NULL and fills err on any problem. */
+ts_config *ts_config_load(const char *path, const char *const *overrides,
+                          size_t n_overrides, char *err, size_t errlen);
+void ts_config_free(ts_config *config);
+
+/* Strings inside point into the config and live as long as it. */
+const ts_settings *ts_config_settings(const ts_config *config);
+
+/* Build the profiles array for ts_pipeline_new (ownership passes to the
+ * caller). Returns -1 with err filled on failure. */
+int ts_config_build_profiles(const ts_config *config, ts_profile **profiles,
+                             size_t *n_profiles, size_t *default_index,
+                             char *err, size_t errlen);
+
+/* Convenience: profiles + limits -> a pipeline. NULL with err on failure. */
+ts_pipeline *ts_config_make_pipeline(const ts_config *config, ts_rng *rng,
+                                     char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,736 @@
+#include "ops/population_loop.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "wire/codec.h"
+#include "engine/log.h"
+#include "mechanisms/population.h"
+
+#define ERR_MAX 256
+#define STORE_KEY_PREFIX "population/"
+/* The persisted record: version u8 (1), channel version u32, cycles u32,
+ * reports u64, cells u32, then cells f64 of the estimate; little-endian. */
+#define RECORD_VERSION 1u
+#define RECORD_FIXED (1 + 4 + 4 + 8 + 4)
+
+typedef struct population_entry {
+    ts_population_set *set;
+    size_t profile_index;
+    char *name;
+    ts_profile *profile;             /* NULL while detached */
+    ts_profile *detached_from;
+    ts_population_loop loop;
+    ts_population_job job;           /* while loop.job_running */
+    /* Filled by the worker for the job in flight. */
+    uint32_t job_version;            /* the version its channel becomes */
+    uint32_t job_cycles;
+    uint64_t job_reports_total;
+    int job_persisted;
+    char job_err[ERR_MAX];
+    /* The last completed cycle, for the density feed. */
+    uint64_t last_reports;
+    int64_t estimated_at_ms;
+    double last_ibu_ms, last_build_ms;
+    unsigned last_ibu_iterations, last_build_iterations;
+    uint64_t failures;
+    uint64_t densities_published;
+    uint64_t densities_dropped;
+} population_entry;
+
+struct ts_population_set {
+    ts_pipeline *pipeline;
+    ts_store *store;
+    struct event_base *base;
+    const ts_transport_ops *transport_ops;
+    ts_transport *transport;
+    population_entry *entries;
+    size_t n;
+    struct event *publish_timer;
+    /* the worker */
+    pthread_t thread;
+    int thread_started;
+    pthread_mutex_t lock;
+    pthread_cond_t wake;
+    pthread_cond_t finished;
+    population_entry *queued;        /* at most one job at a time */
+    population_entry *done;
+    int busy;
+    int stop;
+    int notify[2];
+    struct event *notified;
+};
+
+static int64_t wall_ms(void)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    return (int64_t)now.tv_sec * 1000 + now.tv_nsec / 1000000;
+}
+
+/* ------------------------------------------------------------ records */
+
+static void put_le(unsigned char *p, uint64_t v, int bytes)
+{
+    for (int i = 0; i < bytes; i++)
+        p[i] = (unsigned char)(v >> (8 * i));
+}
+
+static uint64_t get_le(const unsigned char *p, int bytes)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < bytes; i++)
+        v |= (uint64_t)p[i] << (8 * i);
+    return v;
+}
+
+static void store_key(const population_entry *e, char *key, size_t len)
+{
+    snprintf(key, len, STORE_KEY_PREFIX "%s", e->name);
+}
+
+static int persist(population_entry *e, uint32_t version, uint32_t cycles,
+                   uint64_t reports, const double *theta, size_t n,
+                   char *err, size_t errlen)
+{
+    size_t len = RECORD_FIXED + 8 * n;
+    unsigned char *buf = malloc(len);
+    if (buf == NULL) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    buf[0] = RECORD_VERSION;
+    put_le(buf + 1, version, 4);
+    put_le(buf + 5, cycles, 4);
+    put_le(buf + 9, reports, 8);
+    put_le(buf + 17, n, 4);
+    for (size_t i = 0; i < n; i++) {
+        uint64_t bits;
+        memcpy(&bits, &theta[i], sizeof bits);
+        put_le(buf + RECORD_FIXED + 8 * i, bits, 8);
+    }
+    char key[300];
+    store_key(e, key, sizeof key);
+    int rc = ts_store_put_meta(e->set->store, key, buf, len, err, errlen);
+    free(buf);
+    return rc;
+}
+
+/* Resumes the entry's loop from its record, if there is one. */
+static int restore(population_entry *e, char *err, size_t errlen)
+{
+    if (e->set->store == NULL)
+        return 0;
+    char key[300];
+    store_key(e, key, sizeof key);
+    void *bytes = NULL;
+    size_t len = 0;
+    int found = ts_store_get_meta(e->set->store, key, &bytes, &len);
+    if (found < 0) {
+        snprintf(err, errlen, "profile %s: cannot read its PRIVIC state",
+                 e->name);
+        return -1;
+    }
+    if (found == 0)
+        return 0;
+    const unsigned char *p = bytes;
+    size_t n = len >= RECORD_FIXED ? (size_t)get_le(p + 17, 4) : 0;
+    if (len < RECORD_FIXED || p[0] != RECORD_VERSION ||
+        len != RECORD_FIXED + 8 * n) {
+        free(bytes);
+        snprintf(err, errlen, "profile %s: its PRIVIC state in the store is "
+                 "corrupt", e->name);
+        return -1;
+    }
+    uint32_t version = (uint32_t)get_le(p + 1, 4);
+    uint32_t cycles = (uint32_t)get_le(p + 5, 4);
+    uint64_t reports = get_le(p + 9, 8);
+    double *theta = malloc((n > 0 ? n : 1) * sizeof *theta);
+    if (theta == NULL) {
+        free(bytes);
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    for (size_t i = 0; i < n; i++) {
+        uint64_t bits = get_le(p + RECORD_FIXED + 8 * i, 8);
+        memcpy(&theta[i], &bits, sizeof bits);
+    }
+    free(bytes);
+    /* A grid of another size starts afresh, one version on: versions
+     * never go back. */
+    int same_grid = n == e->loop.n;
+    int rc = ts_population_restore(&e->loop, same_grid ? version
+                                                       : version + 1,
+                                   same_grid ? cycles : 0,
+                                   same_grid ? reports : 0,
+                                   same_grid ? theta : NULL, n, err, errlen);
+    free(theta);
+    if (rc == 0)
+        ts_log(TS_LOG_INFO, "profile %s: PRIVIC resumed at channel version "
+               "%u after %u cycles%s", e->name, e->loop.source[1].version,
+               e->loop.cycles, same_grid ? "" : " (new grid: estimate reset)");
+    return rc;
+}
+
+/* ------------------------------------------------------------ worker */
+
+static void *worker_main(void *arg)
+{
+    ts_population_set *set = arg;
+    pthread_mutex_lock(&set->lock);
+    for (;;) {
+        while (set->queued == NULL && !set->stop)
+            pthread_cond_wait(&set->wake, &set->lock);
+        if (set->queued == NULL)
+            break;
+        population_entry *e = set->queued;
+        set->queued = NULL;
+        pthread_mutex_unlock(&set->lock);
+
+        ts_population_run(&e->job);
+        e->job_persisted = 1;
+        e->job_err[0] = '\0';
+        /* Durable before it is installed: a version once published is
+         * never handed out again after a restart. */
+        if (e->job.ok && set->store != NULL)
+            e->job_persisted =
+                persist(e, e->job_version, e->job_cycles,
+                        e->job_reports_total, e->job.theta, e->job.n,
+                        e->job_err, sizeof e->job_err) == 0;
+
+        pthread_mutex_lock(&set->lock);
+        set->done = e;
+        pthread_cond_broadcast(&set->finished);
+        pthread_mutex_unlock(&set->lock);
+        unsigned char byte = 1;
+        while (write(set->notify[1], &byte, 1) < 0 && errno == EINTR)
+            ;
+        pthread_mutex_lock(&set->lock);
+    }
+    pthread_mutex_unlock(&set->lock);
+    return NULL;
+}
+
+static void apply_done(ts_population_set *set, population_entry *e)
+{
+    set->busy = 0;
+    int failed = !e->job.ok || !e->job_persisted;
+    if (failed) {
+        const char *why = !e->job.ok ? e->job.err : e->job_err;
+        ts_log(TS_LOG_ERROR, "profile %s: PRIVIC cycle %u failed, the channel "
+               "stays at version %u: %s", e->name, e->job_cycles,
+               e->loop.source[1].version, why);
+        e->failures++;
+        e->job.ok = 0;
+    }
+    uint64_t reports = e->job.reports;
+    double ibu_ms = e->job.ibu_ms, build_ms = e->job.build_ms;
+    unsigned ibu_it = e->job.ibu.iterations;
+    unsigned build_it = e->job.build.iterations;
+    int rc = ts_population_finish(&e->loop, &e->job);
+    if (rc < 0)
+        return;
+    e->last_reports = reports;
+    e->estimated_at_ms = wall_ms();
+    e->last_ibu_ms = ibu_ms;
+    e->last_build_ms = build_ms;
+    e->last_ibu_iterations = ibu_it;
+    e->last_build_iterations = build_it;
+    ts_log(TS_LOG_INFO, "profile %s: PRIVIC cycle %u on %" PRIu64 " reports: "
+           "IBU %u iterations %.0f ms, BA %u iterations %.0f ms, channel "
+           "version %u", e->name, e->loop.cycles, reports, ibu_it, ibu_ms,
+           build_it, build_ms, e->loop.source[1].version);
+}
+
+static void start_job(ts_population_set *set, population_entry *e);
+
+/* start_next 0: the caller is about to detach the profiles (a reload),
+ * so no new job may start on them. */
+static void take_done(ts_population_set *set, int start_next)
+{
+    pthread_mutex_lock(&set->lock);
+    population_entry *e = set->done;
+    set->done = NULL;
+    pthread_mutex_unlock(&set->lock);
+    if (e == NULL)
+        return;
+    apply_done(set, e);
+    if (!start_next)
+        return;
+    /* Reports that arrived while the worker was busy may already fill a
+     * cycle (of this profile or another one); start it now rather than
+     * on the next report, which may not come for a long time. */
+    for (size_t i = 0; i < set->n && !set->busy; i++)
+        if (set->entries[i].profile != NULL &&
+            ts_population_due(&set->entries[i].loop))
+            start_job(set, &set->entries[i]);
+}
+
+static void on_notified(evutil_socket_t fd, short what, void *arg)
+{
+    (void)what;
+    unsigned char bytes[16];
+    while (read(fd, bytes, sizeof bytes) > 0)
+        ;
+    take_done(arg, 1);
+}
+
+/* Blocks until the job in flight is done, and applies it. */
+static void wait_job(ts_population_set *set)
+{
+    if (!set->busy)
+        return;
+    pthread_mutex_lock(&set->lock);
+    while (set->done == NULL)
+        pthread_cond_wait(&set->finished, &set->lock);
+    pthread_mutex_unlock(&set->lock);
+    take_done(set, 0);
+}
+
+static void start_job(ts_population_set *set, population_entry *e)
+{
+    if (set->busy || e->profile == NULL)
+        return;
+    if (ts_population_close(&e->loop, &e->job) != 0)
+        return;
+    e->job_version = e->loop.source[1].version + (e->loop.ops->adaptive ? 1
+                                                                         : 0);
+    e->job_cycles = e->loop.cycles + 1;
+    e->job_reports_total = e->loop.reports_total;
+    set->busy = 1;
+    pthread_mutex_lock(&set->lock);
+    set->queued = e;
+    pthread_cond_signal(&set->wake);
+    pthread_mutex_unlock(&set->lock);
+}
+
+/* ------------------------------------------------------ observations */
+
+int ts_population_profile_has_loop(const ts_population_set *set,
+                                   size_t profile_index)
+{
+    if (set == NULL)
+        return -1;
+    for (size_t i = 0; i < set->n; i++)
+        if (set->entries[i].profile_index == profile_index)
+            return (int)i;
+    return -1;
+}
+
+void ts_population_on_committed(void *arg, ts_outbox *group)
+{
+    ts_population_set *set = arg;
+    for (size_t i = 0; i < group->n_observations; i++) {
+        const ts_outbox_observation *o = &group->observations[i];
+        int k = ts_population_profile_has_loop(set, o->profile_index);
+        if (k < 0)
+            continue;
+        population_entry *e = &set->entries[k];
+        if (e->profile == NULL)
+            continue;
+        if (ts_population_observe(&e->loop, o->lat, o->lon,
+                                  o->channel_version, o->ts_ms))
+            start_job(set, e);
+    }
+}
+
+/* ------------------------------------------------------ density feed */
+
+static void fill_estimate(const population_entry *e,
+                          Tracesan__V1__DensityEstimate *m, double *bounds)
+{
+    const ts_population_ops *ops = e->loop.ops;
+    uint32_t cols, rows;
+    double w, h;
+    ops->grid_shape(e->profile->mech, &cols, &rows, &w, &h);
+    double first[4], last[4];
+    ops->cell_bounds(e->profile->mech, 0, first);
+    ops->cell_bounds(e->profile->mech, (uint32_t)e->loop.n - 1, last);
+    bounds[0] = first[0];
+    bounds[1] = first[1];
+    bounds[2] = last[2];
+    bounds[3] = last[3];
+    tracesan__v1__density_estimate__init(m);
+    m->profile = e->name;
+    m->mechanism = (char *)e->profile->ops->name;
+    m->has_channel_version = 1;
+    m->channel_version = e->loop.source[1].version;
+    m->has_cycle = 1;
+    m->cycle = e->loop.cycles;
+    m->has_reports = 1;
+    m->reports = e->last_reports;
+    m->has_reports_total = 1;
+    m->reports_total = e->loop.reports_total;
+    m->has_rows = m->has_cols = 1;
+    m->rows = rows;
+    m->cols = cols;
+    m->has_lat_min = m->has_lon_min = m->has_lat_max = m->has_lon_max = 1;
+    m->lat_min = bounds[0];
+    m->lon_min = bounds[1];
+    m->lat_max = bounds[2];
+    m->lon_max = bounds[3];
+    m->n_probability = e->loop.n;
+    m->probability = e->loop.theta;
+    m->has_estimated_at_ms = 1;
+    m->estimated_at_ms = e->estimated_at_ms;
+}
+
+static void on_publish_tick(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    ts_population_set *set = arg;
+    ts_buf topic = { 0 }, payload = { 0 };
+    for (size_t i = 0; i < set->n; i++) {
+        population_entry *e = &set->entries[i];
+        if (e->profile == NULL || e->loop.theta == NULL)
+            continue;
+        Tracesan__V1__DensityEstimate m;
+        double bounds[4];
+        fill_estimate(e, &m, bounds);
+        ts_buf_reset(&topic);
+        ts_buf_reset(&payload);
+        if (ts_codec_encode_density(&m, &topic, &payload) != 0) {
+            e->densities_dropped++;
+            continue;
+        }
+        /* A full output drops the estimate rather than holding it: the
+         * next tick brings a fresher one. */
+        if (set->transport_ops->publish(set->transport, topic.data, topic.len,
+                                        payload.data, payload.len) ==
+            TS_PUBLISH_SENT)
+            e->densities_published++;
+        else
+            e->densities_dropped++;
+    }
+    ts_buf_free(&topic);
+    ts_buf_free(&payload);
+}
+
+static int buf_printf(ts_buf *buf, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+static int buf_printf(ts_buf *buf, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int need = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    if (need < 0 || ts_buf_reserve(buf, (size_t)need + 1) != 0)
+        return -1;
+    va_start(ap, fmt);
+    vsnprintf((char *)buf->data + buf->len, (size_t)need + 1, fmt, ap);
+    va_end(ap);
+    buf->len += (size_t)need;
+    return 0;
+}
+
+char *ts_population_geojson(ts_population_set *set, const char *profile,
+                            int *status, size_t *len)
+{
+    population_entry *e = NULL;
+    for (size_t i = 0; set != NULL && i < set->n; i++)
+        if (strcmp(set->entries[i].name, profile) == 0)
+            e = &set->entries[i];
+    ts_buf out = { 0 };
+    if (e == NULL || e->profile == NULL) {
+        *status = 404;
+        buf_printf(&out, "{\"error\":\"no density estimate for that "
+                   "profile\"}\n");
+    } else if (e->loop.theta == NULL) {
+        *status = 503;
+        buf_printf(&out, "{\"error\":\"no completed cycle yet\",\"reports\":"
+                   "%" PRIu64 "}\n", e->loop.cycle_reports);
+    } else {
+        *status = 200;
+        Tracesan__V1__DensityEstimate m;
+        double b[4];
+        fill_estimate(e, &m, b);
+        int bad = buf_printf(&out, "{\"type\":\"FeatureCollection\","
+                             "\"profile\":\"%s\",\"mechanism\":\"%s\","
+                             "\"channel_version\":%u,\"cycle\":%u,"
+                             "\"reports\":%" PRIu64 ",\"reports_total\":%"
+                             PRIu64 ",\"rows\":%u,\"cols\":%u,"
+                             "\"estimated_at_ms\":%" PRId64
+                             ",\"features\":[",
+                             m.profile, m.mechanism, m.channel_version,
+                             m.cycle, m.reports, m.reports_total, m.rows,
+                             m.cols, m.estimated_at_ms);
+        double dlat = (b[2] - b[0]) / m.rows, dlon = (b[3] - b[1]) / m.cols;
+        for (size_t i = 0; i < e->loop.n && !bad; i++) {
+            uint32_t r = (uint32_t)(i / m.cols), c = (uint32_t)(i % m.cols);
+            double s = b[0] + r * dlat, n = s + dlat;
+            double w = b[1] + c * dlon, east = w + dlon;
+            /* GeoJSON: [lon, lat], counter-clockwise outer ring. */
+            bad = buf_printf(&out, "%s{\"type\":\"Feature\",\"geometry\":{"
+                             "\"type\":\"Polygon\",\"coordinates\":[[[%.7f,"
+                             "%.7f],[%.7f,%.7f],[%.7f,%.7f],[%.7f,%.7f],"
+                             "[%.7f,%.7f]]]},\"properties\":{\"cell\":%zu,"
+                             "\"row\":%u,\"col\":%u,\"probability\":%.17g}}",
+                             i == 0 ? "" : ",", w, s, east, s, east, n, w, n,
+                             w, s, i, r, c, e->loop.theta[i]);
+        }
+        if (!bad)
+            bad = buf_printf(&out, "]}\n");
+        if (bad) {
+            ts_buf_free(&out);
+            *status = 500;
+            return NULL;
+        }
+    }
+    *len = out.len;
+    return (char *)out.data;
+}
+
+int ts_population_render_metrics(const ts_population_set *set, ts_buf *buf)
+{
+    if (set == NULL || set->n == 0)
+        return 0;
+    static const char *const heads[][2] = {
+        { "tracesand_privic_channel_version",
+          "gauge Channel version releases are drawn through" },
+        { "tracesand_privic_cycles_total", "counter Completed PRIVIC cycles" },
+        { "tracesand_privic_reports_total",
+          "counter Committed reports counted by the PRIVIC loop" },
+        { "tracesand_privic_cycle_failures_total",
+          "counter Cycles whose IBU, BA or store write failed" },
+        { "tracesand_privic_stale_reports_total",
+          "counter Reports of a channel version no longer counted" },
+        { "tracesand_privic_last_ibu_seconds",
+          "gauge Time of the last cycle's IBU" },
+        { "tracesand_privic_last_ba_seconds",
+          "gauge Time of the last cycle's BA" },
+        { "tracesand_density_published_total",
+          "counter density.<profile> messages published" },
+        { "tracesand_density_dropped_total",
+          "counter density.<profile> messages the output did not take" },
+    };
+    for (size_t h = 0; h < sizeof heads / sizeof heads[0]; h++) {
+        const char *type_doc = heads[h][1];
+        const char *space = strchr(type_doc, ' ');
+        if (buf_printf(buf, "# HELP %s %s\n# TYPE %s %.*s\n", heads[h][0],
+                       space + 1, heads[h][0], (int)(space - type_doc),
+                       type_doc) != 0)
+            return -1;
+        for (size_t i = 0; i < set->n; i++) {
+            const population_entry *e = &set->entries[i];
+            double v = 0;
+            switch (h) {
+            case 0: v = e->loop.source[1].version; break;
+            case 1: v = e->loop.cycles; break;
+            case 2: v = (double)e->loop.reports_total; break;
+            case 3: v = (double)e->failures; break;
+            case 4: v = (double)e->loop.stale; break;
+            case 5: v = e->last_ibu_ms / 1e3; break;
+            case 6: v = e->last_build_ms / 1e3; break;
+            case 7: v = (double)e->densities_published; break;
+            default: v = (double)e->densities_dropped; break;
+            }
+            if (buf_printf(buf, "%s{profile=\"%s\"} %.17g\n", heads[h][0],
+                           e->name, v) != 0)
+                return -1;
+        }
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------- lifecycle */
+
+/* privic always; geoind only with density = true (cells() is 0 without
+ * a grid). */
+static int keeps_density(const ts_profile *profile)
+{
+    const ts_population_ops *pop = profile->ops->population;
+    return pop != NULL && pop->cells(profile->mech) > 0;
+}
+
+static int bind_entry(population_entry *e, ts_profile *profile, char *err,
+                      size_t errlen)
+{
+    e->profile = profile;
+    if (ts_population_loop_init(&e->loop, profile->ops->population,
+                                profile->mech) != 0) {
+        snprintf(err, errlen, "profile %s: out of memory", e->name);
+        return -1;
+    }
+    return 0;
+}
+
+int ts_population_set_new(ts_population_set **out, ts_pipeline *pipeline,
+                          ts_store *store, struct event_base *base,
+                          int64_t publish_ms,
+                          const ts_transport_ops *transport_ops,
+                          ts_transport *transport, char *err, size_t errlen)
+{
+    *out = NULL;
+    size_t count = ts_pipeline_profile_count(pipeline), n = 0;
+    for (size_t i = 0; i < count; i++)
+        if (keeps_density(ts_pipeline_profile_at(pipeline, i)))
+            n++;
+    if (n == 0)
+        return 0;
+    ts_population_set *set = calloc(1, sizeof *set);
+    if (set == NULL)
+        goto oom;
+    set->pipeline = pipeline;
+    set->store = store;
+    set->base = base;
+    set->transport_ops = transport_ops;
+    set->transport = transport;
+    set->notify[0] = set->notify[1] = -1;
+    set->entries = calloc(n, sizeof *set->entries);
+    if (set->entries == NULL)
+        goto oom;
+    for (size_t i = 0; i < count; i++) {
+        ts_profile *profile = (ts_profile *)ts_pipeline_profile_at(pipeline, i);
+        if (!keeps_density(profile))
+            continue;
+        population_entry *e = &set->entries[set->n++];
+        e->set = set;
+        e->profile_index = i;
+        e->name = strdup(profile->name);
+        if (e->name == NULL)
+            goto oom;
+        if (bind_entry(e, profile, err, errlen) != 0 ||
+            restore(e, err, errlen) != 0)
+            goto fail;
+    }
+    pthread_mutex_init(&set->lock, NULL);
+    pthread_cond_init(&set->wake, NULL);
+    pthread_cond_init(&set->finished, NULL);
+    if (pipe(set->notify) != 0 ||
+        fcntl(set->notify[0], F_SETFL, O_NONBLOCK) != 0 ||
+        fcntl(set->notify[0], F_SETFD, FD_CLOEXEC) != 0 ||
+        fcntl(set->notify[1], F_SETFD, FD_CLOEXEC) != 0) {
+        snprintf(err, errlen, "population loop: pipe: %s", strerror(errno));
+        goto fail;
+    }
+    set->notified = event_new(base, set->notify[0], EV_READ | EV_PERSIST,
+                              on_notified, set);
+    if (set->notified == NULL || event_add(set->notified, NULL) != 0)
+        goto oom;
+    if (publish_ms > 0) {
+        set->publish_timer = event_new(base, -1, EV_PERSIST, on_publish_tick,
+                                       set);
+        struct timeval period = { (time_t)(publish_ms / 1000),
+                                  (suseconds_t)(publish_ms % 1000) * 1000 };
+        if (set->publish_timer == NULL ||
+            event_add(set->publish_timer, &period) != 0)
+            goto oom;
+    }
+    if (pthread_create(&set->thread, NULL, worker_main, set) != 0) {
+        snprintf(err, errlen, "population loop: cannot start its thread");
+        goto fail;
+    }
+    set->thread_started = 1;
+    *out = set;
+    return 0;
+oom:
+    snprintf(err, errlen, "population loop: out of memory");
+fail:
+    ts_population_set_free(set);
+    return -1;
+}
+
+void ts_population_set_free(ts_population_set *set)
+{
+    if (set == NULL)
+        return;
+    if (set->thread_started) {
+        pthread_mutex_lock(&set->lock);
+        while (set->queued != NULL ||
+               (set->busy && set->done == NULL))
+            pthread_cond_wait(&set->finished, &set->lock);
+        set->stop = 1;
+        pthread_cond_signal(&set->wake);
+        pthread_mutex_unlock(&set->lock);
+        pthread_join(set->thread, NULL);
+        if (set->done != NULL)
+            ts_population_job_free(&set->done->job);
+        pthread_mutex_destroy(&set->lock);
+        pthread_cond_destroy(&set->wake);
+        pthread_cond_destroy(&set->finished);
+    }
+    if (set->publish_timer != NULL)
+        event_free(set->publish_timer);
+    if (set->notified != NULL)
+        event_free(set->notified);
+    for (int i = 0; i < 2; i++)
+        if (set->notify[i] >= 0)
+            close(set->notify[i]);
+    for (size_t i = 0; i < set->n; i++) {
+        population_entry *e = &set->entries[i];
+        if (e->profile != NULL)
+            ts_population_loop_free(&e->loop);
+        free(e->name);
+    }
+    free(set->entries);
+    free(set);
+}
+
+void ts_population_set_detach(ts_population_set *set)
+{
+    if (set == NULL)
+        return;
+    wait_job(set);
+    for (size_t i = 0; i < set->n; i++) {
+        set->entries[i].detached_from = set->entries[i].profile;
+        set->entries[i].profile = NULL;
+    }
+}
+
+int ts_population_set_attach(ts_population_set *set, char *err,
+                             size_t errlen)
+{
+    if (set == NULL)
+        return 0;
+    int status = 0;
+    for (size_t i = 0; i < set->n; i++) {
+        population_entry *e = &set->entries[i];
+        ts_profile *profile = (ts_profile *)ts_pipeline_profile_at(
+            set->pipeline, e->profile_index);
+        if (profile == e->detached_from) {  /* the reload was refused */
+            e->profile = profile;
+            continue;
+        }
+        /* The old profile is gone: keep the estimate, rebuild the loop on
+         * the new one, one version on. */
+        ts_population_loop old = e->loop;
+        double *theta = old.theta;
+        old.theta = NULL;
+        uint32_t version = old.source[1].version + 1;
+        /* The old channels belong to the freed profile's mechanism only
+         * through their owner flags; free them without installing. */
+        for (int s = 0; s < 2; s++) {
+            if (old.source[s].owned && old.source[s].channel != NULL)
+                old.ops->channel_free((void *)old.source[s].channel);
+            free(old.source[s].counts);
+        }
+        memset(&e->loop, 0, sizeof e->loop);
+        if (!keeps_density(profile)) {
+            /* density turned off by the reload: the entry stays idle (a
+             * profile that turns it on needs a restart) */
+            ts_log(TS_LOG_INFO, "profile %s: no density estimate any more",
+                   e->name);
+            free(theta);
+            continue;
+        }
+        if (bind_entry(e, profile, err, errlen) != 0 ||
+            ts_population_restore(&e->loop, version, old.cycles,
+                                  old.reports_total, theta, old.n, err,
+                                  errlen) != 0) {
+            status = -1;
+            ts_log(TS_LOG_ERROR, "profile %s: %s", e->name, err);
+        }
+        free(theta);
+    }
+    return status;
+}
