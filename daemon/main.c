@@ -125,6 +125,7 @@ static void on_expire_tick(evutil_socket_t fd, short what, void *arg)
     (void)fd;
     (void)what;
     ts_daemon *daemon = arg;
+    ts_pipeline_set_clock(daemon->pipeline, ts_wall_clock_ms());
     if (daemon->settings->max_backdate_ms > 0)
         ts_pipeline_set_expiry_floor(daemon->pipeline,
                                      ts_wall_clock_ms() -

@@ -137,8 +137,9 @@ void ts_daemon_on_message(void *arg, const ts_inbound *message)
         queue_message_rejection(daemon, reason, detail);
         return;
     }
-    ts_time_bounds bounds =
-        ts_intake_time_bounds(daemon->settings, ts_wall_clock_ms());
+    int64_t now_ms = ts_wall_clock_ms();
+    ts_pipeline_set_clock(daemon->pipeline, now_ms);
+    ts_time_bounds bounds = ts_intake_time_bounds(daemon->settings, now_ms);
     /* No accepted update can land before earliest_ms any more, so windows
      * that ended before it are dead by the wall clock even when no update
      * moves the event-time watermark. */

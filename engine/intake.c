@@ -68,9 +68,11 @@ int ts_intake_check_time(const ts_settings *settings,
                          const ts_time_bounds *bounds, int64_t ts_ms,
                          ts_reason *reason, char *detail, size_t detail_len)
 {
-    /* Event time drives budget windows and expiry. A far-future timestamp
-     * would let one update age every other user's state; a far-past one
-     * would open a fresh budget window per update (issue 10, item 6). */
+    /* Event time drives idleness and dates budget windows. A far-future
+     * timestamp would let one update make every other user look idle; a
+     * far-past one would date a window decades back (issue 10, item 6).
+     * Neither can buy budget any more: windows also run on the daemon's
+     * clock (engine/pipeline.h). */
     if (bounds->latest_ms > 0 && ts_ms > bounds->latest_ms) {
         snprintf(detail, detail_len, "timestamp more than %" PRId64
                  " s in the future", settings->max_future_ms / 1000);

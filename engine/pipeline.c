@@ -33,6 +33,8 @@ struct ts_pipeline {
     unsigned char *scratch_state;   /* release runs on a copy: see process */
     int64_t watermark_ms;
     int64_t expiry_floor_ms;     /* wall-clock bound on future event times */
+    int64_t clock_ms;            /* processing time (ts_pipeline_set_clock) */
+    int clocked;                 /* 0: never set, windows on event time only */
     ts_pipeline_stats stats;
     char **disabled;                /* names of profiles without a model */
     size_t n_disabled;
@@ -294,6 +296,56 @@ static int is_disabled_profile(const ts_pipeline *pipeline, const char *name)
     return 0;
 }
 
+/* ------------------------------------------------------------- windows */
+
+/* A window of length window_ms opened at processing time opened_ms, last
+ * accepting an update at last_accepted_ms, has ended by the clock: W has
+ * passed since it opened, and the clock has moved on since its last
+ * accepted update, so that no instant holds updates of two windows. Both
+ * clock values lie in [0, clock_ms] or come from a store: the differences
+ * cannot overflow. */
+static int clock_end_passed(const ts_pipeline *pipeline, int64_t opened_ms,
+                            int64_t window_ms, int64_t last_accepted_ms)
+{
+    if (!pipeline->clocked)
+        return 1;
+    return pipeline->clock_ms - opened_ms >= window_ms &&
+           pipeline->clock_ms > last_accepted_ms;
+}
+
+/* The user's window is over for an update at event time event_ms: both
+ * ends have passed. */
+static int window_over(const ts_pipeline *pipeline, const ts_user *user,
+                       int64_t event_ms)
+{
+    return event_ms - user->window_start_ms >= user->window_ms &&
+           clock_end_passed(pipeline, user->window_opened_ms,
+                            user->window_ms, user->last_accepted_clock_ms);
+}
+
+/* "until event time X ms" or, with a clock, "until event time X ms and
+ * clock Y ms": when the window (or one opening now) will be over. */
+static const char *window_end_text(const ts_pipeline *pipeline,
+                                   int64_t event_end_ms, int64_t clock_end_ms,
+                                   char *buf, size_t len)
+{
+    if (pipeline->clocked)
+        snprintf(buf, len, "event time %lld ms and clock %lld ms",
+                 (long long)event_end_ms, (long long)clock_end_ms);
+    else
+        snprintf(buf, len, "%lld ms", (long long)event_end_ms);
+    return buf;
+}
+
+void ts_pipeline_set_clock(ts_pipeline *pipeline, int64_t now_ms)
+{
+    if (now_ms <= 0)
+        return;
+    pipeline->clocked = 1;
+    if (now_ms > pipeline->clock_ms)
+        pipeline->clock_ms = now_ms;
+}
+
 /* ------------------------------------------------------------- expiry */
 
 static int user_expirable(const ts_user *user, void *ctx)
@@ -312,7 +364,10 @@ static int user_expirable(const ts_user *user, void *ctx)
         return 1;  /* never accepted anything: holds no ledger */
     if (watermark - user->last_ts_ms < pipeline->limits.idle_ttl_ms)
         return 0;
-    return watermark >= user->window_start_ms + user->window_ms;
+    /* A forgotten user's next window opens at a later clock instant, so
+     * the window must be over by the clock as well: a producer moving the
+     * watermark cannot end it early. */
+    return window_over(pipeline, user, watermark);
 }
 
 void ts_pipeline_set_expiry_floor(ts_pipeline *pipeline, int64_t floor_ms)
@@ -402,8 +457,26 @@ static int restore_user(ts_pipeline *pipeline, ts_user *user,
     }
     if (found == 0 || !record.has_window)
         return 0;
-    int64_t window_end = record.window_start_ms + record.window_ms;
-    int window_open = input->ts_ms < window_end;
+    /* A record that does not know when its window opened by the clock
+     * (an older version) opened it at the latest now: taking now can only
+     * hold the window longer. The user is saved again with it, so that the
+     * next restore does not push the window further. */
+    int64_t opened = record.window_opened_ms;
+    int migrated = pipeline->clocked && opened <= 0;
+    if (migrated) {
+        opened = pipeline->clock_ms;
+        if (reserve_dirty(pipeline, user) != 0) {
+            reject(pipeline, out, TS_REASON_INTERNAL_ERROR,
+                   "out of memory tracking state to persist");
+            return -1;
+        }
+    }
+    /* The restored user's last accepted instant is not stored: it lies
+     * before now, since expiry (the only way out of memory in this
+     * process) needs the clock past it, and another process ran earlier. */
+    int window_open =
+        !(input->ts_ms - record.window_start_ms >= record.window_ms &&
+          clock_end_passed(pipeline, opened, record.window_ms, 0));
     size_t index = pipeline->n_profiles;
     if (record.profile != NULL)
         for (size_t i = 0; i < pipeline->n_profiles; i++)
@@ -412,10 +485,14 @@ static int restore_user(ts_pipeline *pipeline, ts_user *user,
     if (window_open && index == pipeline->n_profiles) {
         /* The profile was removed from the configuration: the user's spend
          * is in its unit and cannot be carried over to another profile. */
+        char until[64];
         reject(pipeline, out, TS_REASON_PROFILE_CONFLICT,
                "user is bound to a profile that is no longer configured "
-               "until its budget window ends at %lld ms",
-               (long long)window_end);
+               "until its budget window ends at %s",
+               window_end_text(pipeline,
+                               record.window_start_ms + record.window_ms,
+                               opened + record.window_ms, until,
+                               sizeof until));
         return -1;
     }
     size_t bound_size = index < pipeline->n_profiles
@@ -430,6 +507,7 @@ static int restore_user(ts_pipeline *pipeline, ts_user *user,
     user->profile_index = index < pipeline->n_profiles ? index : 0;
     user->window_start_ms = record.window_start_ms;
     user->window_ms = record.window_ms;
+    user->window_opened_ms = opened;
     user->spent = record.spent;
     user->last_ts_ms = record.last_ts_ms;
     user->has_last = record.has_last;
@@ -446,6 +524,8 @@ static int restore_user(ts_pipeline *pipeline, ts_user *user,
         memset((char *)user->state + record.state_stored_len, 0,
                bound_size - record.state_stored_len);
     }
+    if (migrated)
+        mark_dirty(pipeline, user);
     return 1;
 }
 
@@ -453,6 +533,7 @@ static void touch_accepted(ts_pipeline *pipeline, ts_user *user, int64_t ts_ms)
 {
     mark_dirty(pipeline, user);
     user->last_ts_ms = ts_ms;
+    user->last_accepted_clock_ms = pipeline->clock_ms;
     ts_users_touch(pipeline->users, user);
     if (ts_ms > pipeline->watermark_ms)
         pipeline->watermark_ms = ts_ms;
@@ -567,14 +648,20 @@ void ts_pipeline_process(ts_pipeline *pipeline, const ts_input *input,
         return;
     }
 
+    /* An update past the window's event-time end whose clock end has not
+     * passed stays in the window: it spends what is left of its budget. */
     int new_window = !user->has_window ||
-                     input->ts_ms >= user->window_start_ms + user->window_ms;
+                     window_over(pipeline, user, input->ts_ms);
+    char until[64];
     if (!new_window && user->profile_index != profile_index) {
         reject(pipeline, out, TS_REASON_PROFILE_CONFLICT,
                "user is bound to profile '%s' until its budget window ends "
-               "at %lld ms",
+               "at %s",
                pipeline->profiles[user->profile_index].name,
-               (long long)(user->window_start_ms + user->window_ms));
+               window_end_text(pipeline,
+                               user->window_start_ms + user->window_ms,
+                               user->window_opened_ms + user->window_ms,
+                               until, sizeof until));
         return;
     }
 
@@ -648,6 +735,7 @@ void ts_pipeline_process(ts_pipeline *pipeline, const ts_input *input,
             user->profile_index = profile_index;
             user->window_start_ms = input->ts_ms;
             user->window_ms = profile->window_ms;
+            user->window_opened_ms = pipeline->clock_ms;
             user->spent = 0.0;
             user->exhaustion_counted = 0;
         }
@@ -691,10 +779,15 @@ void ts_pipeline_process(ts_pipeline *pipeline, const ts_input *input,
             return;
         }
         reject(pipeline, out, TS_REASON_BUDGET_EXHAUSTED,
-               "budget of profile '%s' exhausted until %lld ms", profile->name,
-               (long long)(new_window ? input->ts_ms + profile->window_ms
-                                      : user->window_start_ms +
-                                            user->window_ms));
+               "budget of profile '%s' exhausted until %s", profile->name,
+               new_window
+                   ? window_end_text(pipeline, input->ts_ms + profile->window_ms,
+                                     pipeline->clock_ms + profile->window_ms,
+                                     until, sizeof until)
+                   : window_end_text(pipeline,
+                                     user->window_start_ms + user->window_ms,
+                                     user->window_opened_ms + user->window_ms,
+                                     until, sizeof until));
     } else if (status == TS_RELEASE_OUTSIDE_REGION) {
         /* No coordinate in the detail: only that the point left a public
          * box, which the producer knows already. */
@@ -802,6 +895,7 @@ int ts_pipeline_save_dirty(ts_pipeline *pipeline)
                            : NULL,
             .window_start_ms = user->window_start_ms,
             .window_ms = user->window_ms,
+            .window_opened_ms = user->window_opened_ms,
             .spent = user->spent,
             .last_ts_ms = user->last_ts_ms,
             .has_last = user->has_last,

@@ -1,10 +1,23 @@
 /* The per-user pipeline shared by tracesand and `tracesan sanitize`:
  * validation -> user lookup -> budget window -> mechanism -> outcome.
  *
- * Time is event time throughout (the update's timestamp), so a file run
- * through the CLI and the same stream through the daemon give the same
- * ledger. The pipeline's clock for expiry is the watermark: the largest
- * timestamp accepted so far.
+ * Two clocks. Event time is the update's timestamp: it orders a user's
+ * updates, and the watermark (the largest timestamp accepted so far) judges
+ * idleness. Processing time is what the owner passes to
+ * ts_pipeline_set_clock (the daemon: its wall clock, read once per input
+ * message); the pipeline never reads a clock itself.
+ *
+ * A budget window of length W opens at an accepted update and closes (the
+ * next one opens, or the user may be forgotten) only when both of its ends
+ * have passed: event time reached its start + W, AND the clock reached its
+ * opening + W and moved on since the window's last accepted update. The
+ * event-time end keeps a file and a stream of it giving the same ledger;
+ * the clock end makes the budget hold over real time whatever timestamps a
+ * producer sends: windows open at least W apart and never two in one clock
+ * instant, so any real-time interval of length T sees at most
+ * 1 + ceil(T / W) windows' budget (docs/operations.md, "Budget over real
+ * time"). A pipeline whose clock was never set (`tracesan sanitize`) runs
+ * on event time alone.
  *
  * A user is bound to one profile per budget window: budgets of different
  * profiles are in different units and cannot be added, so switching profile
@@ -136,6 +149,12 @@ void ts_pipeline_process(ts_pipeline *pipeline, const ts_input *input,
  * (malformed, oversized, ...), so all reasons live in one set of counters. */
 void ts_pipeline_count_rejection(ts_pipeline *pipeline, ts_reason reason);
 
+/* The processing time, in ms since the epoch (the daemon: its wall clock
+ * when it reads an input message, and at each expiry sweep). It only ever
+ * moves forward: a clock stepped back holds windows open longer, never
+ * shorter. Until it is first set the pipeline runs on event time alone. */
+void ts_pipeline_set_clock(ts_pipeline *pipeline, int64_t now_ms);
+
 /* A time before which no update will be accepted any more (the daemon:
  * its wall clock minus input.max_backdate_s). Expiry then treats windows
  * that ended before it as closed even if no accepted update has moved the
@@ -186,6 +205,12 @@ typedef struct ts_user_record {
     const char *profile;         /* bound profile's name (survives reloads) */
     int64_t window_start_ms;
     int64_t window_ms;
+    /* Processing clock when the window opened; 0 = not known (a record of
+     * an older version, or written by a pipeline without a clock). A
+     * clocked pipeline restoring an unknown one takes its own clock at the
+     * restore instead (the latest the window can have opened) and saves
+     * the user again. */
+    int64_t window_opened_ms;
     double spent;
     int64_t last_ts_ms;
     int has_last;

@@ -29,8 +29,14 @@ typedef struct ts_user {
     int64_t last_ts_ms;          /* last accepted event time */
     int has_window;              /* 0 until the first accepted point */
     size_t profile_index;        /* profile bound for the current window */
-    int64_t window_start_ms;
+    int64_t window_start_ms;     /* event time the window opened at */
     int64_t window_ms;           /* length of the bound profile's window */
+    /* The pipeline's processing clock (the daemon's wall clock) when the
+     * window opened, and at the user's last accepted update: a window
+     * closes only W after it opened by this clock too, whatever the
+     * timestamps (engine/pipeline.h). 0 when the pipeline has no clock. */
+    int64_t window_opened_ms;
+    int64_t last_accepted_clock_ms;
     double spent;                /* budget spent in the current window */
     int exhaustion_counted;      /* stats: exhaustion counted in this window */
     int has_last;                /* last sanitized (public) point */

@@ -69,14 +69,20 @@ static double bits_double(uint64_t v)
 }
 
 /* version u8, flags u8, window_start i64, window_ms i64, spent f64,
- * last_ts i64, last_lat f64, last_lon f64, profile length u16 (including its
- * NUL) + bytes, state length u32, then (version 2 only) stored length u32,
- * then the stored bytes; integers little-endian. Version 1 stores all
- * state-length bytes; version 2 the bytes up to the last non-zero one, the
- * rest being zero, and says how many so a truncated record is detected. */
-#define RECORD_FIXED (2 + 6 * 8 + 2 + 4)
+ * last_ts i64, last_lat f64, last_lon f64, (version 3) window_opened i64,
+ * profile length u16 (including its NUL) + bytes, state length u32, then
+ * (version 2 and later) stored length u32, then the stored bytes; integers
+ * little-endian. Version 1 stores all state-length bytes; later ones the
+ * bytes up to the last non-zero one, the rest being zero, and say how many
+ * so a truncated record is detected. */
+#define RECORD_FIXED_V2 (2 + 6 * 8 + 2 + 4)
+#define RECORD_FIXED (RECORD_FIXED_V2 + 8)
 #define FLAG_HAS_WINDOW 1u
 #define FLAG_HAS_LAST 2u
+/* Times are epoch milliseconds no later than the pipeline's largest
+ * timestamp (year 9999), and windows no longer: anything else is corrupt,
+ * and would overflow the pipeline's window arithmetic. */
+#define MAX_TIME_MS INT64_C(253402300799999)
 
 size_t ts_record_encode(const ts_user_record *record, unsigned char *buf,
                         size_t cap)
@@ -103,7 +109,8 @@ size_t ts_record_encode(const ts_user_record *record, unsigned char *buf,
     put_u64(p + 24, (uint64_t)record->last_ts_ms);
     put_u64(p + 32, double_bits(record->last_lat));
     put_u64(p + 40, double_bits(record->last_lon));
-    p += 48;
+    put_u64(p + 48, (uint64_t)record->window_opened_ms);
+    p += 56;
     *p++ = (unsigned char)(profile_len & 0xff);
     *p++ = (unsigned char)(profile_len >> 8);
     if (profile_len > 0)
@@ -122,9 +129,12 @@ int ts_record_decode(const void *bytes, size_t len, ts_user_record *record)
 {
     const unsigned char *p = bytes;
     memset(record, 0, sizeof *record);
-    if (len < RECORD_FIXED || (p[0] != 1 && p[0] != 2))
+    if (len < 1 || p[0] < 1 || p[0] > 3)
         return -1;
     unsigned version = p[0];
+    size_t fixed = version == 3 ? RECORD_FIXED : RECORD_FIXED_V2;
+    if (len < fixed)
+        return -1;
     record->has_window = (p[1] & FLAG_HAS_WINDOW) != 0;
     record->has_last = (p[1] & FLAG_HAS_LAST) != 0;
     p += 2;
@@ -135,9 +145,13 @@ int ts_record_decode(const void *bytes, size_t len, ts_user_record *record)
     record->last_lat = bits_double(get_u64(p + 32));
     record->last_lon = bits_double(get_u64(p + 40));
     p += 48;
+    if (version == 3) {
+        record->window_opened_ms = (int64_t)get_u64(p);
+        p += 8;
+    }
     size_t profile_len = (size_t)p[0] | ((size_t)p[1] << 8);
     p += 2;
-    size_t rest = len - RECORD_FIXED;
+    size_t rest = len - fixed;
     if (profile_len > rest)
         return -1;
     if (profile_len > 0) {
@@ -152,7 +166,7 @@ int ts_record_decode(const void *bytes, size_t len, ts_user_record *record)
         state_len |= (size_t)p[i] << (8 * i);
     p += 4;
     size_t stored = state_len;
-    if (version == 2) {
+    if (version >= 2) {
         if (rest < 4)
             return -1;
         stored = 0;
@@ -168,7 +182,10 @@ int ts_record_decode(const void *bytes, size_t len, ts_user_record *record)
     record->state_stored_len = rest;
     if (record->has_window &&
         (record->profile == NULL || record->window_ms <= 0 ||
-         !(record->spent >= 0.0)))
+         record->window_ms > MAX_TIME_MS || record->window_start_ms < 0 ||
+         record->window_start_ms > MAX_TIME_MS || record->last_ts_ms < 0 ||
+         record->last_ts_ms > MAX_TIME_MS || record->window_opened_ms < 0 ||
+         record->window_opened_ms > MAX_TIME_MS || !(record->spent >= 0.0)))
         return -1;
     return 0;
 }

@@ -36,13 +36,16 @@ typedef enum ts_store_sync {
 } ts_store_sync;
 
 /* Layout of the environment (databases, meta keys). */
-/* 2: records of version 2 may appear (opening a version-1 store for
- * writing upgrades its mark, so an older build refuses it as a whole
- * instead of failing user by user). */
-#define TS_STORE_SCHEMA_VERSION 2u
+/* N: records of version N may appear (opening an older store for writing
+ * upgrades its mark, so an older build refuses it as a whole instead of
+ * failing user by user). */
+#define TS_STORE_SCHEMA_VERSION 3u
 /* Encoding of one user record: 1 stores the whole state block, 2 stores
- * it without its trailing zero bytes. Both are read. */
-#define TS_STORE_RECORD_VERSION 2u
+ * it without its trailing zero bytes, 3 adds the clock instant the window
+ * opened at. All are read; versions 1 and 2 decode with that instant
+ * unknown (0), which the pipeline replaces by its clock at the restore
+ * (engine/pipeline.h, ts_user_record). */
+#define TS_STORE_RECORD_VERSION 3u
 /* Largest mechanism state a record may declare (a delta-location-set
  * belief at its maximum capacity is 16 MiB): a corrupt length is refused
  * on decode instead of being believed. */

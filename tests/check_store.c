@@ -131,12 +131,28 @@ static void group_commit(ts_pipeline *pipeline, ts_store *store)
 
 /* ------------------------------------------------------------ records */
 
+/* Offset of the clock instant a version-3 record adds after the fixed
+ * fields (version, flags, six 8-byte fields). */
+#define OPENED_OFFSET (2 + 48)
+
+/* Turn a version-3 record in buf (len bytes) into the version-2 encoding
+ * of the same ledger, which has no window opening instant. Returns the
+ * new length. */
+static size_t as_version_2(unsigned char *buf, size_t len)
+{
+    memmove(buf + OPENED_OFFSET, buf + OPENED_OFFSET + 8,
+            len - OPENED_OFFSET - 8);
+    buf[0] = 2;
+    return len - 8;
+}
+
 TS_TEST(test_record_round_trip)
 {
     unsigned char state[5] = { 1, 2, 3, 4, 5 };
     ts_user_record in = {
         .has_window = 1, .profile = "geoind", .window_start_ms = 1234567,
-        .window_ms = 86400000, .spent = 0.1 + 0.2, .last_ts_ms = 1299999,
+        .window_ms = 86400000, .window_opened_ms = INT64_C(1700000000123),
+        .spent = 0.1 + 0.2, .last_ts_ms = 1299999,
         .has_last = 1, .last_lat = -33.8688197, .last_lon = 151.2092955,
         .state = state, .state_len = sizeof state,
         .state_stored_len = sizeof state,
@@ -154,6 +170,7 @@ TS_TEST(test_record_round_trip)
     ck_assert_str_eq(out.profile, "geoind");
     ck_assert(out.window_start_ms == in.window_start_ms);
     ck_assert(out.window_ms == in.window_ms);
+    ck_assert(out.window_opened_ms == in.window_opened_ms);
     ck_assert(out.spent == in.spent);  /* bit-exact */
     ck_assert(out.last_ts_ms == in.last_ts_ms);
     ck_assert_int_eq(out.has_last, 1);
@@ -208,7 +225,7 @@ TS_TEST(test_record_trailing_zeros_not_stored)
     /* Version 1 (no stored-length field) holds the whole block: made here
      * from a version-2 record whose block has no trailing zero. */
     in.state_len = in.state_stored_len = 100;
-    size_t whole = ts_record_encode(&in, buf, sizeof buf);
+    size_t whole = as_version_2(buf, ts_record_encode(&in, buf, sizeof buf));
     size_t field = 2 + 48 + 2 + strlen("pim") + 1 + 4;
     memmove(buf + field, buf + field + 4, whole - field - 4);
     whole -= 4;
@@ -216,6 +233,7 @@ TS_TEST(test_record_trailing_zeros_not_stored)
     ck_assert_int_eq(ts_record_decode(buf, whole, &out), 0);
     ck_assert_uint_eq(out.state_len, 100);
     ck_assert_uint_eq(out.state_stored_len, 100);
+    ck_assert(out.window_opened_ms == 0);
 
     /* All zeros: nothing stored. */
     memset(state, 0, sizeof state);
@@ -224,6 +242,43 @@ TS_TEST(test_record_trailing_zeros_not_stored)
     ck_assert_int_eq(ts_record_decode(buf, empty, &out), 0);
     ck_assert_uint_eq(out.state_stored_len, 0);
     ck_assert_uint_eq(out.state_len, sizeof state);
+}
+END_TEST
+
+/* Version 3 adds the clock instant the window opened (issue 24, item 5).
+ * Version-2 records still read, with that instant unknown (0); an
+ * impossible one is refused. */
+TS_TEST(test_record_window_opening_instant)
+{
+    ts_user_record in = {
+        .has_window = 1, .profile = "a", .window_start_ms = 5000,
+        .window_ms = 10000, .window_opened_ms = INT64_C(1700000000000),
+        .spent = 0.5, .last_ts_ms = 5000,
+    };
+    unsigned char buf[256];
+    size_t len = ts_record_encode(&in, buf, sizeof buf);
+    ck_assert_int_eq(buf[0], 3);
+    ts_user_record out;
+    ck_assert_int_eq(ts_record_decode(buf, len, &out), 0);
+    ck_assert(out.window_opened_ms == in.window_opened_ms);
+
+    size_t old_len = as_version_2(buf, len);
+    ck_assert_int_eq(ts_record_decode(buf, old_len, &out), 0);
+    ck_assert(out.window_opened_ms == 0);
+    ck_assert(out.window_start_ms == 5000 && out.spent == 0.5);
+    ck_assert_str_eq(out.profile, "a");
+
+    static const int64_t corrupt[] = { -1, INT64_C(253402300800000),
+                                       INT64_MAX };
+    for (size_t i = 0; i < sizeof corrupt / sizeof *corrupt; i++) {
+        in.window_opened_ms = corrupt[i];
+        len = ts_record_encode(&in, buf, sizeof buf);
+        ck_assert_int_eq(ts_record_decode(buf, len, &out), -1);
+    }
+    in.window_opened_ms = 1;
+    in.window_start_ms = -5;
+    len = ts_record_encode(&in, buf, sizeof buf);
+    ck_assert_int_eq(ts_record_decode(buf, len, &out), -1);
 }
 END_TEST
 
@@ -361,8 +416,10 @@ TS_TEST(test_store_refuses_newer_schema)
     char err[512] = "";
     ck_assert_ptr_null(
         ts_store_open(dir, TS_STORE_SYNC_FULL, 16, 0, err, sizeof err));
-    ck_assert_msg(strstr(err, "schema version 3") != NULL &&
-                      strstr(err, "newer") != NULL,
+    char newer[32];
+    snprintf(newer, sizeof newer, "schema version %u",
+             TS_STORE_SCHEMA_VERSION + 1);
+    ck_assert_msg(strstr(err, newer) != NULL && strstr(err, "newer") != NULL,
                   "unclear message: %s", err);
     ck_assert_ptr_null(
         ts_store_open(dir, TS_STORE_SYNC_FULL, 16, 1, err, sizeof err));
@@ -543,6 +600,108 @@ TS_TEST(test_pipeline_restores_ledger_after_restart)
     ck_assert(out.eps_spent_window == SPEND);
     ck_assert_uint_eq(ts_pipeline_get_stats(pipeline)->users_created, 0);
 
+    ts_pipeline_free(pipeline);
+    ts_store_backend_free(&sb);
+    ts_store_close(store);
+}
+END_TEST
+
+#define CLOCK0 INT64_C(1700000000000)
+
+/* The window's opening instant by the clock is part of the ledger: a
+ * restarted daemon holds the window until it is W old by the clock, even
+ * for updates dated past its end (issue 24, item 5). */
+TS_TEST(test_pipeline_window_clock_survives_restart)
+{
+    static const char *const names[] = { "a" };
+    ts_store *store = open_store();
+    ts_store_backend sb;
+    ts_pipeline *pipeline = stored_pipeline(store, &sb, names, 1);
+    ts_pipeline_set_clock(pipeline, CLOCK0);
+    ts_outcome out;
+    process(pipeline, "u", 1000, NULL, &out);
+    ck_assert_int_eq(out.sanitized, 1);
+    group_commit(pipeline, store);
+    ts_pipeline_free(pipeline);
+    ts_store_backend_free(&sb);
+
+    pipeline = stored_pipeline(store, &sb, names, 1);
+    ts_pipeline_set_clock(pipeline, CLOCK0 + WINDOW_MS / 2);
+    process(pipeline, "u", 1000 + 5 * WINDOW_MS, NULL, &out);
+    ck_assert_int_eq(out.sanitized, 1);
+    ck_assert_int_eq(out.window_start_ms, 1000);
+    ck_assert(out.eps_spent_window == 2 * SPEND);
+    /* Restoring a current record does not dirty the user. */
+    group_commit(pipeline, store);
+    ts_pipeline_free(pipeline);
+    ts_store_backend_free(&sb);
+
+    pipeline = stored_pipeline(store, &sb, names, 1);
+    ts_pipeline_set_clock(pipeline, CLOCK0 + WINDOW_MS);
+    process(pipeline, "u", 1000 + 5 * WINDOW_MS, NULL, &out);
+    ck_assert_int_eq(out.sanitized, 1);
+    ck_assert_int_eq(out.window_start_ms, 1000 + 5 * WINDOW_MS);
+    ck_assert(out.eps_spent_window == SPEND);
+    ts_pipeline_free(pipeline);
+    ts_store_backend_free(&sb);
+    ts_store_close(store);
+}
+END_TEST
+
+/* A record written before the window's clock instant was kept (version 2)
+ * restores with the clock at the restore as its opening, the latest it can
+ * have been, and is saved again with it, even when the update is refused. */
+TS_TEST(test_pipeline_migrates_record_without_opening)
+{
+    static const char *const names[] = { "a" };
+    ts_store *store = open_store();
+    unsigned calls = 4;          /* the fake mechanism's state */
+    ts_user_record old = { .has_window = 1, .profile = "a",
+                           .window_start_ms = 1000, .window_ms = WINDOW_MS,
+                           .spent = TOTAL, .last_ts_ms = 1000,
+                           .state = &calls, .state_len = sizeof calls,
+                           .state_stored_len = sizeof calls };
+    unsigned char buf[256];
+    size_t len = as_version_2(buf, ts_record_encode(&old, buf, sizeof buf));
+    char err[512];
+    ck_assert_int_eq(ts_store_begin(store, err, sizeof err), 0);
+    ck_assert_int_eq(ts_store_put(store, "u", 1, buf, len, err, sizeof err),
+                     0);
+    ck_assert_int_eq(ts_store_commit(store, err, sizeof err), 0);
+
+    ts_store_backend sb;
+    ts_pipeline *pipeline = stored_pipeline(store, &sb, names, 1);
+    int64_t restored_at = CLOCK0 + 12345;
+    ts_pipeline_set_clock(pipeline, restored_at);
+    ts_outcome out;
+    /* Past the window's end in event time, but it opened (at the latest)
+     * now: still the spent window. */
+    process(pipeline, "u", 1000 + 3 * WINDOW_MS, NULL, &out);
+    ck_assert_int_eq(out.reason, TS_REASON_BUDGET_EXHAUSTED);
+    ck_assert_uint_eq(ts_pipeline_dirty_count(pipeline), 1);
+    group_commit(pipeline, store);
+    const void *bytes;
+    size_t stored_len;
+    ck_assert_int_eq(ts_store_get(store, "u", 1, &bytes, &stored_len), 1);
+    ts_user_record back;
+    ck_assert_int_eq(ts_record_decode(bytes, stored_len, &back), 0);
+    ck_assert_int_eq(((const unsigned char *)bytes)[0],
+                     TS_STORE_RECORD_VERSION);
+    ck_assert(back.window_opened_ms == restored_at);
+    ck_assert(back.spent == TOTAL && back.window_start_ms == 1000);
+    ts_pipeline_free(pipeline);
+    ts_store_backend_free(&sb);
+
+    /* The next restore keeps that instant: W after it the window ends. */
+    pipeline = stored_pipeline(store, &sb, names, 1);
+    ts_pipeline_set_clock(pipeline, restored_at + WINDOW_MS - 1);
+    process(pipeline, "u", 1000 + 3 * WINDOW_MS, NULL, &out);
+    ck_assert_int_eq(out.reason, TS_REASON_BUDGET_EXHAUSTED);
+    ck_assert_uint_eq(ts_pipeline_dirty_count(pipeline), 0);
+    ts_pipeline_set_clock(pipeline, restored_at + WINDOW_MS);
+    process(pipeline, "u", 1000 + 3 * WINDOW_MS, NULL, &out);
+    ck_assert_int_eq(out.sanitized, 1);
+    ck_assert_int_eq(out.window_start_ms, 1000 + 3 * WINDOW_MS);
     ts_pipeline_free(pipeline);
     ts_store_backend_free(&sb);
     ts_store_close(store);

@@ -13,9 +13,11 @@ FEED=$TEST_DATA/feed.csv
 SMALL=$TMPD/small.csv
 head -n 21 "$FEED" >"$SMALL"
 ROWS=$(data_rows "$SMALL")
-# The same rows two days later: a fresh budget window, timestamps ahead.
+# The same rows from another user: a fresh budget (a window is W long in
+# real time too, so the same user two days later in event time would
+# still be in the first window).
 LATER=$TMPD/later.csv
-awk -F, -v OFS=, 'NR == 1 { print; next } { $2 += 172800; print }' "$SMALL" >"$LATER"
+awk -F, -v OFS=, 'NR == 1 { print; next } { $1 = $1 "-later"; print }' "$SMALL" >"$LATER"
 KEYS=$TMPD/keys
 mkdir -p "$KEYS"
 
@@ -189,7 +191,7 @@ fi
 # allow-list and it gets through without a restart, while a subscriber
 # connected before the reload keeps its connection and receives the points.
 LATEST=$TMPD/latest.csv
-awk -F, -v OFS=, 'NR == 1 { print; next } { $2 += 345600; print }' "$SMALL" >"$LATEST"
+awk -F, -v OFS=, 'NR == 1 { print; next } { $1 = $1 "-latest"; print }' "$SMALL" >"$LATEST"
 # shellcheck disable=SC2046
 start_tail kept "$ROWS" $(client subscriber)
 cat "$KEYS/stranger.pub" >>"$KEYS/input.allow"

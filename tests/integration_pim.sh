@@ -101,13 +101,18 @@ check "daemon: outside_region detail has no coordinate" \
 # --- beliefs survive idle expiry and SIGHUP ---------------------------------
 # docs/state.md: an idle user is forgotten only once its budget window has
 # closed, so expiry never drops an open window's ledger or belief. Event
-# time drives both windows and idleness (watermark - last update >=
-# users.idle_ttl_s); the sweep runs every users.expire_interval_s of wall
-# time. Timeline (event seconds after T0, model tick 60 s, windows 3600 s):
-#   c00..c09  8 points at 0..420       window [0, 3600)
-#   o00..o19  8 points at 600..1020    window [600, 4200)
-#   clock     1 point at 3700 (geoind): the watermark passes 3600 and
-#             every o/c user is idle; the sweep forgets the c users only
+# time drives idleness (watermark - last update >= users.idle_ttl_s); a
+# window closes once it is budget_window_s old in event time and by the
+# daemon's clock (docs/operations.md, "Budget over real time"); the sweep
+# runs every users.expire_interval_s of wall time. Timeline (event seconds
+# after T0, model tick 60 s, windows W = 8 s):
+#   c00..c09  8 points at 0..420       one window (W of real time holds it)
+#   (W + 1 s of real time)
+#   o00..o19  8 points at 600..1020    one window, opened W + 1 s later
+#   clock     1 point at 3700 (geoind): every o/c user is idle and past
+#             its event-time end; the sweep forgets the c users only, whose
+#             windows are W old by the clock
+#   (the rest runs within W of the o windows opening)
 #   phase 2   2 points per user at 3800, 3860
 #   SIGHUP    same file and overrides
 #   phase 3   2 points per user at 3920, 3980
@@ -155,6 +160,10 @@ BEGIN {
 for phase in 1 2 3; do
     awk -v phase=$phase "$PHASE_AWK" >"$TMPD/phase$phase.csv"
 done
+# Phase 1 in two parts, c users first.
+awk -F, 'NR == 1 || $1 ~ /^c[0-9]/' "$TMPD/phase1.csv" >"$TMPD/phase1c.csv"
+awk -F, 'NR == 1 || $1 !~ /^c[0-9]/' "$TMPD/phase1.csv" >"$TMPD/phase1o.csv"
+EXPIRY_WINDOW_S=8
 MAIN_FEED=$FEED
 FEED=$TMPD/phases.csv   # for one_output_per_input
 { cat "$TMPD/phase1.csv"; tail -n +2 "$TMPD/phase2.csv"; tail -n +2 "$TMPD/phase3.csv"; } >"$FEED"
@@ -185,13 +194,15 @@ wait_metric() {
 
 start_daemon expiry -o "profiles.pim.model=$MODEL" \
     -o "profiles.lm-delta.model=$MODEL" \
-    -o profiles.pim.budget_window_s=3600 \
-    -o profiles.lm-delta.budget_window_s=3600 \
+    -o profiles.pim.budget_window_s=$EXPIRY_WINDOW_S \
+    -o profiles.lm-delta.budget_window_s=$EXPIRY_WINDOW_S \
     -o users.idle_ttl_s=600 -o users.expire_interval_s=1
 check "expiry: the shipped pim profiles are enabled by -o model=PATH" \
     not_grep "mechanism pim) is disabled\|mechanism lm-delta) is disabled" "$DAEMON_LOG"
 start_tail expiry "$EXPIRY_ROWS"
-replay "$TMPD/phase1.csv"
+replay "$TMPD/phase1c.csv"
+sleep $(( EXPIRY_WINDOW_S + 1 ))
+replay "$TMPD/phase1o.csv"
 outputs_at_least "$(data_rows "$TMPD/phase1.csv")" 30 ||
     fail "expiry: phase 1 outputs did not arrive"
 if command -v curl >/dev/null 2>&1; then

@@ -3,7 +3,9 @@
  * Rows go through ts_pipeline_process in file order, with the same
  * validation, ledger and mechanism as tracesand, so a file and the same
  * stream through the daemon produce the same kind of output (the noise
- * differs unless --seed is given, which only the CLI allows). With
+ * differs unless --seed is given, which only the CLI allows). It sets no
+ * processing clock, so its budget windows run on event time alone: the
+ * daemon's also wait for its wall clock (engine/pipeline.h). With
  * --format jsonl it reads LocationUpdate JSON lines and writes sanitized
  * points as tail --format jsonl does.
  */
@@ -33,6 +35,9 @@ static void usage(FILE *out)
         "user,ts,lat,lon (any order, extra columns ignored) and optionally\n"
         "accuracy (metres) and profile; ts is Unix seconds, fractional allowed.\n"
         "gzip-compressed input is read transparently; '-' reads stdin.\n"
+        "Budget windows follow the rows' timestamps alone: a file is read\n"
+        "faster than real time, so there is no clock to hold a window by\n"
+        "(tracesand also holds each window budget_window_s of its clock).\n"
         "\n"
         "options:\n"
         "  -c, --config FILE       tracesand configuration (profiles, limits);\n"

@@ -832,8 +832,9 @@ static void process_message(ts_jetstream *m, partition *p, natsMsg *msg,
         reject_message(m, p, seq, &index, reason, detail);
         return;
     }
-    ts_time_bounds bounds = ts_intake_time_bounds(m->settings,
-                                                  ts_wall_clock_ms());
+    int64_t now_ms = ts_wall_clock_ms();
+    ts_pipeline_set_clock(p->pipeline, now_ms);
+    ts_time_bounds bounds = ts_intake_time_bounds(m->settings, now_ms);
     if (bounds.earliest_ms > 0)
         ts_pipeline_set_expiry_floor(p->pipeline, bounds.earliest_ms);
     for (size_t i = 0; i < batch->n_updates; i++) {
@@ -1126,6 +1127,7 @@ static void expire_users(ts_jetstream *m)
         partition *p = &m->parts[i];
         if (p->state != PART_ACTIVE)
             continue;
+        ts_pipeline_set_clock(p->pipeline, ts_wall_clock_ms());
         if (m->settings->max_backdate_ms > 0)
             ts_pipeline_set_expiry_floor(p->pipeline,
                                          ts_wall_clock_ms() -
