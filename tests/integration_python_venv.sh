@@ -77,6 +77,7 @@ fi
 # pip builds in the directory it is given (setuptools writes build/ and
 # *.egg-info there), so from a copy: the source tree may be read-only.
 cp -R "$CLIENT" "$TMPD/python-client"
+chmod -R u+w "$TMPD/python-client"
 rm -rf "$TMPD/python-client/tracesan_client/__pycache__"
 VENV=$TMPD/venv
 "$PY" -m venv --system-site-packages "$VENV" >"$TMPD/venv.log" 2>&1 ||
