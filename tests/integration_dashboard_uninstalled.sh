@@ -20,28 +20,39 @@ url() { printf 'http://%s%s' "$HTTP_EP" "$1"; }
 start_daemon uninstalled
 test -n "$HTTP_EP" || fatal "the ready line names no HTTP endpoint"
 served=$(sed -n 's/.*info: dashboard: serving the page from \(.*\)$/\1/p' "$DAEMON_LOG" | head -n 1)
-check "start: the log names the directory of the page" test -n "$served"
-if [ -n "$served" ] && [ "$served" != "$top_srcdir/www" ]; then
-    # Only an installed copy may take precedence over the source tree.
-    note "an installed copy is present ($served); it is served before $top_srcdir/www"
-    check "start: the page served instead of the source tree's is an installed copy" \
-        sh -c 'case $1 in */share/tracesan/www) test -f "$1/index.html" ;; *) false ;; esac' \
-        sh "$served"
-fi
-check "start: no dashboard warning" sh -c '! grep -q "warn: dashboard" "$1"' sh "$DAEMON_LOG"
-check_eq "GET / is 200" 200 "$(status_of "$(url /)")"
-curl -s --max-time 5 "$(url /)" >"$TMPD/index.html"
-check "GET / is the page of the directory the log names" \
-    cmp -s "$TMPD/index.html" "${served:-/nonexistent}/index.html"
-check "GET / is the Leaflet page" \
-    grep -q '<script src="leaflet/leaflet.js"></script>' "$TMPD/index.html"
-check_eq "GET /dashboard.js is 200" 200 "$(status_of "$(url /dashboard.js)")"
-check_eq "GET /dashboard.css is 200" 200 "$(status_of "$(url /dashboard.css)")"
-if [ -r "$LEAFLET_DIR/leaflet.js" ]; then
-    check_eq "GET /leaflet/leaflet.js is 200 (libjs-leaflet)" 200 \
-        "$(status_of "$(url /leaflet/leaflet.js)")"
+# make check says how this build was configured (unset: by hand, default).
+if [ -z "${SOURCE_DASHBOARD_DIR-unset}" ] && [ -z "$served" ]; then
+    # --without-source-dashboard (the Debian package's build) and nothing
+    # installed: no page, and the daemon must say so.
+    note "configured --without-source-dashboard and not installed: no page to serve"
+    check "without the source fallback: a warning that the page is missing" \
+        grep -q "warn: dashboard: 3 of 3 dashboard files unreadable" "$DAEMON_LOG"
+    check_eq "without the source fallback: GET / is 404" 404 "$(status_of "$(url /)")"
 else
-    note "libjs-leaflet is not installed: the Leaflet check is skipped"
+    check "start: the log names the directory of the page" test -n "$served"
+    if [ -n "$served" ] && [ "$served" != "$top_srcdir/www" ]; then
+        # Only an installed copy may take precedence over the source tree.
+        note "an installed copy is present ($served); it is served before $top_srcdir/www"
+        check "start: the page served instead of the source tree's is an installed copy" \
+            sh -c 'case $1 in */share/tracesan/www) test -f "$1/index.html" ;; *) false ;; esac' \
+            sh "$served"
+    fi
+    check "start: no warning about the page" \
+        sh -c '! grep -q "warn: dashboard: .* dashboard files" "$1"' sh "$DAEMON_LOG"
+    check_eq "GET / is 200" 200 "$(status_of "$(url /)")"
+    curl -s --max-time 5 "$(url /)" >"$TMPD/index.html"
+    check "GET / is the page of the directory the log names" \
+        cmp -s "$TMPD/index.html" "${served:-/nonexistent}/index.html"
+    check "GET / is the Leaflet page" \
+        grep -q '<script src="leaflet/leaflet.js"></script>' "$TMPD/index.html"
+    check_eq "GET /dashboard.js is 200" 200 "$(status_of "$(url /dashboard.js)")"
+    check_eq "GET /dashboard.css is 200" 200 "$(status_of "$(url /dashboard.css)")"
+    if [ -r "$LEAFLET_DIR/leaflet.js" ]; then
+        check_eq "GET /leaflet/leaflet.js is 200 (libjs-leaflet)" 200 \
+            "$(status_of "$(url /leaflet/leaflet.js)")"
+    else
+        note "libjs-leaflet is not installed: the Leaflet check is skipped"
+    fi
 fi
 stop_daemon uninstalled
 
