@@ -30,9 +30,12 @@ if [ -z "${SOURCE_DASHBOARD_DIR-unset}" ] && [ -z "$served" ]; then
     check_eq "without the source fallback: GET / is 404" 404 "$(status_of "$(url /)")"
 else
     check "start: the log names the directory of the page" test -n "$served"
-    if [ -n "$served" ] && [ "$served" != "$top_srcdir/www" ]; then
+    # The same directory, however spelt (distcheck's top_srcdir has "..").
+    source_www=$(cd "$top_srcdir/www" && pwd -P)
+    served_real=$(cd "${served:-/nonexistent}" 2>/dev/null && pwd -P || true)
+    if [ -n "$served" ] && [ "$served_real" != "$source_www" ]; then
         # Only an installed copy may take precedence over the source tree.
-        note "an installed copy is present ($served); it is served before $top_srcdir/www"
+        note "an installed copy is present ($served); it is served before $source_www"
         check "start: the page served instead of the source tree's is an installed copy" \
             sh -c 'case $1 in */share/tracesan/www) test -f "$1/index.html" ;; *) false ;; esac' \
             sh "$served"
