@@ -136,7 +136,10 @@ run_daemon() {
 # rejected.csv in $tmp. Sets status=1 when they did not all arrive.
 feed_through() {
     local trace=$1 count=$2
-    "$bin/tracesan" tail --connect "$output_ep" --count "$count" --timeout 30 \
+    # --timeout is tail's idle limit: generous, since the daemon publishes
+    # a group of messages only once it has processed all of it (slow
+    # under the sanitizers).
+    "$bin/tracesan" tail --connect "$output_ep" --count "$count" --timeout 120 \
         --topic sanitized. --topic rejected \
         --rejections "$tmp/rejected.csv" --ready-file "$tmp/tail.ready" \
         >"$tmp/sanitized.csv" 2>"$tmp/tail.log" </dev/null &
@@ -149,16 +152,20 @@ feed_through() {
     [ -e "$tmp/tail.ready" ] || { say "tracesan tail did not connect"; cat "$tmp/tail.log"; exit 1; }
     "$bin/tracesan" replay --connect "$input_ep" "$trace" 2>"$tmp/replay.log"
     sed 's/^/demo: /' "$tmp/replay.log"
-    for _ in $(seq 1200); do
+    for _ in $(seq 3000); do
         kill -0 "$tail_pid" 2>/dev/null || break
         sleep 0.05
     done
     if kill -0 "$tail_pid" 2>/dev/null; then
-        say "tail did not receive all $count messages within 60 s"
+        say "tail did not receive all $count messages within 150 s"
         kill "$tail_pid"
         status=1
     fi
-    wait "$tail_pid" || status=1
+    if ! wait "$tail_pid"; then
+        say "tracesan tail failed; its log:"
+        sed 's/^/    /' "$tmp/tail.log"
+        status=1
+    fi
     tail_pid=""
     touch "$tmp/rejected.csv"
 }
