@@ -43,7 +43,8 @@ ts_dashboard *ts_dashboard_new(const ts_dashboard_options *options);
 int ts_dashboard_add_routes(ts_dashboard *dashboard, ts_ops_http *http);
 void ts_dashboard_free(ts_dashboard *dashboard);
 
-/* The directory "" stands for: $(pkgdatadir)/www of this build. */
+/* The installed copy: $(pkgdatadir)/www of this build, which "" stands
+ * for unless it has no page and the build knows its source tree's. */
 const char *ts_dashboard_installed_dir(void);
 
 #endif

@@ -73,8 +73,13 @@ url() { printf 'http://%s%s' "$HTTP_EP" "$1"; }
 
 # --- lintian ----------------------------------------------------------------
 if command -v lintian >/dev/null 2>&1; then
+    # Unprivileged when nobody can read the package (lintian objects to root).
+    lintian_as=()
+    if setpriv --reuid=nobody --regid=nogroup --clear-groups test -r "$DEB" 2>/dev/null; then
+        lintian_as=(env HOME=/tmp setpriv --reuid=nobody --regid=nogroup --clear-groups)
+    fi
     lintian_rc=0
-    lintian --fail-on error "$DEB" >"$TMPD/lintian.out" 2>&1 || lintian_rc=$?
+    "${lintian_as[@]}" lintian --fail-on error "$DEB" >"$TMPD/lintian.out" 2>&1 || lintian_rc=$?
     check_eq "lintian: no errors" 0 "$lintian_rc"
     note "lintian: $(grep -c '^E:' "$TMPD/lintian.out") errors, $(grep -c '^W:' "$TMPD/lintian.out") warnings"
     sed 's/^/#   /' "$TMPD/lintian.out"
