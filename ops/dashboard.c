@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "wire/codec.h"
 #include "wire/json_codec.h"
@@ -11,6 +12,11 @@
 
 #ifndef TS_DASHBOARD_DIR
 #define TS_DASHBOARD_DIR "/usr/local/share/tracesan/www"
+#endif
+/* The source tree's www/, for a build run before `make install` (set by
+ * configure; "" when configured --without-source-dashboard). */
+#ifndef TS_SOURCE_DASHBOARD_DIR
+#define TS_SOURCE_DASHBOARD_DIR ""
 #endif
 #ifndef PACKAGE_VERSION
 #define PACKAGE_VERSION "unknown"
@@ -116,8 +122,8 @@ static int read_file(const char *dir, served_file *file, char *why,
     return 0;
 }
 
-/* Reads every file of a set; logs the first one missing (an install
- * without the dashboard is a choice, not an error). */
+/* Reads every file of a set; warns with the first one missing, since a
+ * page without it answers 404 or draws no map. */
 static void read_set(const char *what, const char *dir, served_file *files,
                      size_t n, const char *key)
 {
@@ -130,9 +136,21 @@ static void read_set(const char *what, const char *dir, served_file *files,
             snprintf(first_missing, sizeof first_missing, "%s", why);
     }
     if (missing > 0)
-        ts_log(TS_LOG_INFO, "dashboard: %zu of %zu %s files unreadable (%s); "
+        ts_log(TS_LOG_WARN, "dashboard: %zu of %zu %s files unreadable (%s); "
                "they answer 404 (%s names the directory)", missing, n, what,
                first_missing, key);
+}
+
+/* What http.dashboard_dir = "" means: the installed copy, or, when that
+ * has no page and this build was never installed, the source tree's. */
+static const char *default_page_dir(void)
+{
+    char installed[4096];
+    snprintf(installed, sizeof installed, "%s/%s", TS_DASHBOARD_DIR,
+             page_files[PAGE_INDEX].name);
+    if (TS_SOURCE_DASHBOARD_DIR[0] == '\0' || access(installed, F_OK) == 0)
+        return TS_DASHBOARD_DIR;
+    return TS_SOURCE_DASHBOARD_DIR;
 }
 
 static int append_text(ts_buf *buf, const char *text)
@@ -221,9 +239,11 @@ ts_dashboard *ts_dashboard_new(const ts_dashboard_options *options)
     memcpy(dashboard->leaflet, leaflet_files, sizeof leaflet_files);
     const char *dir = options->dashboard_dir;
     if (dir == NULL || dir[0] == '\0')
-        dir = TS_DASHBOARD_DIR;
+        dir = default_page_dir();
     read_set("dashboard", dir, dashboard->page, N_PAGE_FILES,
              "http.dashboard_dir");
+    if (dashboard->page[PAGE_INDEX].data != NULL)
+        ts_log(TS_LOG_INFO, "dashboard: serving the page from %s", dir);
     read_set("Leaflet", options->leaflet_dir, dashboard->leaflet,
              N_LEAFLET_FILES, "http.leaflet_dir");
     dashboard->page_headers = build_page_headers(options->tile_url);

@@ -25,7 +25,8 @@
 typedef struct ts_dashboard ts_dashboard;
 
 typedef struct ts_dashboard_options {
-    const char *dashboard_dir;   /* "" or NULL: the installed copy */
+    const char *dashboard_dir;   /* "" or NULL: the installed copy, else
+                                  * the source tree's www/ (uninstalled) */
     const char *leaflet_dir;
     const char *tile_url;        /* "" or NULL: no tiles */
     const char *tile_attribution;
@@ -35,14 +36,15 @@ typedef struct ts_dashboard_options {
     size_t n_profiles;
 } ts_dashboard_options;
 
-/* Reads the files (a missing one is logged at info and answers 404).
- * NULL when memory ran out. */
+/* Reads the files (a missing one is a warning and answers 404) and logs
+ * the directory of the page it serves. NULL when memory ran out. */
 ts_dashboard *ts_dashboard_new(const ts_dashboard_options *options);
 /* 0, or -1 when the endpoint's route table is full. */
 int ts_dashboard_add_routes(ts_dashboard *dashboard, ts_ops_http *http);
 void ts_dashboard_free(ts_dashboard *dashboard);
 
-/* The directory "" stands for: $(pkgdatadir)/www of this build. */
+/* The installed copy: $(pkgdatadir)/www of this build, which "" stands
+ * for unless it has no page and the build knows its source tree's. */
 const char *ts_dashboard_installed_dir(void);
 
 #endif

@@ -24,6 +24,8 @@ packages=(
     libsystemd-dev curl python3
     libcairo2-dev libjs-leaflet chromium python3-zmq python3-protobuf protobuf-compiler
     nats-server libnats-dev openssl
+    python3-venv python3-pip python3-setuptools python3-wheel
+    debhelper dpkg-dev lintian help2man adduser systemd
 )
 
 install_missing_packages() {

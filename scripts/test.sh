@@ -8,15 +8,19 @@
 #      memcheck (TS_VALGRIND=1: any error or definite/indirect leak fails)
 #   5. the libFuzzer targets built in ./build-fuzz (CC=clang,
 #      --enable-fuzzers), each run for FUZZ_SECONDS (20) on its seed corpus
+#   6. the Debian package: `make deb` (without make check inside, which
+#      stage 1 ran), then tests/integration_package.sh installs it with
+#      dpkg -i, runs the installed daemon, removes and purges it (root
+#      only; it leaves an existing installation alone and says so)
 # The last line is always `tests: N passed, M failed`: N and M sum the test
-# results of both builds, plus distcheck, the valgrind run and each fuzz
-# target as one more check each. Exit status is non-zero when anything
-# failed.
+# results of both builds, plus distcheck, the valgrind run, each fuzz
+# target and the package as one more check each. Exit status is non-zero
+# when anything failed.
 #
 # Environment: BUILD_DIR (default build), ASAN_BUILD_DIR (default
 # build-asan), FUZZ_BUILD_DIR (default build-fuzz), FUZZ_SECONDS (default
-# 20), SKIP_ASAN=1, SKIP_DISTCHECK=1, SKIP_VALGRIND=1, SKIP_FUZZ=1 to leave
-# a stage out.
+# 20), SKIP_ASAN=1, SKIP_DISTCHECK=1, SKIP_VALGRIND=1, SKIP_FUZZ=1,
+# SKIP_PACKAGE=1 to leave a stage out.
 set -uo pipefail
 
 cd "$(dirname "$0")/.." || exit 1
@@ -166,6 +170,37 @@ if [ "${SKIP_FUZZ:-0}" != 1 ]; then
         say "$fuzz_build: building the fuzzers FAILED (needs clang + libclang-rt-14-dev):"
         cat "$fuzz_build/configure.out" 2>/dev/null | tail -n 5 | sed 's/^/    /'
         grep -E 'error' "$fuzz_build/make-fuzzers.out" | head -n 20 | sed 's/^/    /'
+        failed=$((failed + 1))
+    fi
+fi
+
+# 6. The Debian package, last: installing it changes this machine, and the
+# test purges it again before it exits.
+if [ "${SKIP_PACKAGE:-0}" != 1 ]; then
+    say "$build: make deb"
+    if DEB_BUILD_OPTIONS="nocheck parallel=$jobs" DEB_BUILD_PROFILES=nocheck \
+            make -C "$build" deb >"$build/make-deb.out" 2>&1; then
+        build_abs=$(cd "$build" && pwd)
+        deb=$(ls "$build_abs"/deb/tracesan_*.deb 2>/dev/null | head -n 1)
+        say "$build: tests/integration_package.sh ${deb#"$top"/}"
+        pkg_rc=0
+        (cd "$build_abs" && top_srcdir="$top" top_builddir="$build_abs" \
+            bash "$top/tests/integration_package.sh" "$deb") \
+            >"$build/package.log" 2>&1 || pkg_rc=$?
+        case $pkg_rc in
+            0) say "$build: package installed, run, removed and purged"
+               grep -o '# SKIP .*' "$build/package.log" | sed 's/^/    /'
+               passed=$((passed + 1)) ;;
+            77) say "$build: package test skipped: $(sed -n 's/^1\.\.0 # SKIP //p' "$build/package.log")"
+                skipped=$((skipped + 1)) ;;
+            *) say "$build: package test FAILED; its failures and last lines ($build/package.log):"
+               { grep -E '^not ok' "$build/package.log"; tail -n 30 "$build/package.log"; } |
+                   sed 's/^/    /'
+               failed=$((failed + 1)) ;;
+        esac
+    else
+        say "$build: make deb FAILED; last lines of $build/make-deb.out:"
+        tail -n 40 "$build/make-deb.out" | sed 's/^/    /'
         failed=$((failed + 1))
     fi
 fi

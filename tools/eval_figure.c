@@ -302,9 +302,12 @@ static int build(ts_eval_figure *figure, ts_plot *plot)
                 return -1;
         }
     }
+    /* A series without the followed user has no array: qsort's pointer
+     * must not be NULL even for 0 elements. */
     for (size_t i = 0; i < figure->n_series; i++)
-        qsort(figure->series[i].followed, figure->series[i].n_followed,
-              sizeof *figure->series[i].followed, compare_followed);
+        if (figure->series[i].n_followed > 1)
+            qsort(figure->series[i].followed, figure->series[i].n_followed,
+                  sizeof *figure->series[i].followed, compare_followed);
     time_axis t = choose_time_axis(figure);
     snprintf(x_label, sizeof x_label, "%s since the user's first release",
              t.unit_name);

@@ -11,10 +11,11 @@ what it is, as ``tracesan tail --format jsonl`` writes them:
 Field names are the wire format's (protobuf's json_format with
 preserving_proto_field_name=True). json_format writes 64-bit integers
 (timestamp_ms, window_start_ms, ...) as strings, as proto3's JSON mapping
-asks; ``tracesan replay --format jsonl`` reads both forms.
+asks; ``tracesan replay --format jsonl`` reads both forms. With the
+package installed (pip install ./clients/python) it runs from anywhere;
+from the source tree, set PYTHONPATH=clients/python.
 
-    PYTHONPATH=clients/python TRACESAN_PB2_DIR=build/clients/python/generated \\
-        python3 clients/python/examples/feed_to_jsonl.py \\
+    python3 clients/python/examples/feed_to_jsonl.py \\
         --connect tcp://127.0.0.1:7002 --topic sanitized. | kcat -P -b broker -t points
 
 Options: --connect ENDPOINT (default tcp://127.0.0.1:7002), --topic T

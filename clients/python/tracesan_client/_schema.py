@@ -1,20 +1,17 @@
 """Finds the classes protoc generated from proto/tracesan/v1/tracesan.proto.
 
-The module is a build product, not part of the source tree: ``make``
-writes it to ``BUILD/clients/python/generated/tracesan/v1/tracesan_pb2.py``
-(``protoc --python_out``). It is looked up, in order:
+The package carries the module in ``_generated/`` (checked in, regenerated
+by ``make update-python-pb2``; tests/integration_python_venv.sh fails when
+it no longer matches the schema), so an installed package needs nothing
+else. ``make`` also writes a fresh one to
+``BUILD/clients/python/generated/tracesan/v1/tracesan_pb2.py``, for
+working on the schema. The module is loaded
 
-1. in ``$TRACESAN_PB2_DIR`` (the directory given to ``--python_out``); when
-   the variable is set the module must be there;
-2. in ``_generated/`` inside this package (an installed copy);
-3. in ``clients/python/generated/`` next to this package (a build in the
-   source tree);
-4. as ``tracesan.v1.tracesan_pb2`` on ``sys.path`` (for instance after
-   ``protoc --proto_path=proto --python_out=. proto/tracesan/v1/tracesan.proto``
-   in the current directory).
+1. from ``$TRACESAN_PB2_DIR`` (the directory given to ``--python_out``)
+   when the variable is set: the module must then be there;
+2. else from ``_generated/`` inside this package.
 """
 
-import importlib
 import importlib.util
 import os
 import pathlib
@@ -49,17 +46,9 @@ def load():
                 f"{ENVIRONMENT_VARIABLE}={directory}, but {path} does not "
                 "exist: run make in that build directory")
         return _load_file(path)
-    package = pathlib.Path(__file__).resolve().parent
-    for directory in (package / "_generated", package.parent / "generated"):
-        path = directory / _MODULE_PATH
-        if path.is_file():
-            return _load_file(path)
-    try:
-        return importlib.import_module("tracesan.v1.tracesan_pb2")
-    except ImportError:
-        pass
-    raise ImportError(
-        "tracesan_pb2 not found: build tracesan (make) and set "
-        f"{ENVIRONMENT_VARIABLE}=BUILD/clients/python/generated, or run "
-        "protoc --proto_path=proto --python_out=DIR "
-        "proto/tracesan/v1/tracesan.proto and set it to DIR")
+    path = pathlib.Path(__file__).resolve().parent / "_generated" / _MODULE_PATH
+    if not path.is_file():
+        raise ImportError(
+            f"{path} is missing from the package: reinstall it, or set "
+            f"{ENVIRONMENT_VARIABLE} to a build's clients/python/generated")
+    return _load_file(path)
