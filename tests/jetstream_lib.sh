@@ -138,7 +138,7 @@ wait_distinct_outputs() {
         if [ "${have:-0}" -ge "$want" ]; then
             have=$("$TRACESAN" jetstream --server "$NATS_URL" \
                        "${NATS_CLI_OPTS[@]}" outputs 2>/dev/null |
-                       cut -d, -f2 | sort -u | wc -l)
+                       tail -n +2 | cut -d, -f2 | sort -u | wc -l)
             [ "$have" -ge "$want" ] && return 0
         fi
         sleep 2

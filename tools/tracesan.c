@@ -148,15 +148,37 @@ int main(int argc, char **argv)
 
 /* ------------------------------------------------------ shared helpers */
 
-int ts_tool_endpoint(const ts_tool_common *common, int want_input, char *out,
-                     size_t outlen)
+const char *ts_tool_reason_name(int reason)
 {
-    if (common->endpoint != NULL || (common->config_path == NULL &&
-                                     common->n_overrides == 0)) {
+    if (reason <= TS_REASON_NONE || reason >= TS_REASON_COUNT)
+        return "unknown";
+    return ts_reason_name((ts_reason)reason);
+}
+
+static void input_limits_of(const ts_settings *settings,
+                            ts_tool_input_limits *limits)
+{
+    if (limits == NULL)
+        return;
+    limits->max_message_bytes = settings->max_message_bytes;
+    limits->max_batch_updates = settings->max_batch_updates;
+}
+
+int ts_tool_endpoint(const ts_tool_common *common, int want_input, char *out,
+                     size_t outlen, ts_tool_input_limits *limits)
+{
+    if (common->config_path == NULL && common->n_overrides == 0) {
+        ts_settings defaults;
+        ts_settings_defaults(&defaults);
+        input_limits_of(&defaults, limits);
         snprintf(out, outlen, "%s",
                  common->endpoint != NULL ? common->endpoint
                  : want_input ? TS_TOOL_DEFAULT_INPUT
                               : TS_TOOL_DEFAULT_OUTPUT);
+        return 0;
+    }
+    if (common->endpoint != NULL && limits == NULL) {
+        snprintf(out, outlen, "%s", common->endpoint);
         return 0;
     }
     char err[ERR_MAX];
@@ -167,6 +189,12 @@ int ts_tool_endpoint(const ts_tool_common *common, int want_input, char *out,
         return -1;
     }
     const ts_settings *settings = ts_config_settings(config);
+    input_limits_of(settings, limits);
+    if (common->endpoint != NULL) {
+        snprintf(out, outlen, "%s", common->endpoint);
+        ts_config_free(config);
+        return 0;
+    }
     const char *endpoint =
         want_input ? settings->input_endpoint : settings->output_endpoint;
     int rc = 0;
