@@ -46,7 +46,7 @@ typedef struct ranked_cell {
 
 /* The profile holds a reference to the caller's model (ts_model_ref): the
  * config layer drops its own reference on reload while the profile keeps
- * serving users, and the mapped pages are shared by every profile and
+ * serving users, and the loaded model is shared by every profile and
  * every user instead of being copied per profile. */
 typedef struct delta_profile {
     noise_kind kind;
@@ -226,7 +226,7 @@ static int profile_new_kind(const ts_mechanism_ops *ops, noise_kind kind,
 
     /* get_model hands out a const pointer because the profile must not
      * change the model; the reference count is the one mutable part, and
-     * it lives apart from the (read-only, mapped) model data. */
+     * it lives apart from the (read-only) model data. */
     p->model = ts_model_ref((ts_model *)model);
 
     p->belief_bytes = ts_belief_bytes(p->capacity);

@@ -17,7 +17,7 @@
  *
  * Profile keys: model (path, opened by the caller through
  * ts_params.get_model; the profile keeps a reference, ts_model_ref, so
- * the mapped model is shared, never copied), epsilon (unitless, default
+ * the loaded model is shared, never copied), epsilon (unitless, default
  * 1), delta (default 0.01), belief_capacity (default 1024 cells: a state
  * block of 16 KiB per user, of which the daemon holds the live cells,
  * docs/delta_privacy.md "Memory"), prune_threshold (default 0), max_ticks
