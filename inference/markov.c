@@ -48,7 +48,8 @@ int ts_markov_validate(const ts_markov *m, char *err, size_t errlen)
             sum += p;
         }
         if (fabs(sum - 1.0) > TS_MARKOV_SUM_TOLERANCE)
-            return ts_fail(err, errlen, "row %u does not sum to 1", i);
+            return ts_fail(err, errlen, "row %u does not sum to 1 (%.17g)",
+                           i, sum);
     }
     double sum = 0.0;
     for (uint32_t i = 0; i < m->cell_count; i++) {
@@ -60,7 +61,7 @@ int ts_markov_validate(const ts_markov *m, char *err, size_t errlen)
     }
     if (fabs(sum - 1.0) > TS_MARKOV_SUM_TOLERANCE)
         return ts_fail(err, errlen,
-                    "initial distribution does not sum to 1");
+                    "initial distribution does not sum to 1 (%.17g)", sum);
     return 0;
 }
 

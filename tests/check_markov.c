@@ -537,6 +537,17 @@ START_TEST(test_file_rejections)
     memcpy(buf + 28, &cols, 4);
     fix_crcs(buf, len);
     expect_rejected(buf, len, "grid of");
+    /* A cell count that does not match the dimensions: named as such, not
+     * as dimensions that differ from themselves (issue 25, item 14). */
+    memcpy(buf, good, len);
+    uint32_t cells = f.grid.cell_count + 1;
+    memcpy(buf + 24, &cells, 4);
+    fix_crcs(buf, len);
+    char wrong_count[160];
+    snprintf(wrong_count, sizeof wrong_count,
+             "%u cells in the header, but its grid of %u x %u has %u", cells,
+             f.grid.cols, f.grid.rows, f.grid.cell_count);
+    expect_rejected(buf, len, wrong_count);
     /* The unmodified copy still loads (the harness is not at fault). */
     memcpy(buf, good, len);
     ts_model *m = NULL;
