@@ -100,8 +100,9 @@ static int parse(const unsigned char *base, size_t len, ts_model *m,
                     "%u cells in the header, but its grid of %u x %u has %u",
                     cells, cols, rows, m->grid.cell_count);
     m->tick_s = ts_bin_get_f64(base + H_TICK_S);
-    if (!isfinite(m->tick_s) || !(m->tick_s > 0.0))
-        return ts_fail(err, errlen, "tick must be positive and finite");
+    if (!isfinite(m->tick_s) || !(m->tick_s >= TS_MARKOV_MIN_TICK_S))
+        return ts_fail(err, errlen, "tick must be finite and at least %g s",
+                       TS_MARKOV_MIN_TICK_S);
     m->max_speed_mps = ts_bin_get_f64(base + H_MAX_SPEED);
     if (!isfinite(m->max_speed_mps) || m->max_speed_mps < 0.0)
         return ts_fail(err, errlen, "invalid maximum speed");

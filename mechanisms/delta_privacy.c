@@ -133,7 +133,7 @@ static const ts_param_spec delta_params[] = {
       .default_value = "0.0",
       .doc = "relative mass below which a belief cell is dropped" },
     { .key = "max_ticks", .type = TS_PARAM_INT, FIELD(max_ticks_param),
-      .min = 0, .max = UINT32_MAX, .default_value = "1000",
+      .min = 0, .max = TS_BELIEF_MAX_TICKS, .default_value = "1000",
       .doc = "longer gaps restart the belief from the initial distribution" },
     { .key = "outside_region", .type = TS_PARAM_CHOICE,
       FIELD(reject_outside), .choices = outside_region_names,
@@ -150,7 +150,7 @@ static const ts_param_spec delta_params[] = {
              "set: the noise's density at its surrogate (what the mechanism "
              "releases from), or at the cell itself (the paper)" },
     { .key = "break_ticks", .type = TS_PARAM_INT, FIELD(break_ticks),
-      .min = 0, .max = UINT32_MAX, .default_value = "15",
+      .min = 0, .max = TS_BELIEF_MAX_TICKS, .default_value = "15",
       .doc = "longer gaps are breaks: the prior is resume_weight of the "
              "belief moved break_ticks steps plus the rest of the initial "
              "distribution; 0: M^k and max_ticks (the paper)" },

@@ -1051,6 +1051,36 @@ START_TEST(test_sizes)
     ck_assert_int_eq(ts_belief_params_check(&p, err, sizeof err), -1);
     p.prune_threshold = 1e-4;
     ck_assert_int_eq(ts_belief_params_check(&p, err, sizeof err), 0);
+    /* A release makes up to max_ticks products: capped (issue 25). */
+    p.max_ticks = TS_BELIEF_MAX_TICKS;
+    ck_assert_int_eq(ts_belief_params_check(&p, err, sizeof err), 0);
+    p.max_ticks = TS_BELIEF_MAX_TICKS + 1;
+    ck_assert_int_eq(ts_belief_params_check(&p, err, sizeof err), -1);
+    ck_assert_ptr_nonnull(strstr(err, "max_ticks"));
+}
+END_TEST
+
+/* The cap holds in the prediction itself: parameters that were never
+ * checked (max_ticks = 2^32 - 1) and a gap of 4e9 ticks reset the belief
+ * at once, where 4e9 sparse products would have run for hours. */
+START_TEST(test_predict_ticks_capped)
+{
+    ts_markov m = hand_model();
+    ts_belief_workspace *ws = ts_belief_workspace_new(9, 9);
+    ts_belief *b = new_belief(9);
+    ts_belief_params unchecked = {.prune_threshold = 0.0,
+                                  .max_ticks = UINT32_MAX};
+    hand_posterior(b, ws);
+    ck_assert_int_eq(ts_belief_predict(b, &m, 4000000000ull, &unchecked, ws,
+                                       NULL),
+                     TS_BELIEF_RESET);
+    ck_assert_uint_eq(b->count, 9);
+    /* At the cap it still predicts. */
+    hand_posterior(b, ws);
+    ck_assert_int_eq(ts_belief_predict(b, &m, 3, &unchecked, ws, NULL),
+                     TS_BELIEF_UPDATED);
+    free(b);
+    ts_belief_workspace_free(ws);
 }
 END_TEST
 
@@ -1218,7 +1248,7 @@ static Suite *belief_suite(void)
                   test_posterior_at_positions, test_mix_initial);
     TS_CHECK_CASE(s, "ties_and_pruning", 60, NULL, NULL,
                   test_delta_set_ties, test_prune_threshold,
-                  test_prune_capacity, test_sizes,
+                  test_prune_capacity, test_sizes, test_predict_ticks_capped,
                   test_delta_set_matches_reference,
                   test_prune_capacity_matches_reference,
                   test_certified_against_dense);

@@ -245,6 +245,13 @@ START_TEST(registered_and_validated)
     ck_assert_int_eq(pim->profile_new(params_of(&t), &profile, err, sizeof err), -1);
     ck_assert_ptr_nonnull(strstr(err, "outside_region"));
 
+    /* break_ticks is capped with max_ticks (a release's products). */
+    t = default_table(m.model);
+    t.break_ticks = TS_BELIEF_MAX_TICKS + 1;
+    err[0] = '\0';
+    ck_assert_int_eq(pim->profile_new(params_of(&t), &profile, err, sizeof err), -1);
+    ck_assert_ptr_nonnull(strstr(err, "break_ticks"));
+
     /* A capacity that cannot hold 1 - delta of the initial distribution
      * (uniform over 9 cells: 4 cells hold 4/9) is refused at load, with
      * the capacity that would do; 9 cells fit. */
