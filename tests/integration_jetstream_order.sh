@@ -70,18 +70,10 @@ note "TRACESAN_IN is led by $LEADER"
 REPLAY_PID=$!
 background_pids+=("$REPLAY_PID")
 sleep 1
-LEADER_PID=${NATS_PIDS[${LEADER#n}]}
-kill -KILL "$LEADER_PID"
-wait "$LEADER_PID" 2>/dev/null
-forget_pid "$LEADER_PID"
-note "killed the stream leader $LEADER at $(now_ms) with $(stream_msgs TRACESAN_IN) messages in"
+kill_nats "${LEADER#n}"
+note "killed the stream leader $LEADER at $(now_ms)"
 
-if wait_for_pid "$REPLAY_PID" 150; then
-    check_eq "replay exits 0 after the leader's loss" 0 "$waited_status"
-else
-    fail "replay did not finish"
-fi
-show_file "$TMPD/replay.log" 5
+wait_replay "$REPLAY_PID" 150 "replay exits 0 after the leader's loss"
 if wait_distinct_outputs $POINTS 240; then pass "TRACESAN_OUT holds $POINTS outputs"
 else fail "outputs missing"; show_file "$A_LOG" 20; fi
 DAEMON_PID=$A_PID DAEMON_LOG=$A_LOG stop_daemon a
