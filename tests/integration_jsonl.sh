@@ -374,6 +374,18 @@ done
 "$TRACESAN" replay --connect "$INPUT_EP" --format jsonl "$TMPD/big_c.jsonl" \
     2>"$TMPD/big_c.err" </dev/null
 check_eq "a 300 KB id fits a message: replay exits 0" 0 "$?"
+# A batch the daemon would refuse whole is refused before anything is
+# sent, and a number out of an option's range says the range.
+"$TRACESAN" replay --connect "$INPUT_EP" --batch 20000 "$TMPD/big_c.jsonl" \
+    2>"$TMPD/big_batch.err" </dev/null
+check_eq "replay --batch above input.max_batch_updates exits 1" 1 "$?"
+check "... naming the limit" grep -q \
+    'batch 20000 is more than the daemon takes in one message (input.max_batch_updates = 10000' \
+    "$TMPD/big_batch.err"
+"$TRACESAN" replay --connect "$INPUT_EP" --batch 200000000 "$TMPD/big_c.jsonl" \
+    2>"$TMPD/big_batch.err" </dev/null
+check "replay --batch out of its range says the range" grep -q \
+    -- '--batch needs an integer from 1 to 100000000' "$TMPD/big_batch.err"
 wait_tail oversized 60
 stop_daemon oversized
 check_eq "every other update of the three files sanitized" 300 "$(data_rows "$TAIL_OUT")"
