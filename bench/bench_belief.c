@@ -197,8 +197,8 @@ static void run(const char *name, int use_pim, const ts_grid *grid,
                        &s.post, &s.support, &s.set_size};
     for (size_t i = 0; i < sizeof cols / sizeof cols[0]; i++)
         *cols[i] = malloc(steps * sizeof(double));
-    pim_context pim;
-    pim_context_init(&pim);
+    ts_pim_context pim;
+    ts_pim_context_init(&pim);
     ts_belief_init(b, capacity);
 
     uint32_t truth_cell = sample_initial(model, rng);
@@ -230,16 +230,16 @@ static void run(const char *name, int use_pim, const ts_grid *grid,
         ts_vec2 z;
         double scale = 0.0;
         if (use_pim) {
-            rc = pim_context_build(&pim, centres, n, grid->cell_m);
+            rc = ts_pim_context_build(&pim, centres, n, grid->cell_m);
         } else {
             double dx, dy;
-            rc = lm_delta_sensitivity(centres, n, grid->cell_m, &dx, &dy);
-            scale = lm_delta_scale(dx, dy, eps);
+            rc = ts_lm_delta_sensitivity(centres, n, grid->cell_m, &dx, &dy);
+            scale = ts_lm_delta_scale(dx, dy, eps);
         }
         double t3 = now_us();
         if (rc == 0)
-            rc = use_pim ? pim_sample(&pim, released, eps, rng, &z)
-                         : lm_delta_sample(released, scale, rng, &z);
+            rc = use_pim ? ts_pim_sample(&pim, released, eps, rng, &z)
+                         : ts_lm_delta_sample(released, scale, rng, &z);
         double t4 = now_us();
         if (rc == 0) {
             ts_pim_emission pe = ts_pim_emission_make(&pim, eps);
@@ -292,7 +292,7 @@ static void run(const char *name, int use_pim, const ts_grid *grid,
     }
     for (size_t i = 0; i < sizeof cols / sizeof cols[0]; i++)
         free(*cols[i]);
-    pim_context_free(&pim);
+    ts_pim_context_free(&pim);
     free(centres);
     free(set);
     free(b);

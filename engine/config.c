@@ -592,8 +592,8 @@ static void *instantiate_profile(ts_config *config, const profile_desc *desc,
                         ? desc->ops->window_budget(mech) : 0.0;
     if (!(budget > 0.0) || budget > 1e300) {
         fail_at(config, desc->group, "profile '%s': mechanism %s reports a "
-                "window budget that is not a positive number", desc->name,
-                desc->ops->name);
+                "window budget of %g, outside (0, 1e300]", desc->name,
+                desc->ops->name, budget);
         goto fail;
     }
     *window_budget = budget;

@@ -513,16 +513,12 @@ static int restore_user(ts_pipeline *pipeline, ts_user *user,
     user->has_last = record.has_last;
     user->last_lat = record.last_lat;
     user->last_lon = record.last_lon;
-    if (bound_size > 0 && record.state_len == bound_size) {
-        if (ts_users_resize_state(pipeline->users, user, bound_size) != 0) {
-            reject(pipeline, out, TS_REASON_INTERNAL_ERROR,
-                   "out of memory for the user's mechanism state");
-            return -1;
-        }
-        if (record.state_stored_len > 0)
-            memcpy(user->state, record.state, record.state_stored_len);
-        memset((char *)user->state + record.state_stored_len, 0,
-               bound_size - record.state_stored_len);
+    if (bound_size > 0 && record.state_len == bound_size &&
+        ts_users_set_state(pipeline->users, user, record.state,
+                           record.state_stored_len, bound_size) != 0) {
+        reject(pipeline, out, TS_REASON_INTERNAL_ERROR,
+               "out of memory for the user's mechanism state");
+        return -1;
     }
     if (migrated)
         mark_dirty(pipeline, user);
@@ -691,7 +687,7 @@ void ts_pipeline_process(ts_pipeline *pipeline, const ts_input *input,
                       user->profile_index == profile_index &&
                       user->state_size == state_size;
         if (!new_window || carried)
-            memcpy(pipeline->scratch_state, user->state, state_size);
+            ts_users_get_state(user, pipeline->scratch_state);
         else
             memset(pipeline->scratch_state, 0, state_size);
         if (carried)
@@ -723,8 +719,9 @@ void ts_pipeline_process(ts_pipeline *pipeline, const ts_input *input,
                    profile->ops->name, problem);
             goto rejected;
         }
-        if (user->state_size != state_size &&
-            ts_users_resize_state(pipeline->users, user, state_size) != 0) {
+        if (ts_users_set_state(pipeline->users, user,
+                               pipeline->scratch_state, state_size,
+                               state_size) != 0) {
             memset(&report, 0, sizeof report);
             reject(pipeline, out, TS_REASON_INTERNAL_ERROR,
                    "out of memory for the user's mechanism state");
@@ -740,8 +737,6 @@ void ts_pipeline_process(ts_pipeline *pipeline, const ts_input *input,
             user->exhaustion_counted = 0;
         }
         user->spent += report.eps_point;
-        if (state_size > 0)
-            memcpy(user->state, pipeline->scratch_state, state_size);
         user->has_last = 1;
         user->last_lat = report.lat;
         user->last_lon = report.lon;
@@ -835,6 +830,11 @@ size_t ts_pipeline_state_bytes(const ts_pipeline *pipeline)
     return ts_users_state_bytes(pipeline->users);
 }
 
+size_t ts_pipeline_state_held_bytes(const ts_pipeline *pipeline)
+{
+    return ts_users_state_held_bytes(pipeline->users);
+}
+
 const ts_pipeline_stats *ts_pipeline_get_stats(const ts_pipeline *pipeline)
 {
     return &pipeline->stats;
@@ -903,9 +903,13 @@ int ts_pipeline_save_dirty(ts_pipeline *pipeline)
             .last_lon = user->last_lon,
             .state = user->state,
         };
-        if (user->has_window)
-            record.state_len = record.state_stored_len = ts_profile_state_size(
+        if (user->has_window) {
+            record.state_len = ts_profile_state_size(
                 &pipeline->profiles[user->profile_index]);
+            record.state_stored_len = user->state_kept < record.state_len
+                                          ? user->state_kept
+                                          : record.state_len;
+        }
         if (pipeline->backend->save(pipeline->backend->ctx, user->id,
                                     user->id_len, &record) != 0)
             return -1;

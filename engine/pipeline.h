@@ -175,9 +175,12 @@ int ts_pipeline_profile_disabled(const ts_pipeline *pipeline,
                                  const char *name);
 
 size_t ts_pipeline_user_count(const ts_pipeline *pipeline);
-/* Mechanism state held for all users, in bytes: each user holds the state
- * of the profile it is bound to, whatever else is configured. */
+/* Mechanism state of all users, in bytes: each user has the state of the
+ * profile it is bound to, whatever else is configured. As the profiles
+ * size it, and as held in memory (up to each block's last non-zero byte,
+ * in 64-byte steps). */
 size_t ts_pipeline_state_bytes(const ts_pipeline *pipeline);
+size_t ts_pipeline_state_held_bytes(const ts_pipeline *pipeline);
 const ts_pipeline_stats *ts_pipeline_get_stats(const ts_pipeline *pipeline);
 const ts_profile *ts_pipeline_find_profile(const ts_pipeline *pipeline,
                                            const char *name);

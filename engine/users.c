@@ -21,6 +21,7 @@ struct ts_user_table {
     size_t count;
     size_t capacity;
     size_t state_bytes;
+    size_t state_held;
     unsigned char hash_key[crypto_shorthash_KEYBYTES];
 };
 
@@ -82,14 +83,28 @@ static void lru_append(ts_user_table *table, ts_user *user)
     table->lru_tail = user;
 }
 
+/* The allocation holding `kept` bytes of state: 64-byte steps, so a
+ * belief that gains or loses a cell seldom moves. */
+static size_t state_room(size_t kept)
+{
+    return (kept + 63) & ~(size_t)63;
+}
+
+static void free_state(ts_user *user)
+{
+    if (user->state != NULL) {
+        sodium_memzero(user->state, state_room(user->state_kept));
+        free(user->state);
+    }
+    user->state = NULL;
+    user->state_kept = 0;
+}
+
 /* The block holds a ledger and mechanism state: neither is left in freed
  * memory. */
 static void free_user(ts_user *user)
 {
-    if (user->state != NULL) {
-        sodium_memzero(user->state, user->state_size);
-        free(user->state);
-    }
+    free_state(user);
     sodium_memzero(user, sizeof *user + user->id_len + 1);
     free(user);
 }
@@ -229,27 +244,75 @@ void ts_users_remove(ts_user_table *table, ts_user *user)
     lru_unlink(table, user);
     table->count--;
     table->state_bytes -= user->state_size;
+    table->state_held -= state_room(user->state_kept);
     free_user(user);
 }
 
 int ts_users_resize_state(ts_user_table *table, ts_user *user, size_t size)
 {
+    size_t room = state_room(size);
     void *state = NULL;
-    if (size > 0 && (state = calloc(1, size)) == NULL)
+    if (room > 0 && (state = calloc(1, room)) == NULL)
         return -1;
-    if (user->state != NULL) {
-        sodium_memzero(user->state, user->state_size);
-        free(user->state);
-    }
+    table->state_held = table->state_held - state_room(user->state_kept) +
+                        room;
+    free_state(user);
     table->state_bytes = table->state_bytes - user->state_size + size;
     user->state = state;
+    user->state_kept = size;
     user->state_size = size;
     return 0;
+}
+
+int ts_users_set_state(ts_user_table *table, ts_user *user,
+                       const void *bytes, size_t len, size_t size)
+{
+    const unsigned char *b = bytes;
+    size_t kept = len < size ? len : size;
+    /* A belief block is mostly trailing zeros: skip them a word at a
+     * time. */
+    uint64_t word;
+    while (kept >= sizeof word &&
+           (memcpy(&word, b + kept - sizeof word, sizeof word), word == 0))
+        kept -= sizeof word;
+    while (kept > 0 && b[kept - 1] == 0)
+        kept--;
+    size_t room = state_room(kept), old_room = state_room(user->state_kept);
+    unsigned char *state = user->state;
+    if (room != old_room) {
+        state = NULL;
+        if (room > 0 && (state = malloc(room)) == NULL)
+            return -1;
+        free_state(user);
+    }
+    if (kept > 0)
+        memcpy(state, b, kept);
+    if (room > kept)
+        memset(state + kept, 0, room - kept);
+    table->state_held = table->state_held - old_room + room;
+    table->state_bytes = table->state_bytes - user->state_size + size;
+    user->state = state;
+    user->state_kept = kept;
+    user->state_size = size;
+    return 0;
+}
+
+void ts_users_get_state(const ts_user *user, void *out)
+{
+    if (user->state_kept > 0)
+        memcpy(out, user->state, user->state_kept);
+    memset((unsigned char *)out + user->state_kept, 0,
+           user->state_size - user->state_kept);
 }
 
 size_t ts_users_state_bytes(const ts_user_table *table)
 {
     return table->state_bytes;
+}
+
+size_t ts_users_state_held_bytes(const ts_user_table *table)
+{
+    return table->state_held;
 }
 
 void ts_users_touch(ts_user_table *table, ts_user *user)

@@ -11,6 +11,10 @@
  * Each user's mechanism state is sized for the profile the user is bound
  * to (ts_users_resize_state), not for the largest profile configured, so a
  * user of a stateless profile costs the same whatever else is configured.
+ * And only its leading bytes up to the last non-zero one are held in
+ * memory (ts_users_set_state), as the store keeps them: a belief of a few
+ * cells in a block sized for belief_capacity cells costs the cells it
+ * holds (issue 25, item 10).
  *
  * The table knows nothing about budgets or windows; the pipeline decides
  * which users may be forgotten and passes that rule in as a predicate.
@@ -42,8 +46,11 @@ typedef struct ts_user {
     int has_last;                /* last sanitized (public) point */
     double last_lat;
     double last_lon;
-    void *state;                 /* mechanism state, state_size bytes */
+    /* Mechanism state: state_size bytes, of which the first state_kept
+     * are held at `state` and the rest are zero. */
+    void *state;
     size_t state_size;
+    size_t state_kept;
     int dirty;                   /* ledger changed since the last commit */
     int in_flight;               /* its record is in a commit not yet done */
     /* recency list, least recently touched first */
@@ -75,11 +82,23 @@ ts_user *ts_users_insert(ts_user_table *table, const char *id, size_t id_len);
 void ts_users_remove(ts_user_table *table, ts_user *user);
 
 /* Gives the user a zero-filled state block of `size` bytes (none for 0),
- * wiping the old one. -1 when memory ran out; the user is then unchanged. */
+ * held whole, wiping the old one. -1 when memory ran out; the user is then
+ * unchanged. */
 int ts_users_resize_state(ts_user_table *table, ts_user *user, size_t size);
 
-/* Mechanism state held by all users together, in bytes. */
+/* Makes the user's state the `size` bytes whose first `len` are `bytes`
+ * and the rest zero (len <= size), holding them up to the last non-zero
+ * byte. -1 when memory ran out; the user is then unchanged. */
+int ts_users_set_state(ts_user_table *table, ts_user *user,
+                       const void *bytes, size_t len, size_t size);
+
+/* Writes the user's state_size bytes of state to `out`. */
+void ts_users_get_state(const ts_user *user, void *out);
+
+/* Mechanism state of all users together, in bytes: as their profiles size
+ * it, and as held in memory (allocations, in 64-byte steps). */
 size_t ts_users_state_bytes(const ts_user_table *table);
+size_t ts_users_state_held_bytes(const ts_user_table *table);
 
 /* Mark the user as the most recently active. */
 void ts_users_touch(ts_user_table *table, ts_user *user);

@@ -53,6 +53,12 @@ int ts_belief_params_check(const ts_belief_params *p, char *err,
         snprintf(err, errlen, "prune threshold must be in [0, 1)");
         return -1;
     }
+    if (p->max_ticks > TS_BELIEF_MAX_TICKS) {
+        snprintf(err, errlen, "max_ticks must be at most %u (a release "
+                 "makes up to max_ticks products with the model)",
+                 TS_BELIEF_MAX_TICKS);
+        return -1;
+    }
     return 0;
 }
 
@@ -352,7 +358,9 @@ int ts_belief_predict(ts_belief *b, const ts_markov *m, uint64_t ticks,
         b->count = 0;
         return TS_BELIEF_ERROR;
     }
-    if (b->count == 0 || ticks > params->max_ticks)
+    /* The cap holds even for parameters that skipped the check. */
+    if (b->count == 0 || ticks > params->max_ticks ||
+        ticks > TS_BELIEF_MAX_TICKS)
         return ts_belief_reset(b, m, params, ws, certified);
     ts_markov_workspace *pw = &ws->product;
     for (uint64_t step = 0; step < ticks; step++) {

@@ -70,6 +70,10 @@
 #include "geometry/plane.h"
 
 #define TS_BELIEF_MAX_CAPACITY (1u << 20)
+/* Largest max_ticks: a prediction makes up to max_ticks sparse products,
+ * each O(belief cells x row length) (about 44 us on the 12 995-cell
+ * GeoLife model), so this bounds one release's work. */
+#define TS_BELIEF_MAX_TICKS 100000u
 /* Relative slack of the delta-set mass test (see above). */
 #define TS_BELIEF_DELTA_SLACK 1e-12
 
@@ -99,7 +103,7 @@ typedef struct ts_belief_params {
     double prune_threshold;  /* in [0, 1): relative mass below which a cell
                                 is dropped; 0 keeps every positive cell */
     uint32_t max_ticks;      /* gaps of more ticks reset to the initial
-                                distribution */
+                                distribution; <= TS_BELIEF_MAX_TICKS */
 } ts_belief_params;
 
 /* -1 with a message when a parameter is out of range. */

@@ -117,12 +117,43 @@ int ts_bin_map(const ts_bin_format *f, const char *path,
                        "than the header)",
                        path, f->noun, (long long)st.st_size);
     }
+    /* A copy in memory of our own, not a mapping of the file: truncating a
+     * mapped file makes the next read of a page past its new end raise
+     * SIGBUS, and rewriting it in place would change the data after it
+     * was validated (issue 25, item 12). read() meets a file cut short
+     * with a short count instead. */
     size_t n = (size_t)st.st_size;
-    void *map = mmap(NULL, n, PROT_READ, MAP_PRIVATE, fd, 0);
-    int e = errno;
+    unsigned char *map = mmap(NULL, n, PROT_READ | PROT_WRITE,
+                              MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (map == MAP_FAILED) {
+        int e = errno;
+        close(fd);
+        return ts_fail(err, errlen, "%s: cannot hold its %zu bytes: %s",
+                       path, n, strerror(e));
+    }
+    size_t got = 0;
+    while (got < n) {
+        ssize_t r = pread(fd, map + got, n - got, (off_t)got);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0) {
+            int e = errno;
+            close(fd);
+            munmap(map, n);
+            if (r < 0)
+                return ts_fail(err, errlen, "%s: %s", path, strerror(e));
+            return ts_fail(err, errlen, "%s: shrank from %zu to %zu bytes "
+                           "while being read", path, n, got);
+        }
+        got += (size_t)r;
+    }
     close(fd);
-    if (map == MAP_FAILED)
-        return ts_fail(err, errlen, "%s: mmap: %s", path, strerror(e));
+    /* Read-only from here, as a mapping of the file was. */
+    if (mprotect(map, n, PROT_READ) != 0) {
+        int e = errno;
+        munmap(map, n);
+        return ts_fail(err, errlen, "%s: mprotect: %s", path, strerror(e));
+    }
     *base = map;
     *len = n;
     return 0;

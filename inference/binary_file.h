@@ -7,10 +7,11 @@
  *           payload (header bytes .. end), header bytes - 4: u32 CRC-32 of
  *           the header before it.
  *
- * Little-endian, IEEE 754, used in place from a read-only mapping; every
- * array starts on an 8-byte boundary. A file is replaced by writing a
- * temporary file in the same directory and renaming it over the old one,
- * so a process that mapped the old file keeps a consistent copy. */
+ * Little-endian, IEEE 754, used in place from a read-only copy in memory
+ * (ts_bin_map); every array starts on an 8-byte boundary. A file is
+ * replaced by writing a temporary file in the same directory and renaming
+ * it over the old one, and a running process reads the new one at its
+ * next load; what it holds never changes under it. */
 #ifndef TRACESAN_INFERENCE_BINARY_FILE_H
 #define TRACESAN_INFERENCE_BINARY_FILE_H
 
@@ -106,9 +107,12 @@ int ts_bin_check(const ts_bin_format *format, const unsigned char *base,
 void ts_bin_seal_header(const ts_bin_format *format, unsigned char *header,
                         uint64_t file_bytes, uint32_t payload_crc);
 
-/* Maps PATH read-only after checking it is a regular file at least
- * format->header_bytes long. 0 with *base and *len set, or -1 with
- * "PATH: reason". Undo with ts_bin_unmap. */
+/* Reads PATH into a read-only anonymous mapping of its own after checking
+ * it is a regular file at least format->header_bytes long: a copy, so that
+ * the file may be truncated or rewritten in place without the process
+ * seeing it (a mapping of the file would raise SIGBUS past a truncation).
+ * 0 with *base and *len set, or -1 with "PATH: reason". Undo with
+ * ts_bin_unmap. */
 int ts_bin_map(const ts_bin_format *format, const char *path,
                const unsigned char **base, size_t *len, char *err,
                size_t errlen);

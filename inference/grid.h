@@ -108,7 +108,7 @@ static inline ts_vec2 ts_grid_cell_centre(const ts_grid *grid, uint32_t cell)
 void ts_grid_cell_centre_latlon(const ts_grid *grid, uint32_t cell,
                                 double *lat, double *lon);
 
-/* Centres of n cells, for pim_context_build and lm_delta_sensitivity. */
+/* Centres of n cells, for ts_pim_context_build and ts_lm_delta_sensitivity. */
 void ts_grid_cell_centres(const ts_grid *grid, const uint32_t *cells,
                           size_t n, ts_vec2 *out);
 

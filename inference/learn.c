@@ -21,12 +21,20 @@ void ts_learned_free(ts_learned *l)
 
 int ts_learn_params_check(const ts_learn_params *p, char *err, size_t errlen)
 {
-    if (!isfinite(p->tick_s) || !(p->tick_s > 0.0))
-        return ts_fail(err, errlen, "tick must be positive and finite");
+    if (!isfinite(p->tick_s) || !(p->tick_s >= TS_MARKOV_MIN_TICK_S))
+        return ts_fail(err, errlen, "tick must be finite and at least %g s",
+                       TS_MARKOV_MIN_TICK_S);
     if (!isfinite(p->max_speed_mps) || !(p->max_speed_mps > 0.0))
         return ts_fail(err, errlen, "maximum speed must be positive and finite");
     if (!isfinite(p->max_gap_s) || !(p->max_gap_s > 0.0))
         return ts_fail(err, errlen, "maximum gap must be positive and finite");
+    /* Every tick boundary inside a gap becomes a position. */
+    if (p->max_gap_s / p->tick_s > TS_LEARN_MAX_GAP_TICKS)
+        return ts_fail(err, errlen,
+                       "maximum gap of %g s is %.3g ticks: one gap would be "
+                       "resampled into more than %.0f positions; lower it or "
+                       "raise the tick", p->max_gap_s,
+                       p->max_gap_s / p->tick_s, TS_LEARN_MAX_GAP_TICKS);
     if (!isfinite(p->alpha) || p->alpha < 0.0)
         return ts_fail(err, errlen, "alpha must be finite and >= 0");
     if (p->smoothing != TS_LEARN_SMOOTH_UNIFORM &&
@@ -90,10 +98,13 @@ typedef struct sequence {
     size_t *user_start;       /* user_count + 1 offsets into cell[] */
 } sequence;
 
+/* 0, -1 when memory ran out, -2 past TS_LEARN_MAX_POSITIONS. */
 static int push(sequence *s, uint32_t cell)
 {
     if (cell == BREAK && s->count > 0 && s->cell[s->count - 1] == BREAK)
         return 0;
+    if (s->count == TS_LEARN_MAX_POSITIONS)
+        return -2;
     if (s->count == s->cap) {
         size_t cap = s->cap ? 2 * s->cap : 4096;
         uint32_t *c = realloc(s->cell, cap * sizeof *c);
@@ -106,9 +117,12 @@ static int push(sequence *s, uint32_t cell)
     return 0;
 }
 
-static int point_usable(const ts_learn_point *p)
+/* A fix whose tick index would not fit 64 bits (|ts_s / tick| >= 2^62,
+ * about 1.5e14 years at the finest tick) is as unusable as a NaN. */
+static int point_usable(const ts_learn_point *p, double tick)
 {
-    return isfinite(p->ts_s) && isfinite(p->lat) && isfinite(p->lon);
+    return isfinite(p->ts_s) && isfinite(p->lat) && isfinite(p->lon) &&
+           fabs(p->ts_s / tick) < 0x1p62;
 }
 
 static int emit_position(const ts_grid *g, sequence *s, double lat,
@@ -128,6 +142,17 @@ static int on_boundary(double ts_s, double tick)
     return (double)(int64_t)floor(ts_s / tick) * tick == ts_s;
 }
 
+/* The error of a failed push (or emit_position). */
+static int push_failed(int rc, char *err, size_t errlen)
+{
+    if (rc == -2)
+        return ts_fail(err, errlen,
+                       "the traces resample into more than %zu positions: "
+                       "raise the tick, lower the maximum gap or learn from "
+                       "fewer points", TS_LEARN_MAX_POSITIONS);
+    return ts_fail(err, errlen, "out of memory");
+}
+
 /* Resamples every user's trace; s->user_start[u] .. [u + 1] is user u's
  * part, which starts with a break so nothing links two users. */
 static int resample(const ts_grid *g, const ts_learn_params *p,
@@ -140,16 +165,17 @@ static int resample(const ts_grid *g, const ts_learn_params *p,
         return ts_fail(err, errlen, "out of memory");
     const double tick = p->tick_s;
     size_t i = 0;
+    int rc;
     for (uint32_t u = 0; u < user_count; u++) {
-        if (push(s, BREAK) != 0)
-            return ts_fail(err, errlen, "out of memory");
+        if ((rc = push(s, BREAK)) != 0)
+            return push_failed(rc, err, errlen);
         s->user_start[u] = s->count - 1;
         size_t before = st->positions;
         const ts_learn_point *prev = NULL;
         for (; i < n && pts[i].user == u; i++) {
             const ts_learn_point *cur = &pts[i];
             st->points++;
-            if (!point_usable(cur)) {
+            if (!point_usable(cur, tick)) {
                 st->skipped++;
                 continue;
             }
@@ -162,29 +188,31 @@ static int resample(const ts_grid *g, const ts_learn_params *p,
                      * position; the boundaries inside the gap do not. */
                     st->gaps++;
                     if ((on_boundary(prev->ts_s, tick) &&
-                         emit_position(g, s, prev->lat, prev->lon, st) != 0) ||
-                        push(s, BREAK) != 0)
-                        return ts_fail(err, errlen, "out of memory");
+                         (rc = emit_position(g, s, prev->lat, prev->lon,
+                                             st)) != 0) ||
+                        (rc = push(s, BREAK)) != 0)
+                        return push_failed(rc, err, errlen);
                 } else {
                     /* Boundaries in [prev, cur); one at cur itself is the
-                     * next interval's (or the final check's). */
+                     * next interval's (or the final check's). At most
+                     * max_gap_s / tick + 1 of them (params check). */
                     double span = cur->ts_s - prev->ts_s;
                     for (int64_t k = (int64_t)ceil(prev->ts_s / tick);
                          (double)k * tick < cur->ts_s; k++) {
                         double f = ((double)k * tick - prev->ts_s) / span;
-                        if (emit_position(g, s,
-                                          prev->lat + f * (cur->lat - prev->lat),
-                                          prev->lon + f * (cur->lon - prev->lon),
-                                          st) != 0)
-                            return ts_fail(err, errlen, "out of memory");
+                        if ((rc = emit_position(
+                                 g, s, prev->lat + f * (cur->lat - prev->lat),
+                                 prev->lon + f * (cur->lon - prev->lon),
+                                 st)) != 0)
+                            return push_failed(rc, err, errlen);
                     }
                 }
             }
             prev = cur;
         }
         if (prev != NULL && on_boundary(prev->ts_s, tick) &&
-            emit_position(g, s, prev->lat, prev->lon, st) != 0)
-            return ts_fail(err, errlen, "out of memory");
+            (rc = emit_position(g, s, prev->lat, prev->lon, st)) != 0)
+            return push_failed(rc, err, errlen);
         if (st->positions > before)
             st->users++;
         if (i < n && pts[i].user < u + 1 && pts[i].user != u)

@@ -81,6 +81,13 @@ typedef struct ts_learn_params {
 /* Upper bound on cells * (reachable cells per row): keeps a model below
  * about 3 GB. */
 #define TS_LEARN_MAX_NNZ (1ull << 28)
+/* Most positions one gap between two fixes (at most max_gap_s) may be
+ * resampled into: max_gap_s / tick_s is refused above it. */
+#define TS_LEARN_MAX_GAP_TICKS 1000000.0
+/* Most resampled positions (and breaks) of one learning run, 1 GiB of
+ * cells: a trace of hostile timestamps is refused, not resampled until
+ * memory runs out. */
+#define TS_LEARN_MAX_POSITIONS ((size_t)1 << 28)
 
 typedef struct ts_learn_stats {
     uint64_t points;          /* fixes read */
@@ -109,6 +116,9 @@ typedef struct ts_learned {
 
 void ts_learned_free(ts_learned *learned);
 
+/* -1 with a message when a parameter is out of range: tick_s below
+ * TS_MARKOV_MIN_TICK_S, max_gap_s / tick_s above TS_LEARN_MAX_GAP_TICKS,
+ * a non-finite or negative value. */
 int ts_learn_params_check(const ts_learn_params *params, char *err,
                           size_t errlen);
 

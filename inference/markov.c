@@ -9,8 +9,9 @@
 
 int ts_markov_validate(const ts_markov *m, char *err, size_t errlen)
 {
-    if (!isfinite(m->tick_s) || !(m->tick_s > 0.0))
-        return ts_fail(err, errlen, "tick must be positive and finite");
+    if (!isfinite(m->tick_s) || !(m->tick_s >= TS_MARKOV_MIN_TICK_S))
+        return ts_fail(err, errlen, "tick must be finite and at least %g s",
+                       TS_MARKOV_MIN_TICK_S);
     if (m->cell_count == 0)
         return ts_fail(err, errlen, "model has no cells");
     if (m->fallback != NULL &&
@@ -48,7 +49,8 @@ int ts_markov_validate(const ts_markov *m, char *err, size_t errlen)
             sum += p;
         }
         if (fabs(sum - 1.0) > TS_MARKOV_SUM_TOLERANCE)
-            return ts_fail(err, errlen, "row %u does not sum to 1", i);
+            return ts_fail(err, errlen, "row %u does not sum to 1 (%.17g)",
+                           i, sum);
     }
     double sum = 0.0;
     for (uint32_t i = 0; i < m->cell_count; i++) {
@@ -60,14 +62,21 @@ int ts_markov_validate(const ts_markov *m, char *err, size_t errlen)
     }
     if (fabs(sum - 1.0) > TS_MARKOV_SUM_TOLERANCE)
         return ts_fail(err, errlen,
-                    "initial distribution does not sum to 1");
+                    "initial distribution does not sum to 1 (%.17g)", sum);
     return 0;
 }
 
 int64_t ts_markov_tick_index(double tick_s, int64_t ts_ms)
 {
-    /* Exact for any ts_ms below 2^53 ms (285 000 years). */
-    return (int64_t)floor((double)ts_ms / (1000.0 * tick_s));
+    /* Exact for any ts_ms below 2^53 ms (285 000 years). Beyond the clamp
+     * (markov.h) the conversion would be undefined. */
+    const double limit = 0x1p61;
+    double index = floor((double)ts_ms / (1000.0 * tick_s));
+    if (!(index < limit))
+        return isnan(index) ? 0 : (int64_t)limit;
+    if (!(index > -limit))
+        return -(int64_t)limit;
+    return (int64_t)index;
 }
 
 int64_t ts_markov_ticks_between(double tick_s, int64_t earlier_ms,

@@ -31,6 +31,9 @@
 
 /* Rows and the initial distribution must sum to 1 within this. */
 #define TS_MARKOV_SUM_TOLERANCE 1e-9
+/* Shortest tick, seconds: timestamps are in milliseconds, so a finer tick
+ * resolves nothing, and tick indices of any timestamp then fit 64 bits. */
+#define TS_MARKOV_MIN_TICK_S 1e-3
 
 typedef struct ts_markov {
     uint32_t cell_count;
@@ -48,12 +51,16 @@ typedef struct ts_markov {
  * row; probabilities finite in [0, 1]; every row and the initial
  * distribution sum to 1 within TS_MARKOV_SUM_TOLERANCE; an empty row only
  * with a fallback (a user must go somewhere), which must have the same
- * cells and tick and no fallback itself; tick_s positive and finite. -1
+ * cells and tick and no fallback itself; tick_s finite and at least
+ * TS_MARKOV_MIN_TICK_S. -1
  * with a message naming the row otherwise. O(cell_count + nnz); the
  * fallback is not validated again. */
 int ts_markov_validate(const ts_markov *model, char *err, size_t errlen);
 
-/* Index of the tick interval containing ts_ms: floor(ts_ms / tick). */
+/* Index of the tick interval containing ts_ms: floor(ts_ms / tick),
+ * clamped to +-2^61 so that the difference of two fits int64. Only a tick
+ * below TS_MARKOV_MIN_TICK_S or a timestamp near the end of int64 gets
+ * there, where the conversion would overflow. */
 int64_t ts_markov_tick_index(double tick_s, int64_t ts_ms);
 
 /* Ticks between two release times (see the header comment); -1 when

@@ -85,17 +85,24 @@ static int parse(const unsigned char *base, size_t len, ts_model *m,
                      ts_bin_get_f64(base + H_LON_MAX), ts_bin_get_f64(base + H_CELL_M), why,
                      sizeof why) != 0)
         return ts_fail(err, errlen, "region: %s", why);
-    if (m->grid.cell_count != ts_bin_get_u32(base + H_CELLS) ||
-        m->grid.cols != ts_bin_get_u32(base + H_COLS) ||
-        m->grid.rows != ts_bin_get_u32(base + H_ROWS))
+    /* Each field on its own: a message that blamed the dimensions for a
+     * wrong cell count read "13 x 17 ... but give 13 x 17" (issue 25). */
+    uint32_t cols = ts_bin_get_u32(base + H_COLS);
+    uint32_t rows = ts_bin_get_u32(base + H_ROWS);
+    uint32_t cells = ts_bin_get_u32(base + H_CELLS);
+    if (m->grid.cols != cols || m->grid.rows != rows)
         return ts_fail(err, errlen,
                     "grid of %u x %u cells in the header, but its region and "
                     "cell size give %u x %u here",
-                    ts_bin_get_u32(base + H_COLS), ts_bin_get_u32(base + H_ROWS),
-                    m->grid.cols, m->grid.rows);
+                    cols, rows, m->grid.cols, m->grid.rows);
+    if (m->grid.cell_count != cells)
+        return ts_fail(err, errlen,
+                    "%u cells in the header, but its grid of %u x %u has %u",
+                    cells, cols, rows, m->grid.cell_count);
     m->tick_s = ts_bin_get_f64(base + H_TICK_S);
-    if (!isfinite(m->tick_s) || !(m->tick_s > 0.0))
-        return ts_fail(err, errlen, "tick must be positive and finite");
+    if (!isfinite(m->tick_s) || !(m->tick_s >= TS_MARKOV_MIN_TICK_S))
+        return ts_fail(err, errlen, "tick must be finite and at least %g s",
+                       TS_MARKOV_MIN_TICK_S);
     m->max_speed_mps = ts_bin_get_f64(base + H_MAX_SPEED);
     if (!isfinite(m->max_speed_mps) || m->max_speed_mps < 0.0)
         return ts_fail(err, errlen, "invalid maximum speed");

@@ -1,5 +1,5 @@
 /* Model files: a grid, a popular Markov model and optional personal models
- * (one per user id), in a versioned binary format that is memory-mapped
+ * (one per user id), in a versioned binary format that is read into memory
  * read-only and shared by every user of a profile.
  *
  * The only module of inference/ that touches files. Byte layout (all
@@ -36,9 +36,12 @@
  * the popular model as their fallback: their empty rows are its rows.
  *
  * Replace a model file by writing a new one and renaming it over the old
- * (ts_model_write_file does this): a running process keeps its mapping of
- * the old file, whereas rewriting a mapped file in place changes the data
- * under it after validation (and truncating it raises SIGBUS).
+ * (ts_model_write_file does this). A loaded model is a copy of the file in
+ * memory (ts_bin_map), not a mapping of it: truncating or rewriting the
+ * file in place under a running daemon changes nothing until its next
+ * load (a mapping raised SIGBUS at the next read past a truncation; issue
+ * 25, item 12). The copy costs the file's size in memory once per
+ * process, shared by every profile naming the path (model_cache.h).
  */
 #ifndef TRACESAN_INFERENCE_MODEL_FILE_H
 #define TRACESAN_INFERENCE_MODEL_FILE_H

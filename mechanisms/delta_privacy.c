@@ -46,7 +46,7 @@ typedef struct ranked_cell {
 
 /* The profile holds a reference to the caller's model (ts_model_ref): the
  * config layer drops its own reference on reload while the profile keeps
- * serving users, and the mapped pages are shared by every profile and
+ * serving users, and the loaded model is shared by every profile and
  * every user instead of being copied per profile. */
 typedef struct delta_profile {
     noise_kind kind;
@@ -78,7 +78,7 @@ typedef struct delta_profile {
     ts_belief *work_belief;      /* the candidate state of a release */
     uint32_t *cells;             /* the delta-set, capacity entries */
     ts_vec2 *centres;
-    pim_context *pim;
+    ts_pim_context *pim;
     /* The surrogate-aware likelihood: the set's cells by row, and where
      * each belief cell would be released from. */
     uint32_t *set_by_cell;       /* capacity: the set, ascending cell */
@@ -101,7 +101,7 @@ static void delta_profile_free(void *opaque)
     free(p->release_from);
     free(p->by_distance);
     if (p->pim != NULL) {
-        pim_context_free(p->pim);
+        ts_pim_context_free(p->pim);
         free(p->pim);
     }
     ts_model_close(p->model);
@@ -133,7 +133,7 @@ static const ts_param_spec delta_params[] = {
       .default_value = "0.0",
       .doc = "relative mass below which a belief cell is dropped" },
     { .key = "max_ticks", .type = TS_PARAM_INT, FIELD(max_ticks_param),
-      .min = 0, .max = UINT32_MAX, .default_value = "1000",
+      .min = 0, .max = TS_BELIEF_MAX_TICKS, .default_value = "1000",
       .doc = "longer gaps restart the belief from the initial distribution" },
     { .key = "outside_region", .type = TS_PARAM_CHOICE,
       FIELD(reject_outside), .choices = outside_region_names,
@@ -150,7 +150,7 @@ static const ts_param_spec delta_params[] = {
              "set: the noise's density at its surrogate (what the mechanism "
              "releases from), or at the cell itself (the paper)" },
     { .key = "break_ticks", .type = TS_PARAM_INT, FIELD(break_ticks),
-      .min = 0, .max = UINT32_MAX, .default_value = "15",
+      .min = 0, .max = TS_BELIEF_MAX_TICKS, .default_value = "15",
       .doc = "longer gaps are breaks: the prior is resume_weight of the "
              "belief moved break_ticks steps plus the rest of the initial "
              "distribution; 0: M^k and max_ticks (the paper)" },
@@ -226,7 +226,7 @@ static int profile_new_kind(const ts_mechanism_ops *ops, noise_kind kind,
 
     /* get_model hands out a const pointer because the profile must not
      * change the model; the reference count is the one mutable part, and
-     * it lives apart from the (read-only, mapped) model data. */
+     * it lives apart from the (read-only) model data. */
     p->model = ts_model_ref((ts_model *)model);
 
     p->belief_bytes = ts_belief_bytes(p->capacity);
@@ -248,7 +248,7 @@ static int profile_new_kind(const ts_mechanism_ops *ops, noise_kind kind,
         snprintf(err, errlen, "belief_capacity: out of memory");
         goto fail;
     }
-    pim_context_init(p->pim);
+    ts_pim_context_init(p->pim);
 
     /* Every window starts from the initial distribution: if the capacity
      * cannot hold 1 - delta of it, every first release would be refused
@@ -461,17 +461,17 @@ static int public_step_begin(const delta_profile *p,
     ts_grid_cell_centres(&p->model->grid, p->cells, step->n, p->centres);
 
     if (p->kind == NOISE_PIM) {
-        if (pim_context_build(p->pim, p->centres, step->n,
-                              p->model->grid.cell_m) < 0)
+        if (ts_pim_context_build(p->pim, p->centres, step->n,
+                                 p->model->grid.cell_m) < 0)
             return -1;
         step->pim_emission = ts_pim_emission_make(p->pim, p->epsilon);
         step->emission = ts_pim_log_emission;
     } else {
         double dx, dy;
-        if (lm_delta_sensitivity(p->centres, step->n, p->model->grid.cell_m,
-                                 &dx, &dy) < 0)
+        if (ts_lm_delta_sensitivity(p->centres, step->n, p->model->grid.cell_m,
+                                    &dx, &dy) < 0)
             return -1;
-        step->lm_emission.scale = lm_delta_scale(dx, dy, p->epsilon);
+        step->lm_emission.scale = ts_lm_delta_scale(dx, dy, p->epsilon);
         if (!(step->lm_emission.scale > 0.0) ||
             !isfinite(step->lm_emission.scale))
             return -1;
@@ -676,10 +676,10 @@ static ts_release_status delta_release(const void *opaque, void *user_state,
 
     ts_vec2 z;
     if (p->kind == NOISE_PIM) {
-        if (pim_sample(p->pim, released, p->epsilon, rng, &z) < 0)
+        if (ts_pim_sample(p->pim, released, p->epsilon, rng, &z) < 0)
             return TS_RELEASE_ERROR;
-    } else if (lm_delta_sample(released, step.lm_emission.scale, rng,
-                               &z) < 0) {
+    } else if (ts_lm_delta_sample(released, step.lm_emission.scale, rng,
+                                  &z) < 0) {
         return TS_RELEASE_ERROR;
     }
 

@@ -17,10 +17,11 @@
  *
  * Profile keys: model (path, opened by the caller through
  * ts_params.get_model; the profile keeps a reference, ts_model_ref, so
- * the mapped model is shared, never copied), epsilon (unitless, default
- * 1), delta (default 0.01), belief_capacity (default 1024 cells: 16 KiB of
- * state per user), prune_threshold (default 0), max_ticks (default
- * 1000), points_per_window (default 1), personal_models (boolean or
+ * the loaded model is shared, never copied), epsilon (unitless, default
+ * 1), delta (default 0.01), belief_capacity (default 1024 cells: a state
+ * block of 16 KiB per user, of which the daemon holds the live cells,
+ * docs/delta_privacy.md "Memory"), prune_threshold (default 0), max_ticks
+ * (default 1000), points_per_window (default 1), personal_models (boolean or
  * integer 0/1, default true: the prior of a user whose public
  * pseudonym, ts_point.user, has a personal model in the file uses it; the
  * popular model otherwise, for a point without a pseudonym, or when 0),

@@ -139,7 +139,7 @@ static size_t drop_interior_points(ts_vec2 *v, size_t n)
     return m;
 }
 
-size_t pim_convex_hull(ts_vec2 *points, size_t n, ts_vec2 *hull)
+size_t ts_convex_hull(ts_vec2 *points, size_t n, ts_vec2 *hull)
 {
     if (n == 0)
         return 0;
@@ -274,13 +274,13 @@ static size_t merge(const ts_vec2 *p, size_t np, const ts_vec2 *q, size_t nq,
     return count;
 }
 
-size_t pim_minkowski_sum(const ts_vec2 *p, size_t np, const ts_vec2 *q,
-                         size_t nq, ts_vec2 *sum)
+size_t ts_minkowski_sum(const ts_vec2 *p, size_t np, const ts_vec2 *q,
+                        size_t nq, ts_vec2 *sum)
 {
     return merge(p, np, q, nq, 1.0, sum);
 }
 
-size_t pim_sensitivity_hull(const ts_vec2 *hull, size_t h, ts_vec2 *k)
+size_t ts_sensitivity_hull(const ts_vec2 *hull, size_t h, ts_vec2 *k)
 {
     return merge(hull, h, hull, h, -1.0, k);
 }

@@ -24,20 +24,20 @@
  * `hull`, which needs room for 2 * n points (working stack).
  * Returns the number of hull vertices: 0 when n == 0 or a coordinate is not
  * finite. O(n log n). */
-size_t pim_convex_hull(ts_vec2 *points, size_t n, ts_vec2 *hull);
+size_t ts_convex_hull(ts_vec2 *points, size_t n, ts_vec2 *hull);
 
 /* Minkowski sum P + Q = { p + q } of two convex polygons in the output
  * convention above (1- and 2-vertex inputs allowed), by merging their edge
  * sequences by angle: O(np + nq). `sum` needs room for np + nq points;
  * returns the vertex count (0 when np or nq is 0). */
-size_t pim_minkowski_sum(const ts_vec2 *p, size_t np, const ts_vec2 *q,
-                         size_t nq, ts_vec2 *sum);
+size_t ts_minkowski_sum(const ts_vec2 *p, size_t np, const ts_vec2 *q,
+                        size_t nq, ts_vec2 *sum);
 
 /* Sensitivity hull K = Conv{ v_i - v_j } = P + (-P) of a convex polygon P
  * given in the output convention: O(h), `k` needs room for 2 h points.
  * Every vertex is computed as one difference v_i - v_j, so the result is
  * exactly centrally symmetric (vertex m + count/2 is the negation of
  * vertex m) and contains the origin. */
-size_t pim_sensitivity_hull(const ts_vec2 *hull, size_t h, ts_vec2 *k);
+size_t ts_sensitivity_hull(const ts_vec2 *hull, size_t h, ts_vec2 *k);
 
 #endif

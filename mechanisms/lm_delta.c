@@ -2,8 +2,8 @@
 
 #include <math.h>
 
-int lm_delta_sensitivity(const ts_vec2 *centres, size_t n, double cell_m,
-                         double *delta_x, double *delta_y)
+int ts_lm_delta_sensitivity(const ts_vec2 *centres, size_t n, double cell_m,
+                            double *delta_x, double *delta_y)
 {
     if (n == 0 || !(cell_m > 0.0) || !isfinite(cell_m))
         return -1;
@@ -24,7 +24,7 @@ int lm_delta_sensitivity(const ts_vec2 *centres, size_t n, double cell_m,
     return 0;
 }
 
-double lm_delta_scale(double delta_x, double delta_y, double eps)
+double ts_lm_delta_scale(double delta_x, double delta_y, double eps)
 {
     if (!(delta_x > 0.0) || !(delta_y > 0.0) || !(eps > 0.0) ||
         !isfinite(delta_x) || !isfinite(delta_y) || !isfinite(eps))
@@ -33,7 +33,7 @@ double lm_delta_scale(double delta_x, double delta_y, double eps)
     return isfinite(scale) ? scale : NAN;
 }
 
-int lm_delta_sample(ts_vec2 released, double scale, ts_rng *rng, ts_vec2 *z)
+int ts_lm_delta_sample(ts_vec2 released, double scale, ts_rng *rng, ts_vec2 *z)
 {
     if (!(scale > 0.0) || !isfinite(scale) || !isfinite(released.x) ||
         !isfinite(released.y))
@@ -46,20 +46,20 @@ int lm_delta_sample(ts_vec2 released, double scale, ts_rng *rng, ts_vec2 *z)
     return 0;
 }
 
-double lm_delta_log_density(double scale, ts_vec2 z, ts_vec2 s)
+double ts_lm_delta_log_density(double scale, ts_vec2 z, ts_vec2 s)
 {
     if (!(scale > 0.0) || !isfinite(scale))
         return NAN;
     return -2.0 * log(2.0 * scale) - (fabs(z.x - s.x) + fabs(z.y - s.y)) / scale;
 }
 
-double lm_delta_density(double scale, ts_vec2 z, ts_vec2 s)
+double ts_lm_delta_density(double scale, ts_vec2 z, ts_vec2 s)
 {
-    return exp(lm_delta_log_density(scale, z, s));
+    return exp(ts_lm_delta_log_density(scale, z, s));
 }
 
 double ts_lm_log_emission(const void *ctx, ts_vec2 z, ts_vec2 s)
 {
     const ts_lm_emission *e = ctx;
-    return lm_delta_log_density(e->scale, z, s);
+    return ts_lm_delta_log_density(e->scale, z, s);
 }

@@ -21,24 +21,25 @@
 
 /* Axis extents of the cells' squares, metres. -1 on n == 0, a non-finite
  * centre or a cell size that is not positive and finite. O(n). */
-int lm_delta_sensitivity(const ts_vec2 *centres, size_t n, double cell_m,
-                         double *delta_x, double *delta_y);
+int ts_lm_delta_sensitivity(const ts_vec2 *centres, size_t n, double cell_m,
+                            double *delta_x, double *delta_y);
 
 /* Per-axis Laplace scale (delta_x + delta_y) / eps, metres; NaN when an
  * argument is not positive and finite. */
-double lm_delta_scale(double delta_x, double delta_y, double eps);
+double ts_lm_delta_scale(double delta_x, double delta_y, double eps);
 
 /* z = released + (Lap(scale), Lap(scale)). -1 (z untouched) when scale is
  * not positive and finite or the result is not finite. */
-int lm_delta_sample(ts_vec2 released, double scale, ts_rng *rng, ts_vec2 *z);
+int ts_lm_delta_sample(ts_vec2 released, double scale, ts_rng *rng,
+                       ts_vec2 *z);
 
 /* Emission density per square metre: product of the two Laplace densities
  *     f(z | s) = (1 / (2 scale))^2 exp(-(|z.x - s.x| + |z.y - s.y|) / scale),
  * and its logarithm. NaN when scale is not positive and finite. */
-double lm_delta_log_density(double scale, ts_vec2 z, ts_vec2 s);
-double lm_delta_density(double scale, ts_vec2 z, ts_vec2 s);
+double ts_lm_delta_log_density(double scale, ts_vec2 z, ts_vec2 s);
+double ts_lm_delta_density(double scale, ts_vec2 z, ts_vec2 s);
 
-/* lm_delta_log_density with the scale used for the release, as
+/* ts_lm_delta_log_density with the scale used for the release, as
  * inference/belief.h's ts_log_emission_fn. */
 typedef struct ts_lm_emission {
     double scale;

@@ -10,12 +10,12 @@
 #define HULL_ROOM(n) ((n) + 4)
 #define K_ROOM(n) (2 * ((n) + 4))
 
-void pim_context_init(pim_context *ctx)
+void ts_pim_context_init(ts_pim_context *ctx)
 {
     memset(ctx, 0, sizeof *ctx);
 }
 
-void pim_context_free(pim_context *ctx)
+void ts_pim_context_free(ts_pim_context *ctx)
 {
     free(ctx->hull);
     free(ctx->k);
@@ -24,17 +24,17 @@ void pim_context_free(pim_context *ctx)
     free(ctx->k_forms);
     free(ctx->k_iso_fan);
     free(ctx->scratch);
-    pim_context_init(ctx);
+    ts_pim_context_init(ctx);
 }
 
-static int reserve(pim_context *ctx, size_t n)
+static int reserve(ts_pim_context *ctx, size_t n)
 {
     if (n <= ctx->capacity)
         return 0;
     /* 3n scratch: n sorted centres followed by the 2n hull stack. */
     if (n > (SIZE_MAX / sizeof(ts_vec2) - 8) / 3)
         return -1;
-    pim_context_free(ctx);
+    ts_pim_context_free(ctx);
     ctx->scratch = malloc(3 * n * sizeof *ctx->scratch);
     ctx->hull = malloc(HULL_ROOM(n) * sizeof *ctx->hull);
     ctx->k = malloc(K_ROOM(n) * sizeof *ctx->k);
@@ -44,14 +44,14 @@ static int reserve(pim_context *ctx, size_t n)
     ctx->k_iso_fan = malloc(K_ROOM(n) * sizeof *ctx->k_iso_fan);
     if (!ctx->scratch || !ctx->hull || !ctx->k || !ctx->k_iso ||
         !ctx->k_iso_forms || !ctx->k_forms || !ctx->k_iso_fan) {
-        pim_context_free(ctx);
+        ts_pim_context_free(ctx);
         return -1;
     }
     ctx->capacity = n;
     return 0;
 }
 
-static int build(pim_context *ctx, const ts_vec2 *centres, size_t n,
+static int build(ts_pim_context *ctx, const ts_vec2 *centres, size_t n,
                  double cell_m)
 {
     if (n == 0 || !(cell_m > 0.0) || !isfinite(cell_m))
@@ -61,7 +61,7 @@ static int build(pim_context *ctx, const ts_vec2 *centres, size_t n,
 
     ts_vec2 *sorted = ctx->scratch, *stack = ctx->scratch + n;
     memcpy(sorted, centres, n * sizeof *sorted);
-    size_t centre_count = pim_convex_hull(sorted, n, stack);
+    size_t centre_count = ts_convex_hull(sorted, n, stack);
     if (centre_count == 0)
         return -1;
 
@@ -71,14 +71,16 @@ static int build(pim_context *ctx, const ts_vec2 *centres, size_t n,
     double half = 0.5 * cell_m;
     const ts_vec2 square[4] = {
         {-half, -half}, {half, -half}, {half, half}, {-half, half}};
-    ctx->hull_count = pim_minkowski_sum(stack, centre_count, square, 4, ctx->hull);
-    size_t count = pim_sensitivity_hull(ctx->hull, ctx->hull_count, ctx->k);
+    ctx->hull_count =
+        ts_minkowski_sum(stack, centre_count, square, 4, ctx->hull);
+    size_t count = ts_sensitivity_hull(ctx->hull, ctx->hull_count, ctx->k);
     if (count < 4) /* K contains [-cell, cell]^2: at least a quadrilateral */
         return -1;
 
-    ctx->area_k = pim_polygon_area(ctx->k, count);
-    if (pim_polygon_second_moment(ctx->k, count, &ctx->moment) != 0 ||
-        pim_isotropic_transform(ctx->moment, &ctx->transform, &ctx->inverse) != 0)
+    ctx->area_k = ts_polygon_area(ctx->k, count);
+    if (ts_polygon_second_moment(ctx->k, count, &ctx->moment) != 0 ||
+        ts_isotropic_transform(ctx->moment, &ctx->transform,
+                               &ctx->inverse) != 0)
         return -1;
     ctx->det_transform = ts_mat2_det(ctx->transform);
 
@@ -86,8 +88,8 @@ static int build(pim_context *ctx, const ts_vec2 *centres, size_t n,
      * K_I stays counter-clockwise and convex. */
     for (size_t i = 0; i < count; i++)
         ctx->k_iso[i] = ts_mat2_apply(ctx->transform, ctx->k[i]);
-    if (pim_polygon_fan_table(ctx->k_iso, count, ctx->k_iso_fan) != 0 ||
-        pim_gauge_prepare(ctx->k_iso, count, ctx->k_iso_forms) != 0)
+    if (ts_polygon_fan_table(ctx->k_iso, count, ctx->k_iso_fan) != 0 ||
+        ts_gauge_prepare(ctx->k_iso, count, ctx->k_iso_forms) != 0)
         return -1;
     ctx->area_k_iso = ctx->k_iso_fan[count - 3];
     if (!(ctx->det_transform > 0.0) || !isfinite(ctx->area_k) ||
@@ -116,8 +118,8 @@ static int build(pim_context *ctx, const ts_vec2 *centres, size_t n,
     return 0;
 }
 
-int pim_context_build(pim_context *ctx, const ts_vec2 *centres, size_t n,
-                      double cell_m)
+int ts_pim_context_build(ts_pim_context *ctx, const ts_vec2 *centres, size_t n,
+                         double cell_m)
 {
     ctx->k_count = 0;
     ctx->hull_count = 0;
@@ -128,18 +130,18 @@ int pim_context_build(pim_context *ctx, const ts_vec2 *centres, size_t n,
     return 0;
 }
 
-static int usable(const pim_context *ctx, double eps)
+static int usable(const ts_pim_context *ctx, double eps)
 {
     return ctx->k_count >= 4 && eps > 0.0 && isfinite(eps);
 }
 
-int pim_sample(const pim_context *ctx, ts_vec2 released, double eps,
-               ts_rng *rng, ts_vec2 *z)
+int ts_pim_sample(const ts_pim_context *ctx, ts_vec2 released, double eps,
+                  ts_rng *rng, ts_vec2 *z)
 {
     if (!usable(ctx, eps) || !isfinite(released.x) || !isfinite(released.y))
         return -1;
-    ts_vec2 direction = pim_uniform_in_polygon(ctx->k_iso, ctx->k_count,
-                                                ctx->k_iso_fan, rng);
+    ts_vec2 direction =
+        ts_uniform_in_polygon(ctx->k_iso, ctx->k_count, ctx->k_iso_fan, rng);
     double radius = ts_rng_gamma_int(rng, 3, 1.0 / eps);
     ts_vec2 offset = ts_mat2_apply(ctx->inverse, direction);
     ts_vec2 out = {released.x + radius * offset.x, released.y + radius * offset.y};
@@ -149,8 +151,7 @@ int pim_sample(const pim_context *ctx, ts_vec2 released, double eps,
     return 0;
 }
 
-
-double pim_log_norm(const pim_context *ctx, double eps)
+double ts_pim_log_norm(const ts_pim_context *ctx, double eps)
 {
     if (!usable(ctx, eps))
         return NAN;
@@ -159,12 +160,12 @@ double pim_log_norm(const pim_context *ctx, double eps)
     return 2.0 * log(eps) + ctx->log_norm_unit;
 }
 
-double pim_k_norm(const pim_context *ctx, ts_vec2 v)
+double ts_pim_k_norm(const ts_pim_context *ctx, ts_vec2 v)
 {
     if (ctx->k_count < 4)
         return NAN;
     if (!ctx->k_forms_paired || !isfinite(v.x) || !isfinite(v.y))
-        return pim_gauge_eval(ctx->k_forms, ctx->k_count, v);
+        return ts_gauge_eval(ctx->k_forms, ctx->k_count, v);
     double best = 0.0;
     for (size_t i = 0; i < ctx->k_count / 2; i++) {
         double g = fabs(ctx->k_forms[i].x * v.x + ctx->k_forms[i].y * v.y);
@@ -173,29 +174,30 @@ double pim_k_norm(const pim_context *ctx, ts_vec2 v)
     return best;
 }
 
-double pim_log_density(const pim_context *ctx, double eps, ts_vec2 z,
-                       ts_vec2 s)
+double ts_pim_log_density(const ts_pim_context *ctx, double eps, ts_vec2 z,
+                          ts_vec2 s)
 {
     if (!usable(ctx, eps))
         return NAN;
     ts_vec2 d = {z.x - s.x, z.y - s.y};
-    return pim_log_norm(ctx, eps) - eps * pim_k_norm(ctx, d);
+    return ts_pim_log_norm(ctx, eps) - eps * ts_pim_k_norm(ctx, d);
 }
 
-double pim_density(const pim_context *ctx, double eps, ts_vec2 z, ts_vec2 s)
+double ts_pim_density(const ts_pim_context *ctx, double eps, ts_vec2 z,
+                      ts_vec2 s)
 {
-    return exp(pim_log_density(ctx, eps, z, s));
+    return exp(ts_pim_log_density(ctx, eps, z, s));
 }
 
-ts_pim_emission ts_pim_emission_make(const pim_context *pim, double eps)
+ts_pim_emission ts_pim_emission_make(const ts_pim_context *pim, double eps)
 {
-    return (ts_pim_emission){.pim = pim, .eps = eps,
-                             .log_norm = pim_log_norm(pim, eps)};
+    return (ts_pim_emission){
+        .pim = pim, .eps = eps, .log_norm = ts_pim_log_norm(pim, eps)};
 }
 
 double ts_pim_log_emission(const void *ctx, ts_vec2 z, ts_vec2 s)
 {
     const ts_pim_emission *e = ctx;
     return e->log_norm -
-           e->eps * pim_k_norm(e->pim, (ts_vec2){z.x - s.x, z.y - s.y});
+           e->eps * ts_pim_k_norm(e->pim, (ts_vec2){z.x - s.x, z.y - s.y});
 }

@@ -39,19 +39,19 @@
 #include "mechanisms/rng.h"
 
 /* Everything PIM derives from one delta-location set. Read-only for
- * callers; valid after a successful pim_context_build until the next build
- * or pim_context_free. Reusable: a rebuild only allocates when the set is
+ * callers; valid after a successful ts_pim_context_build until the next build
+ * or ts_pim_context_free. Reusable: a rebuild only allocates when the set is
  * larger than any set built before. */
-typedef struct pim_context {
+typedef struct ts_pim_context {
     ts_vec2 *hull;          /* Conv of the cells' squares, metres */
     size_t hull_count;
     ts_vec2 *k;             /* sensitivity hull K, centred at the origin */
     ts_vec2 *k_iso;         /* K_I = T K, vertex for vertex */
     size_t k_count;          /* 0 when the context is not usable */
-    ts_vec2 *k_iso_forms;   /* gauge forms of K_I (pim_gauge_prepare) */
+    ts_vec2 *k_iso_forms; /* gauge forms of K_I (ts_gauge_prepare) */
     ts_vec2 *k_forms;       /* the same forms in metres: T^T k_iso_forms */
     int k_forms_paired;      /* k_forms[i + k_count/2] == -k_forms[i] */
-    double *k_iso_fan;       /* fan table of K_I (pim_polygon_fan_table) */
+    double *k_iso_fan; /* fan table of K_I (ts_polygon_fan_table) */
     ts_sym2 moment;         /* E[y y^T], y uniform on K, metres^2 */
     ts_mat2 transform;      /* T = moment^{-1/2}, 1/metres */
     ts_mat2 inverse;        /* T^{-1} = moment^{1/2}, metres */
@@ -63,53 +63,53 @@ typedef struct pim_context {
     /* private: working storage */
     ts_vec2 *scratch;
     size_t capacity;         /* number of cells the buffers are sized for */
-} pim_context;
+} ts_pim_context;
 
 /* An empty context (no allocation). */
-void pim_context_init(pim_context *ctx);
-void pim_context_free(pim_context *ctx);
+void ts_pim_context_init(ts_pim_context *ctx);
+void ts_pim_context_free(ts_pim_context *ctx);
 
 /* Builds the geometry for the cells whose centres are given (metres) with
  * side cell_m (metres). Order and duplicates of the centres do not matter.
  * -1 (and the context unusable) on n == 0, a non-finite centre, a cell size
  * that is not positive and finite, or an allocation failure. */
-int pim_context_build(pim_context *ctx, const ts_vec2 *centres, size_t n,
-                      double cell_m);
+int ts_pim_context_build(ts_pim_context *ctx, const ts_vec2 *centres, size_t n,
+                         double cell_m);
 
 /* One release: z = released + r T^{-1} z'. `released` is the true location
  * or its surrogate, in metres. -1 (z untouched) when the context is not
  * built, eps is not positive and finite, or the result is not finite. */
-int pim_sample(const pim_context *ctx, ts_vec2 released, double eps,
-               ts_rng *rng, ts_vec2 *z);
+int ts_pim_sample(const ts_pim_context *ctx, ts_vec2 released, double eps,
+                  ts_rng *rng, ts_vec2 *z);
 
 /* ||v||_K for a displacement v in metres, = ||T v||_{K_I}, evaluated with
  * the metre-space forms. NaN when the context is not built. */
-double pim_k_norm(const pim_context *ctx, ts_vec2 v);
+double ts_pim_k_norm(const ts_pim_context *ctx, ts_vec2 v);
 
 /* log of the density's normalising constant, log(eps^2 det T /
- * (2 area(K_I))): the density is exp(pim_log_norm - eps ||z - s||_K).
+ * (2 area(K_I))): the density is exp(ts_pim_log_norm - eps ||z - s||_K).
  * Separate so that a caller evaluating many s for one z and eps computes
  * it once. NaN when the context is not built or eps is not usable. */
-double pim_log_norm(const pim_context *ctx, double eps);
+double ts_pim_log_norm(const ts_pim_context *ctx, double eps);
 
 /* Emission density f(z | s) per square metre, see the header comment, and
  * its logarithm (use the log for posteriors: far candidates underflow).
  * NaN when the context is not built or eps is not positive and finite. */
-double pim_log_density(const pim_context *ctx, double eps, ts_vec2 z,
-                       ts_vec2 s);
-double pim_density(const pim_context *ctx, double eps, ts_vec2 z,
-                   ts_vec2 s);
+double ts_pim_log_density(const ts_pim_context *ctx, double eps, ts_vec2 z,
+                          ts_vec2 s);
+double ts_pim_density(const ts_pim_context *ctx, double eps, ts_vec2 z,
+                      ts_vec2 s);
 
 /* The emission of Section 5.3 as inference/belief.h's ts_log_emission_fn:
- * pim_log_density of a context built on the SAME delta-set that released
+ * ts_pim_log_density of a context built on the SAME delta-set that released
  * z, with the same epsilon. ts_pim_emission_make computes the normalising
  * constant once for the whole posterior. */
 typedef struct ts_pim_emission {
-    const pim_context *pim;
+    const ts_pim_context *pim;
     double eps;
-    double log_norm;         /* pim_log_norm(pim, eps) */
+    double log_norm; /* ts_pim_log_norm(pim, eps) */
 } ts_pim_emission;
-ts_pim_emission ts_pim_emission_make(const pim_context *pim, double eps);
+ts_pim_emission ts_pim_emission_make(const ts_pim_context *pim, double eps);
 double ts_pim_log_emission(const void *ctx, ts_vec2 z, ts_vec2 s);
 
 #endif

@@ -104,8 +104,14 @@ double ts_planar_laplace_radius_tail(double eps, double r)
     double x = eps * r;
     if (x <= SERIES_MAX_X)
         return 1.0 - cdf_series(x);
+    /* Past x ~ 745 the tail underflows to 0; taking it as 0 there also
+     * keeps x = inf (eps near DBL_MAX) from giving inf * 0 = NaN, which
+     * refused such a profile as "noise with mean 0 km reaches too far"
+     * (issue 25, item 14). */
+    if (x > 800.0)
+        return 0.0;
     /* (1 + x) e^-x keeps full relative precision deep into the tail, where
-     * 1 - C(r) would round to 0; it underflows to 0 only past x ~ 745. */
+     * 1 - C(r) would round to 0. */
     return (1.0 + x) * exp(-x);
 }
 

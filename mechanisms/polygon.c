@@ -23,17 +23,17 @@ static double twice_signed_area(const ts_vec2 *v, size_t n)
     return sum;
 }
 
-double pim_polygon_signed_area(const ts_vec2 *v, size_t n)
+double ts_polygon_signed_area(const ts_vec2 *v, size_t n)
 {
     return n < 3 ? 0.0 : 0.5 * twice_signed_area(v, n);
 }
 
-double pim_polygon_area(const ts_vec2 *v, size_t n)
+double ts_polygon_area(const ts_vec2 *v, size_t n)
 {
-    return fabs(pim_polygon_signed_area(v, n));
+    return fabs(ts_polygon_signed_area(v, n));
 }
 
-int pim_polygon_centroid(const ts_vec2 *v, size_t n, ts_vec2 *centroid)
+int ts_polygon_centroid(const ts_vec2 *v, size_t n, ts_vec2 *centroid)
 {
     if (n < 3)
         return -1;
@@ -66,7 +66,7 @@ int pim_polygon_centroid(const ts_vec2 *v, size_t n, ts_vec2 *centroid)
  * covers a convex polygon exactly, and with signed areas the sum is right
  * for any vertex order; dividing by the total area gives the moment of the
  * uniform distribution. */
-int pim_polygon_second_moment(const ts_vec2 *v, size_t n, ts_sym2 *moment)
+int ts_polygon_second_moment(const ts_vec2 *v, size_t n, ts_sym2 *moment)
 {
     if (n < 3)
         return -1;
@@ -107,8 +107,7 @@ static double sym2_det(ts_sym2 s)
  * Every entry is a sum of same-signed terms or a copy of xy: no cancellation
  * beyond the determinant, which sym2_det computes accurately. Equivalent to
  * the eigen-decomposition V diag(lambda^{-1/2}) V^T without an angle. */
-int pim_isotropic_transform(ts_sym2 sigma, ts_mat2 *transform,
-                            ts_mat2 *inverse)
+int ts_isotropic_transform(ts_sym2 sigma, ts_mat2 *transform, ts_mat2 *inverse)
 {
     if (!isfinite(sigma.xx) || !isfinite(sigma.xy) || !isfinite(sigma.yy) ||
         !(sigma.xx > 0.0) || !(sigma.yy > 0.0))
@@ -128,7 +127,7 @@ int pim_isotropic_transform(ts_sym2 sigma, ts_mat2 *transform,
     return 0;
 }
 
-int pim_polygon_fan_table(const ts_vec2 *v, size_t n, double *cumulative)
+int ts_polygon_fan_table(const ts_vec2 *v, size_t n, double *cumulative)
 {
     if (n < 3)
         return -1;
@@ -143,8 +142,8 @@ int pim_polygon_fan_table(const ts_vec2 *v, size_t n, double *cumulative)
     return sum > 0.0 ? 0 : -1;
 }
 
-ts_vec2 pim_uniform_in_polygon(const ts_vec2 *v, size_t n,
-                                const double *cumulative, ts_rng *rng)
+ts_vec2 ts_uniform_in_polygon(const ts_vec2 *v, size_t n,
+                              const double *cumulative, ts_rng *rng)
 {
     size_t triangles = n - 2;
     double target = ts_rng_uniform_open(rng) * cumulative[triangles - 1];
@@ -177,7 +176,7 @@ ts_vec2 pim_uniform_in_polygon(const ts_vec2 *v, size_t n,
  * exactly when the origin is strictly on the inner side. For a convex
  * polygon every edge line supports it, so p / t is inside iff
  * n_i . p <= t h_i for all i, i.e. gauge(p) = max_i n_i . p / h_i. */
-int pim_gauge_prepare(const ts_vec2 *v, size_t n, ts_vec2 *forms)
+int ts_gauge_prepare(const ts_vec2 *v, size_t n, ts_vec2 *forms)
 {
     if (n < 3)
         return -1;
@@ -191,7 +190,7 @@ int pim_gauge_prepare(const ts_vec2 *v, size_t n, ts_vec2 *forms)
     return 0;
 }
 
-double pim_gauge_eval(const ts_vec2 *forms, size_t n, ts_vec2 p)
+double ts_gauge_eval(const ts_vec2 *forms, size_t n, ts_vec2 p)
 {
     if (isnan(p.x) || isnan(p.y))
         return NAN;

@@ -302,9 +302,15 @@ static int predictive_profile_new(const ts_params *params, void **profile,
     p.tuning.c_test = ts_predictive_c_test(p.delta);
     p.window_budget = p.level / p.radius_m;
     p.rate_per_m = p.rate * p.window_budget;
-    if (!isfinite(p.window_budget) || !isnormal(p.rate_per_m)) {
-        snprintf(err, errlen, "radius_m: level / radius_m is not a usable "
-                 "per-metre budget");
+    if (!isfinite(p.window_budget) || !isnormal(p.window_budget)) {
+        snprintf(err, errlen, "radius_m: level / radius_m = %g is not a "
+                 "usable per-metre budget", p.window_budget);
+        return -1;
+    }
+    if (!isnormal(p.rate_per_m)) {
+        /* Blamed on radius_m alone before, whatever made it unusable. */
+        snprintf(err, errlen, "rate: rate x level / radius_m = %g is not a "
+                 "usable per-metre budget", p.rate_per_m);
         return -1;
     }
     /* Validate the managers' output once at the extremes they can reach,

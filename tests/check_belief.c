@@ -493,28 +493,28 @@ START_TEST(test_pim_emission_adaptor)
     size_t n = ts_belief_delta_set(b, 0.2, 1.0, set, ws);
     ts_vec2 centres[9];
     ts_grid_cell_centres(&g, set, n, centres);
-    pim_context pim;
-    pim_context_init(&pim);
-    ck_assert_int_eq(pim_context_build(&pim, centres, n, g.cell_m), 0);
+    ts_pim_context pim;
+    ts_pim_context_init(&pim);
+    ck_assert_int_eq(ts_pim_context_build(&pim, centres, n, g.cell_m), 0);
     ts_rng *rng = ts_rng_new_seeded(99);
     ts_vec2 z;
-    ck_assert_int_eq(pim_sample(&pim, ts_grid_cell_centre(&g, 4), 1.0, rng, &z),
+    ck_assert_int_eq(ts_pim_sample(&pim, ts_grid_cell_centre(&g, 4), 1.0, rng, &z),
                      0);
     ts_pim_emission e = ts_pim_emission_make(&pim, 1.0);
     ck_assert_int_eq(ts_belief_posterior(b, &g, z, ts_pim_log_emission, &e,
                                          &params, ws, NULL),
                      TS_BELIEF_UPDATED);
-    /* Equation (1) directly with pim_density. */
+    /* Equation (1) directly with ts_pim_density. */
     double total = 0.0, w[9];
     for (uint32_t i = 0; i < n_prior; i++) {
         w[i] = prior[i].prob *
-               pim_density(&pim, 1.0, z, ts_grid_cell_centre(&g, prior[i].cell));
+               ts_pim_density(&pim, 1.0, z, ts_grid_cell_centre(&g, prior[i].cell));
         total += w[i];
     }
     ck_assert_uint_eq(b->count, n_prior);
     for (uint32_t i = 0; i < n_prior; i++)
         ck_assert_double_eq_tol(b->entry[i].prob, w[i] / total, 1e-12);
-    pim_context_free(&pim);
+    ts_pim_context_free(&pim);
     ts_rng_free(rng);
     free(b);
     ts_belief_workspace_free(ws);
@@ -707,12 +707,12 @@ static double rel_diff(double a, double b)
 static double isotropic_pim_emission(const void *ctx, ts_vec2 z, ts_vec2 s)
 {
     const ts_pim_emission *e = ctx;
-    const pim_context *pim = e->pim;
+    const ts_pim_context *pim = e->pim;
     ts_vec2 d = ts_mat2_apply(pim->transform,
                                 (ts_vec2){z.x - s.x, z.y - s.y});
     return 2.0 * log(e->eps) + log(pim->det_transform) -
            log(2.0 * pim->area_k_iso) -
-           e->eps * pim_gauge_eval(pim->k_iso_forms, pim->k_count, d);
+           e->eps * ts_gauge_eval(pim->k_iso_forms, pim->k_count, d);
 }
 
 /* The posterior with ts_pim_log_emission (forms pulled back to metres by
@@ -745,8 +745,8 @@ START_TEST(test_pim_emission_matches_isotropic_definition)
     uint32_t patch[400], set[256];
     double w[200];
     ts_vec2 centres[256];
-    pim_context pim;
-    pim_context_init(&pim);
+    ts_pim_context pim;
+    ts_pim_context_init(&pim);
     double worst = 0.0;
     int cell_mismatch = 0, runs = 0, status_bad = 0, max_set = 0, min_set = 1000;
 
@@ -780,9 +780,9 @@ START_TEST(test_pim_emission_matches_isotropic_definition)
             max_set = (int)m > max_set ? (int)m : max_set;
             min_set = (int)m < min_set ? (int)m : min_set;
             ts_grid_cell_centres(&g, set, m, centres);
-            ck_assert_int_eq(pim_context_build(&pim, centres, m, g.cell_m), 0);
+            ck_assert_int_eq(ts_pim_context_build(&pim, centres, m, g.cell_m), 0);
             ts_vec2 c = ts_grid_cell_centre(&g, top), zs[5];
-            ck_assert_int_eq(pim_sample(&pim, c, 1.0, rng, &zs[0]), 0);
+            ck_assert_int_eq(ts_pim_sample(&pim, c, 1.0, rng, &zs[0]), 0);
             zs[1] = c;                                      /* on a centre */
             zs[2] = (ts_vec2){c.x + 123.4, c.y - 56.7};    /* near */
             zs[3] = (ts_vec2){c.x - 3000.0, c.y + 2500.0}; /* km away */
@@ -825,7 +825,7 @@ START_TEST(test_pim_emission_matches_isotropic_definition)
     ck_assert_int_ge(max_set, 50); /* large sets really were built */
     ck_assert_int_le(min_set, 3);  /* and tiny ones (a far, sharp K) */
     ck_assert_double_le(worst, 1e-12);
-    pim_context_free(&pim);
+    ts_pim_context_free(&pim);
     ts_rng_free(rng);
     free(prior);
     free(fast);
@@ -1051,6 +1051,36 @@ START_TEST(test_sizes)
     ck_assert_int_eq(ts_belief_params_check(&p, err, sizeof err), -1);
     p.prune_threshold = 1e-4;
     ck_assert_int_eq(ts_belief_params_check(&p, err, sizeof err), 0);
+    /* A release makes up to max_ticks products: capped (issue 25). */
+    p.max_ticks = TS_BELIEF_MAX_TICKS;
+    ck_assert_int_eq(ts_belief_params_check(&p, err, sizeof err), 0);
+    p.max_ticks = TS_BELIEF_MAX_TICKS + 1;
+    ck_assert_int_eq(ts_belief_params_check(&p, err, sizeof err), -1);
+    ck_assert_ptr_nonnull(strstr(err, "max_ticks"));
+}
+END_TEST
+
+/* The cap holds in the prediction itself: parameters that were never
+ * checked (max_ticks = 2^32 - 1) and a gap of 4e9 ticks reset the belief
+ * at once, where 4e9 sparse products would have run for hours. */
+START_TEST(test_predict_ticks_capped)
+{
+    ts_markov m = hand_model();
+    ts_belief_workspace *ws = ts_belief_workspace_new(9, 9);
+    ts_belief *b = new_belief(9);
+    ts_belief_params unchecked = {.prune_threshold = 0.0,
+                                  .max_ticks = UINT32_MAX};
+    hand_posterior(b, ws);
+    ck_assert_int_eq(ts_belief_predict(b, &m, 4000000000ull, &unchecked, ws,
+                                       NULL),
+                     TS_BELIEF_RESET);
+    ck_assert_uint_eq(b->count, 9);
+    /* At the cap it still predicts. */
+    hand_posterior(b, ws);
+    ck_assert_int_eq(ts_belief_predict(b, &m, 3, &unchecked, ws, NULL),
+                     TS_BELIEF_UPDATED);
+    free(b);
+    ts_belief_workspace_free(ws);
 }
 END_TEST
 
@@ -1218,7 +1248,7 @@ static Suite *belief_suite(void)
                   test_posterior_at_positions, test_mix_initial);
     TS_CHECK_CASE(s, "ties_and_pruning", 60, NULL, NULL,
                   test_delta_set_ties, test_prune_threshold,
-                  test_prune_capacity, test_sizes,
+                  test_prune_capacity, test_sizes, test_predict_ticks_capped,
                   test_delta_set_matches_reference,
                   test_prune_capacity_matches_reference,
                   test_certified_against_dense);

@@ -245,6 +245,13 @@ START_TEST(registered_and_validated)
     ck_assert_int_eq(pim->profile_new(params_of(&t), &profile, err, sizeof err), -1);
     ck_assert_ptr_nonnull(strstr(err, "outside_region"));
 
+    /* break_ticks is capped with max_ticks (a release's products). */
+    t = default_table(m.model);
+    t.break_ticks = TS_BELIEF_MAX_TICKS + 1;
+    err[0] = '\0';
+    ck_assert_int_eq(pim->profile_new(params_of(&t), &profile, err, sizeof err), -1);
+    ck_assert_ptr_nonnull(strstr(err, "break_ticks"));
+
     /* A capacity that cannot hold 1 - delta of the initial distribution
      * (uniform over 9 cells: 4 cells hold 4/9) is refused at load, with
      * the capacity that would do; 9 cells fit. */
@@ -409,8 +416,8 @@ static void check_public_state(const ts_mechanism_ops *ops, int use_pim,
     ts_belief_params bp = { .prune_threshold = 0.0, .max_ticks = 1000 };
     uint32_t cells[64];
     ts_vec2 centres[64], where[64];
-    pim_context pim;
-    pim_context_init(&pim);
+    ts_pim_context pim;
+    ts_pim_context_init(&pim);
 
     /* 0, 0, 1 and 3 ticks apart, then 10: breaks for the defaults. */
     const int64_t times[5] = { 600000, 610000, 660000, 840000, 1440000 };
@@ -440,7 +447,7 @@ static void check_public_state(const ts_mechanism_ops *ops, int use_pim,
             at = where;
         }
         if (use_pim) {
-            ck_assert_int_eq(pim_context_build(&pim, centres, n, CELL_M), 0);
+            ck_assert_int_eq(ts_pim_context_build(&pim, centres, n, CELL_M), 0);
             ts_pim_emission e = ts_pim_emission_make(&pim, 1.0);
             ck_assert_int_ne(ts_belief_posterior_at(replay, &model->grid, at,
                                                     z, ts_pim_log_emission,
@@ -448,9 +455,9 @@ static void check_public_state(const ts_mechanism_ops *ops, int use_pim,
                              TS_BELIEF_ERROR);
         } else {
             double dx, dy;
-            ck_assert_int_eq(lm_delta_sensitivity(centres, n, CELL_M, &dx,
+            ck_assert_int_eq(ts_lm_delta_sensitivity(centres, n, CELL_M, &dx,
                                                   &dy), 0);
-            ts_lm_emission e = { .scale = lm_delta_scale(dx, dy, 1.0) };
+            ts_lm_emission e = { .scale = ts_lm_delta_scale(dx, dy, 1.0) };
             ck_assert_int_ne(ts_belief_posterior_at(replay, &model->grid, at,
                                                     z, ts_lm_log_emission,
                                                     &e, &bp, ws, NULL),
@@ -475,7 +482,7 @@ static void check_public_state(const ts_mechanism_ops *ops, int use_pim,
     ck_assert(changed);
     /* The defaults' case met a belief cell outside the set. */
     ck_assert(paper || outside_seen);
-    pim_context_free(&pim);
+    ts_pim_context_free(&pim);
     ts_belief_workspace_free(ws);
     free(replay);
     ts_rng_free(rng);

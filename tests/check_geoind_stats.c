@@ -13,6 +13,7 @@
  * assertion).
  */
 #include <check.h>
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -268,6 +269,12 @@ START_TEST(test_sphere_bound)
     ck_assert(!ts_planar_laplace_fits_sphere(min_eps * 0.999));
     ck_assert_double_gt(2.0 / min_eps, 200e3);
     ck_assert_double_lt(2.0 / min_eps, 215e3);
+    /* Noise far narrower than the bound fits, up to eps * r overflowing
+     * (it was refused as "noise with mean 0 km reaches too far"). */
+    ck_assert(ts_planar_laplace_radius_tail(1e305, TS_GEO_MAX_NOISE_RADIUS_M) == 0.0);
+    ck_assert(ts_planar_laplace_radius_tail(DBL_MAX, 1.0) == 0.0);
+    ck_assert(ts_planar_laplace_fits_sphere(1e305));
+    ck_assert(ts_planar_laplace_fits_sphere(DBL_MAX));
 
     /* eps_point = ln 10 / radius_m / 30: radius_m = 5 km is accepted
      * (mean 130 km), 10 km is refused (mean 261 km). */

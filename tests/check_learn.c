@@ -389,6 +389,30 @@ TS_TEST(test_input_validation)
     bad = p;
     bad.max_speed_mps = NAN;
     ck_assert_int_eq(ts_learn_popular(&g, &bad, pts, n, &l, NULL, err, sizeof err), -1);
+    /* Iterations bounded up front (issue 25): a tick finer than the
+     * millisecond, and a gap that would resample into billions of
+     * positions, are refused before any resampling. */
+    bad = p;
+    bad.tick_s = 1e-6;
+    ck_assert_int_eq(ts_learn_params_check(&bad, err, sizeof err), -1);
+    ck_assert_ptr_nonnull(strstr(err, "at least"));
+    bad = p;
+    bad.max_gap_s = TICK * 2e6;
+    ck_assert_int_eq(ts_learn_params_check(&bad, err, sizeof err), -1);
+    ck_assert_ptr_nonnull(strstr(err, "positions"));
+    bad.max_gap_s = TICK * 1e6;
+    ck_assert_int_eq(ts_learn_params_check(&bad, err, sizeof err), 0);
+    /* A fix at the end of time (its tick index does not fit 64 bits) is
+     * skipped like a NaN, not converted. */
+    ts_learn_point late[26];
+    memcpy(late, pts, n * sizeof *pts);
+    late[n] = pts[n - 1];
+    late[n].ts_s = 1e300;
+    ck_assert_int_eq(ts_learn_popular(&g, &p, late, n + 1, &l, &st, err,
+                                      sizeof err), 0);
+    ck_assert_uint_eq(st.skipped, 2);
+    ck_assert_uint_eq(st.gaps, 0);
+    ts_learned_free(&l);
     /* Too large a model: a 1e5 km/h maximum speed on a big grid. */
     ts_grid big;
     ck_assert_int_eq(ts_grid_init(&big, 39.75, 116.15, 40.10, 116.60, 100.0,

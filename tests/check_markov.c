@@ -142,6 +142,13 @@ START_TEST(test_validate)
 
     t.m.tick_s = 0.0;
     ck_assert_int_eq(ts_markov_validate(&t.m, err, sizeof err), -1);
+    /* Finer than the timestamps' millisecond: tick indices of ordinary
+     * timestamps would not fit 64 bits (issue 25). */
+    t.m.tick_s = 1e-9;
+    ck_assert_int_eq(ts_markov_validate(&t.m, err, sizeof err), -1);
+    ck_assert_ptr_nonnull(strstr(err, "at least 0.001 s"));
+    t.m.tick_s = TS_MARKOV_MIN_TICK_S;
+    ck_assert_int_eq(ts_markov_validate(&t.m, err, sizeof err), 0);
     t.m.tick_s = 60.0;
 
     /* An empty row. */
@@ -198,6 +205,14 @@ START_TEST(test_ticks)
     ck_assert_int_eq(ts_markov_ticks_between(60.0, 10, 9), -1);
     ck_assert_int_eq(ts_markov_ticks_between(0.0, 0, 9), -1);
     ck_assert_int_eq(ts_markov_ticks_between(NAN, 0, 9), -1);
+    /* Indices beyond int64 clamp instead of overflowing the conversion
+     * (which gave INT64_MIN for the end of time). */
+    const int64_t limit = (int64_t)1 << 61;
+    ck_assert_int_eq(ts_markov_tick_index(TS_MARKOV_MIN_TICK_S, INT64_MAX),
+                     limit);
+    ck_assert_int_eq(ts_markov_tick_index(1e-300, 1), limit);
+    ck_assert_int_eq(ts_markov_tick_index(1e-300, -1), -limit);
+    ck_assert_int_ge(ts_markov_ticks_between(1e-300, -1, 1), 0);
 }
 END_TEST
 
@@ -537,6 +552,17 @@ START_TEST(test_file_rejections)
     memcpy(buf + 28, &cols, 4);
     fix_crcs(buf, len);
     expect_rejected(buf, len, "grid of");
+    /* A cell count that does not match the dimensions: named as such, not
+     * as dimensions that differ from themselves (issue 25, item 14). */
+    memcpy(buf, good, len);
+    uint32_t cells = f.grid.cell_count + 1;
+    memcpy(buf + 24, &cells, 4);
+    fix_crcs(buf, len);
+    char wrong_count[160];
+    snprintf(wrong_count, sizeof wrong_count,
+             "%u cells in the header, but its grid of %u x %u has %u", cells,
+             f.grid.cols, f.grid.rows, f.grid.cell_count);
+    expect_rejected(buf, len, wrong_count);
     /* The unmodified copy still loads (the harness is not at fault). */
     memcpy(buf, good, len);
     ts_model *m = NULL;

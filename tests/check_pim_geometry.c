@@ -165,13 +165,13 @@ static int point_in_convex(const ts_vec2 *v, size_t n, ts_vec2 p)
 }
 
 /* A sensitivity hull of the kind PIM builds: random cells of a 340 m grid. */
-static size_t random_cell_k(ts_rng *rng, size_t cells, pim_context *ctx)
+static size_t random_cell_k(ts_rng *rng, size_t cells, ts_pim_context *ctx)
 {
     ts_vec2 centres[MAX_POINTS];
     for (size_t i = 0; i < cells; i++)
         centres[i] = (ts_vec2){340.0 * (double)(ts_rng_u64(rng) % 7) + 12345.0,
                                 340.0 * (double)(ts_rng_u64(rng) % 5) - 6789.0};
-    ck_assert_int_eq(pim_context_build(ctx, centres, cells, 340.0), 0);
+    ck_assert_int_eq(ts_pim_context_build(ctx, centres, cells, 340.0), 0);
     return ctx->k_count;
 }
 
@@ -189,7 +189,7 @@ START_TEST(test_hull_matches_brute_force)
             size_t n = 1 + (size_t)(ts_rng_u64(rng) % 40);
             random_points(rng, kinds[k], pts, n);
             memcpy(work, pts, sizeof pts);
-            size_t h = pim_convex_hull(work, n, hull);
+            size_t h = ts_convex_hull(work, n, hull);
             size_t b = brute_force_vertices(pts, n, brute);
             mismatches += !same_set(hull, h, brute, b);
             malformed += !well_formed(hull, h);
@@ -210,31 +210,31 @@ START_TEST(test_hull_degenerate_inputs)
 {
     ts_vec2 hull[16];
     ts_vec2 one[3] = {{2.0, 3.0}, {2.0, 3.0}, {2.0, 3.0}};
-    ck_assert_uint_eq(pim_convex_hull(one, 3, hull), 1);
+    ck_assert_uint_eq(ts_convex_hull(one, 3, hull), 1);
     ck_assert(hull[0].x == 2.0 && hull[0].y == 3.0);
 
     ts_vec2 two[4] = {{5.0, 1.0}, {-1.0, 4.0}, {5.0, 1.0}, {-1.0, 4.0}};
-    ck_assert_uint_eq(pim_convex_hull(two, 4, hull), 2);
+    ck_assert_uint_eq(ts_convex_hull(two, 4, hull), 2);
     ck_assert(hull[0].x == -1.0 && hull[1].x == 5.0);
 
     /* Collinear with interior points, and points on a square's edges. */
     ts_vec2 line[5] = {{0, 0}, {2, 2}, {1, 1}, {4, 4}, {3, 3}};
-    ck_assert_uint_eq(pim_convex_hull(line, 5, hull), 2);
+    ck_assert_uint_eq(ts_convex_hull(line, 5, hull), 2);
     ts_vec2 square[8] = {{0, 0}, {1, 0}, {2, 0}, {2, 1}, {2, 2}, {1, 2}, {0, 2}, {0, 1}};
-    ck_assert_uint_eq(pim_convex_hull(square, 8, hull), 4);
+    ck_assert_uint_eq(ts_convex_hull(square, 8, hull), 4);
     ck_assert(hull[0].x == 0 && hull[0].y == 0 && hull[1].x == 2 && hull[1].y == 0 &&
               hull[2].x == 2 && hull[2].y == 2 && hull[3].x == 0 && hull[3].y == 2);
 
     /* -0.0 and +0.0 are one point, whatever order they come in. */
     ts_vec2 zeros[3] = {{-0.0, 0.0}, {0.0, -0.0}, {1.0, 0.0}};
-    ck_assert_uint_eq(pim_convex_hull(zeros, 3, hull), 2);
+    ck_assert_uint_eq(ts_convex_hull(zeros, 3, hull), 2);
     ck_assert(!signbit(hull[0].x) && !signbit(hull[0].y));
 
     ts_vec2 bad[2] = {{0.0, NAN}, {1.0, 1.0}};
-    ck_assert_uint_eq(pim_convex_hull(bad, 2, hull), 0);
+    ck_assert_uint_eq(ts_convex_hull(bad, 2, hull), 0);
     ts_vec2 inf[2] = {{INFINITY, 0.0}, {1.0, 1.0}};
-    ck_assert_uint_eq(pim_convex_hull(inf, 2, hull), 0);
-    ck_assert_uint_eq(pim_convex_hull(bad, 0, hull), 0);
+    ck_assert_uint_eq(ts_convex_hull(inf, 2, hull), 0);
+    ck_assert_uint_eq(ts_convex_hull(bad, 0, hull), 0);
 }
 END_TEST
 
@@ -253,7 +253,7 @@ START_TEST(test_hull_order_independent)
             shuffled[i] = shuffled[j];
             shuffled[j] = t;
         }
-        size_t a = pim_convex_hull(pts, 40, h1), b = pim_convex_hull(shuffled, 40, h2);
+        size_t a = ts_convex_hull(pts, 40, h1), b = ts_convex_hull(shuffled, 40, h2);
         differ += a != b || memcmp(h1, h2, a * sizeof *h1) != 0;
     }
     ts_rng_free(rng);
@@ -262,7 +262,7 @@ START_TEST(test_hull_order_independent)
 END_TEST
 
 /* Hulls of more than 64 points, sizes on and off multiples of 8: the
- * lexicographic sort of pim_convex_hull works in runs of 8 and merges
+ * lexicographic sort of ts_convex_hull works in runs of 8 and merges
  * widths 8, 16, 32, 64, 128, 256, so these sizes take partial runs, an odd
  * and an even number of merge passes, and a last block with no partner.
  * Circle points are (nearly) all vertices, so an element lost or doubled
@@ -284,7 +284,7 @@ START_TEST(test_hull_large_n_matches_brute_force)
                 size_t n = sizes[s];
                 random_points(rng, kinds[k], pts, n);
                 memcpy(work, pts, n * sizeof *pts);
-                size_t h = pim_convex_hull(work, n, hull);
+                size_t h = ts_convex_hull(work, n, hull);
                 size_t b = brute_force_vertices(pts, n, brute);
                 mismatches += !same_set(hull, h, brute, b);
                 malformed += !well_formed(hull, h);
@@ -433,8 +433,8 @@ static int same_set_tol(const ts_vec2 *a, size_t na, const ts_vec2 *b, size_t nb
     return 1;
 }
 
-/* pim_convex_hull drops points strictly inside the Akl-Toussaint octagon
- * before the chain (n >= 16). pim_context_build's ctx->hull, the hull of the
+/* ts_convex_hull drops points strictly inside the Akl-Toussaint octagon
+ * before the chain (n >= 16). ts_pim_context_build's ctx->hull, the hull of the
  * cells' squares (Conv(centres) + [-cell/2, cell/2]^2), must be that of
  * ALL the centres: against brute force, first the vertices of the
  * centres, then the vertices of their four corners each. Tolerance
@@ -450,8 +450,8 @@ START_TEST(test_context_hull_matches_brute_force)
     ts_rng *rng = ts_rng_new_seeded(1010);
     static ts_vec2 centres[CTX_POINTS], centre_hull[CTX_POINTS],
         corners[4 * CTX_POINTS], brute[4 * CTX_POINTS];
-    pim_context ctx;
-    pim_context_init(&ctx);
+    ts_pim_context ctx;
+    ts_pim_context_init(&ctx);
     int mismatches = 0, malformed = 0, trials = 0, filtered = 0;
     int per_kind[C_KINDS] = {0};
     size_t max_n = 0;
@@ -466,7 +466,7 @@ START_TEST(test_context_hull_matches_brute_force)
                     n = 15 + (size_t)(ts_rng_u64(rng) % 3);
                 max_n = n > max_n ? n : max_n;
                 filtered += n >= 16;
-                ck_assert_int_eq(pim_context_build(&ctx, centres, n, cell), 0);
+                ck_assert_int_eq(ts_pim_context_build(&ctx, centres, n, cell), 0);
 
                 /* Brute force: vertices of the centres, then of the four
                  * corners of each. */
@@ -495,7 +495,7 @@ START_TEST(test_context_hull_matches_brute_force)
                 per_kind[kind]++;
                 trials++;
             }
-    pim_context_free(&ctx);
+    ts_pim_context_free(&ctx);
     ts_rng_free(rng);
     fprintf(stderr, "context hulls: %d sets (%d through the octagon filter), up to %zu centres\n",
             trials, filtered, max_n);
@@ -521,8 +521,8 @@ START_TEST(test_sensitivity_hull_matches_brute_force)
             size_t n = 1 + (size_t)(ts_rng_u64(rng) % 16);
             random_points(rng, kinds[kind], pts, n);
             memcpy(work, pts, n * sizeof *pts);
-            size_t h = pim_convex_hull(work, n, hull);
-            size_t m = pim_sensitivity_hull(hull, h, k);
+            size_t h = ts_convex_hull(work, n, hull);
+            size_t m = ts_sensitivity_hull(hull, h, k);
 
             /* K = Conv{ p_i - p_j } over ALL input pairs. */
             size_t nd = 0;
@@ -563,10 +563,10 @@ START_TEST(test_minkowski_sum_matches_brute_force)
                 random_points(rng, kinds[ka], a, na);
                 random_points(rng, kinds[kb], b, nb);
                 memcpy(work, a, na * sizeof *a);
-                size_t pa = pim_convex_hull(work, na, ha);
+                size_t pa = ts_convex_hull(work, na, ha);
                 memcpy(work, b, nb * sizeof *b);
-                size_t pb = pim_convex_hull(work, nb, hb);
-                size_t m = pim_minkowski_sum(ha, pa, hb, pb, sum);
+                size_t pb = ts_convex_hull(work, nb, hb);
+                size_t m = ts_minkowski_sum(ha, pa, hb, pb, sum);
                 size_t ns = 0;
                 for (size_t i = 0; i < na; i++)
                     for (size_t j = 0; j < nb; j++)
@@ -579,7 +579,7 @@ START_TEST(test_minkowski_sum_matches_brute_force)
     ts_rng_free(rng);
     ck_assert_msg(mismatches == 0, "%d of %d Minkowski sums differ", mismatches, trials);
     ck_assert_int_eq(malformed, 0);
-    ck_assert_uint_eq(pim_minkowski_sum(a, 0, b, 3, sum), 0);
+    ck_assert_uint_eq(ts_minkowski_sum(a, 0, b, 3, sum), 0);
 }
 END_TEST
 
@@ -592,14 +592,14 @@ START_TEST(test_area_centroid_moment_closed_forms)
     ts_vec2 tri[3] = {{0, 0}, {1, 0}, {0, 1}};
     ts_sym2 m;
     ts_vec2 c;
-    ck_assert_double_eq_tol(pim_polygon_signed_area(tri, 3), 0.5, 1e-15);
+    ck_assert_double_eq_tol(ts_polygon_signed_area(tri, 3), 0.5, 1e-15);
     ts_vec2 tri_cw[3] = {{0, 0}, {0, 1}, {1, 0}};
-    ck_assert_double_eq_tol(pim_polygon_signed_area(tri_cw, 3), -0.5, 1e-15);
-    ck_assert_double_eq_tol(pim_polygon_area(tri_cw, 3), 0.5, 1e-15);
-    ck_assert_int_eq(pim_polygon_centroid(tri, 3, &c), 0);
+    ck_assert_double_eq_tol(ts_polygon_signed_area(tri_cw, 3), -0.5, 1e-15);
+    ck_assert_double_eq_tol(ts_polygon_area(tri_cw, 3), 0.5, 1e-15);
+    ck_assert_int_eq(ts_polygon_centroid(tri, 3, &c), 0);
     ck_assert_double_eq_tol(c.x, 1.0 / 3.0, 1e-15);
     ck_assert_double_eq_tol(c.y, 1.0 / 3.0, 1e-15);
-    ck_assert_int_eq(pim_polygon_second_moment(tri, 3, &m), 0);
+    ck_assert_int_eq(ts_polygon_second_moment(tri, 3, &m), 0);
     ck_assert_double_eq_tol(m.xx, 1.0 / 6.0, 1e-15);
     ck_assert_double_eq_tol(m.xy, 1.0 / 12.0, 1e-15);
     ck_assert_double_eq_tol(m.yy, 1.0 / 6.0, 1e-15);
@@ -608,20 +608,20 @@ START_TEST(test_area_centroid_moment_closed_forms)
      * translated by (u, v): E[x^2] = a^2/3 + u^2, E[xy] = u v. */
     double a = 300.0, b = 40.0, u = 5e4, v = -2e4;
     ts_vec2 rect[4] = {{-a + u, -b + v}, {a + u, -b + v}, {a + u, b + v}, {-a + u, b + v}};
-    ck_assert_double_eq_tol(pim_polygon_area(rect, 4), 4 * a * b, 1e-9);
-    ck_assert_int_eq(pim_polygon_centroid(rect, 4, &c), 0);
+    ck_assert_double_eq_tol(ts_polygon_area(rect, 4), 4 * a * b, 1e-9);
+    ck_assert_int_eq(ts_polygon_centroid(rect, 4, &c), 0);
     ck_assert_double_eq_tol(c.x, u, 1e-9);
     ck_assert_double_eq_tol(c.y, v, 1e-9);
-    ck_assert_int_eq(pim_polygon_second_moment(rect, 4, &m), 0);
+    ck_assert_int_eq(ts_polygon_second_moment(rect, 4, &m), 0);
     ck_assert_double_eq_tol(m.xx / (a * a / 3 + u * u), 1.0, 1e-13);
     ck_assert_double_eq_tol(m.xy / (u * v), 1.0, 1e-13);
     ck_assert_double_eq_tol(m.yy / (b * b / 3 + v * v), 1.0, 1e-13);
 
     /* Degenerate polygons have no uniform distribution. */
     ts_vec2 seg[3] = {{0, 0}, {1, 1}, {2, 2}};
-    ck_assert_int_eq(pim_polygon_second_moment(seg, 3, &m), -1);
-    ck_assert_int_eq(pim_polygon_centroid(seg, 3, &c), -1);
-    ck_assert_int_eq(pim_polygon_second_moment(seg, 2, &m), -1);
+    ck_assert_int_eq(ts_polygon_second_moment(seg, 3, &m), -1);
+    ck_assert_int_eq(ts_polygon_centroid(seg, 3, &c), -1);
+    ck_assert_int_eq(ts_polygon_second_moment(seg, 2, &m), -1);
 }
 END_TEST
 
@@ -636,7 +636,7 @@ static void check_moment_by_monte_carlo(const ts_vec2 *v, size_t n, ts_rng *rng,
                                         const char *what)
 {
     ts_sym2 exact;
-    ck_assert_int_eq(pim_polygon_second_moment(v, n, &exact), 0);
+    ck_assert_int_eq(ts_polygon_second_moment(v, n, &exact), 0);
     double x0 = INFINITY, x1 = -INFINITY, y0 = INFINITY, y1 = -INFINITY;
     for (size_t i = 0; i < n; i++) {
         x0 = fmin(x0, v[i].x), x1 = fmax(x1, v[i].x);
@@ -674,20 +674,20 @@ START_TEST(test_second_moment_monte_carlo)
     ts_vec2 pts[20], hull[40];
     /* A generic convex polygon away from the origin (moment about 0). */
     random_points(rng, REALS, pts, 20);
-    size_t h = pim_convex_hull(pts, 20, hull);
+    size_t h = ts_convex_hull(pts, 20, hull);
     check_moment_by_monte_carlo(hull, h, rng, "random hull");
     /* A sensitivity hull from grid cells (centred, the PIM case). */
-    pim_context ctx;
-    pim_context_init(&ctx);
+    ts_pim_context ctx;
+    ts_pim_context_init(&ctx);
     size_t m = random_cell_k(rng, 6, &ctx);
     check_moment_by_monte_carlo(ctx.k, m, rng, "cell K");
     /* A thin tilted one: a diagonal row of cells. */
     ts_vec2 diag[6];
     for (int i = 0; i < 6; i++)
         diag[i] = (ts_vec2){100.0 * i, 60.0 * i};
-    ck_assert_int_eq(pim_context_build(&ctx, diag, 6, 50.0), 0);
+    ck_assert_int_eq(ts_pim_context_build(&ctx, diag, 6, 50.0), 0);
     check_moment_by_monte_carlo(ctx.k, ctx.k_count, rng, "thin K");
-    pim_context_free(&ctx);
+    ts_pim_context_free(&ctx);
     ts_rng_free(rng);
 }
 END_TEST
@@ -713,8 +713,8 @@ static double isotropy_error(ts_sym2 sigma, ts_mat2 t, ts_mat2 inv)
 START_TEST(test_isotropic_transform_exact)
 {
     ts_rng *rng = ts_rng_new_seeded(1006);
-    pim_context ctx;
-    pim_context_init(&ctx);
+    ts_pim_context ctx;
+    ts_pim_context_init(&ctx);
     double worst = 0.0;
     int not_symmetric = 0, not_positive = 0;
     for (int trial = 0; trial < 200; trial++) {
@@ -725,7 +725,7 @@ START_TEST(test_isotropic_transform_exact)
         not_positive += !(ctx.transform.a > 0 && ts_mat2_det(ctx.transform) > 0);
         /* The transformed polygon really is isotropic: E[y y^T] = I. */
         ts_sym2 iso;
-        ck_assert_int_eq(pim_polygon_second_moment(ctx.k_iso, ctx.k_count, &iso), 0);
+        ck_assert_int_eq(ts_polygon_second_moment(ctx.k_iso, ctx.k_count, &iso), 0);
         worst = fmax(worst, fmax(fmax(fabs(iso.xx - 1), fabs(iso.yy - 1)), fabs(iso.xy)));
     }
     /* Random SPD matrices with condition numbers up to 1e3 in arbitrary
@@ -736,7 +736,7 @@ START_TEST(test_isotropic_transform_exact)
         double th = ts_rng_angle(rng), c = cos(th), s = sin(th);
         ts_sym2 sigma = {l1 * c * c + l2 * s * s, (l1 - l2) * c * s, l1 * s * s + l2 * c * c};
         ts_mat2 t, inv;
-        ck_assert_int_eq(pim_isotropic_transform(sigma, &t, &inv), 0);
+        ck_assert_int_eq(ts_isotropic_transform(sigma, &t, &inv), 0);
         worst = fmax(worst, isotropy_error(sigma, t, inv));
     }
     fprintf(stderr, "isotropic transform: worst |T S T^T - I|, |T^-1 T - I| = %.2e\n", worst);
@@ -745,11 +745,11 @@ START_TEST(test_isotropic_transform_exact)
     ck_assert_int_eq(not_positive, 0);
 
     ts_mat2 t, inv;
-    ck_assert_int_eq(pim_isotropic_transform((ts_sym2){1, 1, 1}, &t, &inv), -1);  /* singular */
-    ck_assert_int_eq(pim_isotropic_transform((ts_sym2){1, 2, 1}, &t, &inv), -1);  /* indefinite */
-    ck_assert_int_eq(pim_isotropic_transform((ts_sym2){-1, 0, -1}, &t, &inv), -1);
-    ck_assert_int_eq(pim_isotropic_transform((ts_sym2){NAN, 0, 1}, &t, &inv), -1);
-    pim_context_free(&ctx);
+    ck_assert_int_eq(ts_isotropic_transform((ts_sym2){1, 1, 1}, &t, &inv), -1);  /* singular */
+    ck_assert_int_eq(ts_isotropic_transform((ts_sym2){1, 2, 1}, &t, &inv), -1);  /* indefinite */
+    ck_assert_int_eq(ts_isotropic_transform((ts_sym2){-1, 0, -1}, &t, &inv), -1);
+    ck_assert_int_eq(ts_isotropic_transform((ts_sym2){NAN, 0, 1}, &t, &inv), -1);
+    ts_pim_context_free(&ctx);
     ts_rng_free(rng);
 }
 END_TEST
@@ -770,10 +770,10 @@ static double chi_square_statistic(const ts_vec2 *v, size_t n, sampler_fn sample
                                    ts_rng *rng, int *dof)
 {
     double fan[4 * MAX_POINTS];
-    ck_assert_int_eq(pim_polygon_fan_table(v, n, fan), 0);
+    ck_assert_int_eq(ts_polygon_fan_table(v, n, fan), 0);
     ts_vec2 c;
-    ck_assert_int_eq(pim_polygon_centroid(v, n, &c), 0);
-    double area = pim_polygon_area(v, n);
+    ck_assert_int_eq(ts_polygon_centroid(v, n, &c), 0);
+    double area = ts_polygon_area(v, n);
     size_t regions = n * SUBDIV * SUBDIV * 2; /* upright and inverted slots */
     long *counts = calloc(regions, sizeof *counts);
     long lost = 0;
@@ -811,7 +811,7 @@ static double chi_square_statistic(const ts_vec2 *v, size_t n, sampler_fn sample
     int used = 0;
     for (size_t t = 0; t < n; t++) {
         ts_vec2 tri[3] = {c, v[t], v[(t + 1) % n]};
-        double expected = (double)draws * pim_polygon_area(tri, 3) / (SUBDIV * SUBDIV) / area;
+        double expected = (double)draws * ts_polygon_area(tri, 3) / (SUBDIV * SUBDIV) / area;
         for (int a = 0; a < SUBDIV; a++)
             for (int b = 0; b < SUBDIV; b++)
                 for (int inv = 0; inv < 2; inv++) {
@@ -857,11 +857,11 @@ static ts_vec2 naive_barycentric(const ts_vec2 *v, size_t n, const double *fan, 
 START_TEST(test_uniform_sampler_chi_square)
 {
     ts_rng *rng = ts_rng_new_seeded(1007);
-    pim_context ctx;
-    pim_context_init(&ctx);
+    ts_pim_context ctx;
+    ts_pim_context_init(&ctx);
     ts_vec2 pts[12], hull[24];
     random_points(rng, REALS, pts, 12);
-    size_t h = pim_convex_hull(pts, 12, hull);
+    size_t h = ts_convex_hull(pts, 12, hull);
     random_cell_k(rng, 7, &ctx);
     struct {
         const char *what;
@@ -870,7 +870,7 @@ START_TEST(test_uniform_sampler_chi_square)
     } polys[2] = {{"random hull", hull, h}, {"K_I of cells", ctx.k_iso, ctx.k_count}};
     for (int p = 0; p < 2; p++) {
         int dof;
-        double chi2 = chi_square_statistic(polys[p].v, polys[p].n, pim_uniform_in_polygon,
+        double chi2 = chi_square_statistic(polys[p].v, polys[p].n, ts_uniform_in_polygon,
                                            300000, rng, &dof);
         double limit = gsl_cdf_chisq_Qinv(0.001, dof);
         fprintf(stderr, "%s (%zu vertices): chi2 %.1f, dof %d, 0.999 quantile %.1f\n",
@@ -886,7 +886,7 @@ START_TEST(test_uniform_sampler_chi_square)
         ck_assert_msg(bad1 > limit, "uniform triangle choice passed (%.1f)", bad1);
         ck_assert_msg(bad2 > limit, "naive barycentric passed (%.1f)", bad2);
     }
-    pim_context_free(&ctx);
+    ts_pim_context_free(&ctx);
     ts_rng_free(rng);
 }
 END_TEST
@@ -914,8 +914,8 @@ static double gauge_by_bisection(const ts_vec2 *v, size_t n, ts_vec2 p)
 START_TEST(test_gauge_properties)
 {
     ts_rng *rng = ts_rng_new_seeded(1008);
-    pim_context ctx;
-    pim_context_init(&ctx);
+    ts_pim_context ctx;
+    ts_pim_context_init(&ctx);
     ts_vec2 forms[4 * MAX_POINTS];
     double worst_vertex = 0.0, worst_scale = 0.0, worst_bisect = 0.0, worst_sym = 0.0;
     int inside_bad = 0, outside_bad = 0;
@@ -924,11 +924,11 @@ START_TEST(test_gauge_properties)
         const ts_vec2 *polys[2] = {ctx.k, ctx.k_iso};
         for (int which = 0; which < 2; which++) {
             const ts_vec2 *k = polys[which];
-            ck_assert_int_eq(pim_gauge_prepare(k, m, forms), 0);
+            ck_assert_int_eq(ts_gauge_prepare(k, m, forms), 0);
             for (size_t i = 0; i < m; i++) {
-                worst_vertex = fmax(worst_vertex, fabs(pim_gauge_eval(forms, m, k[i]) - 1.0));
+                worst_vertex = fmax(worst_vertex, fabs(ts_gauge_eval(forms, m, k[i]) - 1.0));
                 /* Just outside a vertex: > 1. */
-                outside_bad += !(pim_gauge_eval(forms, m, (ts_vec2){1.001 * k[i].x,
+                outside_bad += !(ts_gauge_eval(forms, m, (ts_vec2){1.001 * k[i].x,
                                                                      1.001 * k[i].y}) > 1.0);
             }
             for (int j = 0; j < 50; j++) {
@@ -942,27 +942,27 @@ START_TEST(test_gauge_properties)
                 }
                 double shrink = 0.999 / w_sum;
                 p.x *= shrink, p.y *= shrink;
-                inside_bad += !(pim_gauge_eval(forms, m, p) < 1.0);
+                inside_bad += !(ts_gauge_eval(forms, m, p) < 1.0);
 
                 /* Positive homogeneity, symmetry, and agreement with bisection. */
                 ts_vec2 q = {uniform(rng, -3, 3) * k[0].x + uniform(rng, -3, 3) * k[1].x,
                               uniform(rng, -3, 3) * k[0].y + uniform(rng, -3, 3) * k[1].y};
-                double g = pim_gauge_eval(forms, m, q);
+                double g = ts_gauge_eval(forms, m, q);
                 double t = exp(uniform(rng, -7, 7));
                 worst_scale = fmax(worst_scale,
-                                   fabs(pim_gauge_eval(forms, m, (ts_vec2){t * q.x, t * q.y}) /
+                                   fabs(ts_gauge_eval(forms, m, (ts_vec2){t * q.x, t * q.y}) /
                                             (t * g) - 1.0));
                 worst_sym = fmax(worst_sym,
-                                 fabs(pim_gauge_eval(forms, m, (ts_vec2){-q.x, -q.y}) / g - 1.0));
+                                 fabs(ts_gauge_eval(forms, m, (ts_vec2){-q.x, -q.y}) / g - 1.0));
                 worst_bisect = fmax(worst_bisect, fabs(gauge_by_bisection(k, m, q) / g - 1.0));
             }
         }
         /* K-norm through the context (evaluated in K_I space) equals the
          * gauge of K itself: ||T v||_{TK} = ||v||_K. */
-        ck_assert_int_eq(pim_gauge_prepare(ctx.k, m, forms), 0);
+        ck_assert_int_eq(ts_gauge_prepare(ctx.k, m, forms), 0);
         ts_vec2 d = {uniform(rng, -2e3, 2e3), uniform(rng, -2e3, 2e3)};
         worst_scale = fmax(worst_scale,
-                           fabs(pim_k_norm(&ctx, d) / pim_gauge_eval(forms, m, d) - 1.0));
+                           fabs(ts_pim_k_norm(&ctx, d) / ts_gauge_eval(forms, m, d) - 1.0));
     }
     fprintf(stderr,
             "gauge: vertex |g-1| %.1e, homogeneity %.1e, symmetry %.1e, vs bisection %.1e\n",
@@ -973,22 +973,22 @@ START_TEST(test_gauge_properties)
     ck_assert_double_lt(worst_bisect, 1e-9);
     ck_assert_int_eq(inside_bad, 0);
     ck_assert_int_eq(outside_bad, 0);
-    ck_assert_double_eq(pim_gauge_eval(forms, ctx.k_count, (ts_vec2){0, 0}), 0.0);
-    ck_assert(isnan(pim_gauge_eval(forms, ctx.k_count, (ts_vec2){NAN, 0})));
+    ck_assert_double_eq(ts_gauge_eval(forms, ctx.k_count, (ts_vec2){0, 0}), 0.0);
+    ck_assert(isnan(ts_gauge_eval(forms, ctx.k_count, (ts_vec2){NAN, 0})));
 
     /* Origin on the boundary or outside: no gauge. */
     ts_vec2 corner[4] = {{0, 0}, {1, 0}, {1, 1}, {0, 1}};
-    ck_assert_int_eq(pim_gauge_prepare(corner, 4, forms), -1);
+    ck_assert_int_eq(ts_gauge_prepare(corner, 4, forms), -1);
     ts_vec2 away[3] = {{1, 1}, {2, 1}, {1, 2}};
-    ck_assert_int_eq(pim_gauge_prepare(away, 3, forms), -1);
+    ck_assert_int_eq(ts_gauge_prepare(away, 3, forms), -1);
     /* A non-symmetric polygon around the origin still gets its gauge. */
     ts_vec2 skew[3] = {{-1, -1}, {4, 0}, {0, 2}};
-    ck_assert_int_eq(pim_gauge_prepare(skew, 3, forms), 0);
+    ck_assert_int_eq(ts_gauge_prepare(skew, 3, forms), 0);
     for (int i = 0; i < 3; i++)
-        ck_assert_double_eq_tol(pim_gauge_eval(forms, 3, skew[i]), 1.0, 1e-14);
-    ck_assert_double_eq_tol(pim_gauge_eval(forms, 3, (ts_vec2){2, 1}), 1.0, 1e-14);
+        ck_assert_double_eq_tol(ts_gauge_eval(forms, 3, skew[i]), 1.0, 1e-14);
+    ck_assert_double_eq_tol(ts_gauge_eval(forms, 3, (ts_vec2){2, 1}), 1.0, 1e-14);
 
-    pim_context_free(&ctx);
+    ts_pim_context_free(&ctx);
     ts_rng_free(rng);
 }
 END_TEST

@@ -99,7 +99,7 @@ static double integrate(density_fn f, const void *ctx, ts_vec2 centre, double ha
 }
 
 typedef struct pim_at {
-    const pim_context *ctx;
+    const ts_pim_context *ctx;
     double eps;
     ts_vec2 s;
 } pim_at;
@@ -107,16 +107,16 @@ typedef struct pim_at {
 static double pim_at_density(const void *p, ts_vec2 z)
 {
     const pim_at *a = p;
-    return pim_density(a->ctx, a->eps, z, a->s);
+    return ts_pim_density(a->ctx, a->eps, z, a->s);
 }
 
 START_TEST(test_pim_density_integrates_to_one)
 {
     ts_vec2 centres[DEMO_COUNT];
     demo_centres(centres);
-    pim_context ctx;
-    pim_context_init(&ctx);
-    ck_assert_int_eq(pim_context_build(&ctx, centres, DEMO_COUNT, CELL), 0);
+    ts_pim_context ctx;
+    ts_pim_context_init(&ctx);
+    ck_assert_int_eq(ts_pim_context_build(&ctx, centres, DEMO_COUNT, CELL), 0);
 
     double kx = 0.0, ky = 0.0;
     for (size_t i = 0; i < ctx.k_count; i++)
@@ -124,7 +124,7 @@ START_TEST(test_pim_density_integrates_to_one)
     /* The K-norm's forms in metres: forms of K_I composed with T. */
     double max_form = 0.0;
     ts_vec2 forms[64];
-    ck_assert_int_eq(pim_gauge_prepare(ctx.k, ctx.k_count, forms), 0);
+    ck_assert_int_eq(ts_gauge_prepare(ctx.k, ctx.k_count, forms), 0);
     for (size_t i = 0; i < ctx.k_count; i++)
         max_form = fmax(max_form, hypot(forms[i].x, forms[i].y));
 
@@ -155,12 +155,12 @@ START_TEST(test_pim_density_integrates_to_one)
             ts_vec2 z = {centres[0].x + 97.0 * i, centres[0].y + 61.0 * j};
             ts_vec2 d = {z.x - centres[5].x, z.y - centres[5].y};
             double direct = log(1.5 * 1.5 / (2.0 * ctx.area_k)) -
-                            1.5 * pim_gauge_eval(forms, ctx.k_count, d);
-            worst = fmax(worst, fabs(pim_log_density(&ctx, 1.5, z, centres[5]) - direct));
+                            1.5 * ts_gauge_eval(forms, ctx.k_count, d);
+            worst = fmax(worst, fabs(ts_pim_log_density(&ctx, 1.5, z, centres[5]) - direct));
         }
     ck_assert_double_lt(worst, 1e-10);
     ck_assert_double_eq_tol(ctx.area_k_iso / (ctx.det_transform * ctx.area_k), 1.0, 1e-12);
-    pim_context_free(&ctx);
+    ts_pim_context_free(&ctx);
 }
 END_TEST
 
@@ -172,7 +172,7 @@ typedef struct lm_at {
 static double lm_at_density(const void *p, ts_vec2 z)
 {
     const lm_at *a = p;
-    return lm_delta_density(a->scale, z, a->s);
+    return ts_lm_delta_density(a->scale, z, a->s);
 }
 
 START_TEST(test_lm_density_integrates_to_one)
@@ -180,13 +180,13 @@ START_TEST(test_lm_density_integrates_to_one)
     ts_vec2 centres[DEMO_COUNT];
     demo_centres(centres);
     double dx, dy;
-    ck_assert_int_eq(lm_delta_sensitivity(centres, DEMO_COUNT, CELL, &dx, &dy), 0);
+    ck_assert_int_eq(ts_lm_delta_sensitivity(centres, DEMO_COUNT, CELL, &dx, &dy), 0);
     /* Extents of the squares: 4 cells wide, 4 cells high. */
     ck_assert_double_eq_tol(dx, 4 * CELL, 1e-9);
     ck_assert_double_eq_tol(dy, 4 * CELL, 1e-9);
     const double eps_values[] = {1.0, 0.3};
     for (size_t e = 0; e < 2; e++) {
-        double scale = lm_delta_scale(dx, dy, eps_values[e]);
+        double scale = ts_lm_delta_scale(dx, dy, eps_values[e]);
         ck_assert_double_eq_tol(scale, (dx + dy) / eps_values[e], 1e-9);
         lm_at at = {scale, centres[2]};
         double half = TAIL_EPS_UNITS * scale;
@@ -216,9 +216,9 @@ START_TEST(test_pim_noise_law)
 {
     ts_vec2 centres[DEMO_COUNT];
     demo_centres(centres);
-    pim_context ctx;
-    pim_context_init(&ctx);
-    ck_assert_int_eq(pim_context_build(&ctx, centres, DEMO_COUNT, CELL), 0);
+    ts_pim_context ctx;
+    ts_pim_context_init(&ctx);
+    ck_assert_int_eq(ts_pim_context_build(&ctx, centres, DEMO_COUNT, CELL), 0);
     ts_rng *rng = ts_rng_new_seeded(2001);
     double *norms = malloc(KS_SAMPLES * sizeof *norms);
     double eps = 0.7, sx = 0.0, sy = 0.0, sq = 0.0, sq2 = 0.0;
@@ -226,9 +226,9 @@ START_TEST(test_pim_noise_law)
     int failed = 0;
     for (size_t i = 0; i < KS_SAMPLES; i++) {
         ts_vec2 z;
-        failed += pim_sample(&ctx, x, eps, rng, &z) != 0;
+        failed += ts_pim_sample(&ctx, x, eps, rng, &z) != 0;
         ts_vec2 d = {z.x - x.x, z.y - x.y};
-        norms[i] = pim_k_norm(&ctx, d);
+        norms[i] = ts_pim_k_norm(&ctx, d);
         sx += d.x, sy += d.y;
         double r2 = d.x * d.x + d.y * d.y;
         sq += r2, sq2 += r2 * r2;
@@ -259,7 +259,7 @@ START_TEST(test_pim_noise_law)
     ck_assert_double_lt(fabs(sy / KS_SAMPLES), 5.0 * sd / sqrt((double)KS_SAMPLES));
     free(norms);
     ts_rng_free(rng);
-    pim_context_free(&ctx);
+    ts_pim_context_free(&ctx);
 }
 END_TEST
 
@@ -272,7 +272,7 @@ START_TEST(test_lm_noise_law)
     int failed = 0;
     for (size_t i = 0; i < KS_SAMPLES; i++) {
         ts_vec2 z;
-        failed += lm_delta_sample(x, scale, rng, &z) != 0;
+        failed += ts_lm_delta_sample(x, scale, rng, &z) != 0;
         l1[i] = fabs(z.x - x.x) + fabs(z.y - x.y);
     }
     ck_assert_int_eq(failed, 0);
@@ -377,14 +377,14 @@ static void report(const char *what, const audit_result *r, double bound)
 }
 
 typedef struct pim_mech {
-    const pim_context *ctx;
+    const ts_pim_context *ctx;
     double eps;
 } pim_mech;
 
 static int pim_release(const void *m, ts_vec2 secret, ts_rng *rng, ts_vec2 *z)
 {
     const pim_mech *p = m;
-    return pim_sample(p->ctx, secret, p->eps, rng, z);
+    return ts_pim_sample(p->ctx, secret, p->eps, rng, z);
 }
 
 typedef struct lm_mech {
@@ -393,7 +393,7 @@ typedef struct lm_mech {
 
 static int lm_release(const void *m, ts_vec2 secret, ts_rng *rng, ts_vec2 *z)
 {
-    return lm_delta_sample(secret, ((const lm_mech *)m)->scale, rng, z);
+    return ts_lm_delta_sample(secret, ((const lm_mech *)m)->scale, rng, z);
 }
 
 START_TEST(test_pim_privacy_audit)
@@ -401,13 +401,13 @@ START_TEST(test_pim_privacy_audit)
     static audit_grid g1, g2;
     ts_vec2 centres[DEMO_COUNT];
     demo_centres(centres);
-    pim_context ctx;
-    pim_context_init(&ctx);
-    ck_assert_int_eq(pim_context_build(&ctx, centres, DEMO_COUNT, CELL), 0);
+    ts_pim_context ctx;
+    ts_pim_context_init(&ctx);
+    ck_assert_int_eq(ts_pim_context_build(&ctx, centres, DEMO_COUNT, CELL), 0);
 
     /* The two farthest cells of the set: (0, 0) and (3, 3). */
     ts_vec2 s1 = centres[0], s2 = centres[5];
-    double k_dist = pim_k_norm(&ctx, (ts_vec2){s1.x - s2.x, s1.y - s2.y});
+    double k_dist = ts_pim_k_norm(&ctx, (ts_vec2){s1.x - s2.x, s1.y - s2.y});
     ck_assert_double_le(k_dist, 1.0); /* same delta-set: eps-neighbours */
     ck_assert_double_ge(k_dist, 0.5);
     double eps = 1.25 / k_dist; /* eps ||s1 - s2||_K = 1.25, as in the geoind audit */
@@ -440,10 +440,10 @@ START_TEST(test_pim_privacy_audit)
     /* Under-noised in shape: K built from a subset of the cells that omits
      * s2's cell does not contain s1 - s2 (||s1 - s2||_K > 1 there), so the
      * same audit must catch it too. */
-    pim_context small;
-    pim_context_init(&small);
+    ts_pim_context small;
+    ts_pim_context_init(&small);
     ts_vec2 partial[4] = {centres[0], centres[1], centres[2], centres[3]};
-    ck_assert_int_eq(pim_context_build(&small, partial, 4, CELL), 0);
+    ck_assert_int_eq(ts_pim_context_build(&small, partial, 4, CELL), 0);
     pim_mech shrunk = {&small, eps};
     collect(&a, pim_release, &shrunk, s1, rng, &g1);
     collect(&a, pim_release, &shrunk, s2, rng, &g2);
@@ -451,8 +451,8 @@ START_TEST(test_pim_privacy_audit)
     report("PIM on a set missing the far cell", &rs, bound);
     ck_assert_msg(rs.violations > 0, "PIM with a too small K passed");
 
-    pim_context_free(&small);
-    pim_context_free(&ctx);
+    ts_pim_context_free(&small);
+    ts_pim_context_free(&ctx);
     ts_rng_free(rng);
 }
 END_TEST
@@ -463,10 +463,10 @@ START_TEST(test_lm_privacy_audit)
     ts_vec2 centres[DEMO_COUNT];
     demo_centres(centres);
     double dx, dy;
-    ck_assert_int_eq(lm_delta_sensitivity(centres, DEMO_COUNT, CELL, &dx, &dy), 0);
+    ck_assert_int_eq(ts_lm_delta_sensitivity(centres, DEMO_COUNT, CELL, &dx, &dy), 0);
     ts_vec2 s1 = centres[0], s2 = centres[5];
     double eps = 2.0;
-    double scale = lm_delta_scale(dx, dy, eps);
+    double scale = ts_lm_delta_scale(dx, dy, eps);
     /* Exact worst ratio for these two secrets: the L1 distance / scale. */
     double bound = (fabs(s1.x - s2.x) + fabs(s1.y - s2.y)) / scale;
     ck_assert_double_le(bound, eps);
@@ -497,14 +497,14 @@ END_TEST
 
 /* ------------------------------------------------------ degenerate sets */
 
-static void check_finite_samples(const pim_context *ctx, ts_vec2 x)
+static void check_finite_samples(const ts_pim_context *ctx, ts_vec2 x)
 {
     ts_rng *rng = ts_rng_new_seeded(2005);
     int bad = 0;
     for (int i = 0; i < 10000; i++) {
         ts_vec2 z;
-        bad += pim_sample(ctx, x, 0.5, rng, &z) != 0 || !isfinite(z.x) || !isfinite(z.y);
-        double ld = pim_log_density(ctx, 0.5, z, x);
+        bad += ts_pim_sample(ctx, x, 0.5, rng, &z) != 0 || !isfinite(z.x) || !isfinite(z.y);
+        double ld = ts_pim_log_density(ctx, 0.5, z, x);
         bad += !isfinite(ld);
     }
     ts_rng_free(rng);
@@ -513,13 +513,13 @@ static void check_finite_samples(const pim_context *ctx, ts_vec2 x)
 
 START_TEST(test_degenerate_sets)
 {
-    pim_context ctx;
-    pim_context_init(&ctx);
+    ts_pim_context ctx;
+    ts_pim_context_init(&ctx);
     const double c = CELL;
 
     /* One cell: the hull is the cell's square, K = [-c, c]^2. */
     ts_vec2 one = cell_centre(4, 7);
-    ck_assert_int_eq(pim_context_build(&ctx, &one, 1, c), 0);
+    ck_assert_int_eq(ts_pim_context_build(&ctx, &one, 1, c), 0);
     ck_assert_uint_eq(ctx.hull_count, 4);
     ck_assert_uint_eq(ctx.k_count, 4);
     ck_assert_double_eq_tol(ctx.area_k, 4 * c * c, 1e-6);
@@ -532,12 +532,12 @@ START_TEST(test_degenerate_sets)
 
     /* The same cell several times is still one cell. */
     ts_vec2 same[3] = {one, one, one};
-    ck_assert_int_eq(pim_context_build(&ctx, same, 3, c), 0);
+    ck_assert_int_eq(ts_pim_context_build(&ctx, same, 3, c), 0);
     ck_assert_uint_eq(ctx.k_count, 4);
 
     /* Two adjacent cells: K = [-2c, 2c] x [-c, c]. */
     ts_vec2 two[2] = {cell_centre(0, 0), cell_centre(1, 0)};
-    ck_assert_int_eq(pim_context_build(&ctx, two, 2, c), 0);
+    ck_assert_int_eq(ts_pim_context_build(&ctx, two, 2, c), 0);
     ck_assert_uint_eq(ctx.k_count, 4);
     ck_assert_double_eq_tol(ctx.area_k, 8 * c * c, 1e-6);
     check_finite_samples(&ctx, two[1]);
@@ -547,7 +547,7 @@ START_TEST(test_degenerate_sets)
     ts_vec2 diag[5];
     for (int i = 0; i < 5; i++)
         diag[i] = cell_centre(i, i);
-    ck_assert_int_eq(pim_context_build(&ctx, diag, 5, c), 0);
+    ck_assert_int_eq(ts_pim_context_build(&ctx, diag, 5, c), 0);
     ck_assert_uint_eq(ctx.k_count, 6);
     ck_assert_double_eq_tol(ctx.area_k / (36 * c * c), 1.0, 1e-12);
     check_finite_samples(&ctx, diag[2]);
@@ -556,66 +556,66 @@ START_TEST(test_degenerate_sets)
     ts_vec2 row[10];
     for (int i = 0; i < 10; i++)
         row[i] = cell_centre(i, 3);
-    ck_assert_int_eq(pim_context_build(&ctx, row, 10, c), 0);
+    ck_assert_int_eq(ts_pim_context_build(&ctx, row, 10, c), 0);
     ck_assert_uint_eq(ctx.k_count, 4);
     ck_assert_double_eq_tol(ctx.area_k / (40 * c * c), 1.0, 1e-12);
     check_finite_samples(&ctx, row[9]);
     /* Every pair of cells of the set is within K-distance 1. */
     for (int i = 0; i < 10; i++)
-        ck_assert_double_le(pim_k_norm(&ctx, (ts_vec2){row[i].x - row[0].x, 0.0}), 1.0);
+        ck_assert_double_le(ts_pim_k_norm(&ctx, (ts_vec2){row[i].x - row[0].x, 0.0}), 1.0);
 
     /* LM on one cell: extents c, scale 2c / eps. */
     double dx, dy;
-    ck_assert_int_eq(lm_delta_sensitivity(&one, 1, c, &dx, &dy), 0);
+    ck_assert_int_eq(ts_lm_delta_sensitivity(&one, 1, c, &dx, &dy), 0);
     ck_assert_double_eq(dx, c);
-    ck_assert_double_eq_tol(lm_delta_scale(dx, dy, 2.0), c, 1e-12);
-    pim_context_free(&ctx);
+    ck_assert_double_eq_tol(ts_lm_delta_scale(dx, dy, 2.0), c, 1e-12);
+    ts_pim_context_free(&ctx);
 }
 END_TEST
 
 START_TEST(test_invalid_input_fails_closed)
 {
-    pim_context ctx;
-    pim_context_init(&ctx);
+    ts_pim_context ctx;
+    ts_pim_context_init(&ctx);
     ts_rng *rng = ts_rng_new_seeded(2006);
     ts_vec2 z = {7.0, 7.0}, x = {0.0, 0.0};
 
     /* Not built yet. */
-    ck_assert_int_eq(pim_sample(&ctx, x, 1.0, rng, &z), -1);
-    ck_assert(isnan(pim_log_density(&ctx, 1.0, z, x)));
+    ck_assert_int_eq(ts_pim_sample(&ctx, x, 1.0, rng, &z), -1);
+    ck_assert(isnan(ts_pim_log_density(&ctx, 1.0, z, x)));
 
     ts_vec2 centres[DEMO_COUNT];
     demo_centres(centres);
-    ck_assert_int_eq(pim_context_build(&ctx, centres, 0, CELL), -1);
-    ck_assert_int_eq(pim_context_build(&ctx, centres, DEMO_COUNT, 0.0), -1);
-    ck_assert_int_eq(pim_context_build(&ctx, centres, DEMO_COUNT, NAN), -1);
-    ck_assert_int_eq(pim_context_build(&ctx, centres, DEMO_COUNT, INFINITY), -1);
+    ck_assert_int_eq(ts_pim_context_build(&ctx, centres, 0, CELL), -1);
+    ck_assert_int_eq(ts_pim_context_build(&ctx, centres, DEMO_COUNT, 0.0), -1);
+    ck_assert_int_eq(ts_pim_context_build(&ctx, centres, DEMO_COUNT, NAN), -1);
+    ck_assert_int_eq(ts_pim_context_build(&ctx, centres, DEMO_COUNT, INFINITY), -1);
     ts_vec2 with_nan[2] = {centres[0], {NAN, 0.0}};
-    ck_assert_int_eq(pim_context_build(&ctx, with_nan, 2, CELL), -1);
-    ck_assert_int_eq(pim_sample(&ctx, x, 1.0, rng, &z), -1); /* a failed build is unusable */
+    ck_assert_int_eq(ts_pim_context_build(&ctx, with_nan, 2, CELL), -1);
+    ck_assert_int_eq(ts_pim_sample(&ctx, x, 1.0, rng, &z), -1); /* a failed build is unusable */
 
-    ck_assert_int_eq(pim_context_build(&ctx, centres, DEMO_COUNT, CELL), 0);
-    ck_assert_int_eq(pim_sample(&ctx, x, 0.0, rng, &z), -1);
-    ck_assert_int_eq(pim_sample(&ctx, x, -1.0, rng, &z), -1);
-    ck_assert_int_eq(pim_sample(&ctx, x, NAN, rng, &z), -1);
-    ck_assert_int_eq(pim_sample(&ctx, x, INFINITY, rng, &z), -1);
-    ck_assert_int_eq(pim_sample(&ctx, (ts_vec2){NAN, 0.0}, 1.0, rng, &z), -1);
+    ck_assert_int_eq(ts_pim_context_build(&ctx, centres, DEMO_COUNT, CELL), 0);
+    ck_assert_int_eq(ts_pim_sample(&ctx, x, 0.0, rng, &z), -1);
+    ck_assert_int_eq(ts_pim_sample(&ctx, x, -1.0, rng, &z), -1);
+    ck_assert_int_eq(ts_pim_sample(&ctx, x, NAN, rng, &z), -1);
+    ck_assert_int_eq(ts_pim_sample(&ctx, x, INFINITY, rng, &z), -1);
+    ck_assert_int_eq(ts_pim_sample(&ctx, (ts_vec2){NAN, 0.0}, 1.0, rng, &z), -1);
     ck_assert(z.x == 7.0 && z.y == 7.0); /* untouched on failure */
-    ck_assert(isnan(pim_log_density(&ctx, 0.0, z, x)));
+    ck_assert(isnan(ts_pim_log_density(&ctx, 0.0, z, x)));
 
     double dx, dy;
-    ck_assert_int_eq(lm_delta_sensitivity(centres, 0, CELL, &dx, &dy), -1);
-    ck_assert_int_eq(lm_delta_sensitivity(centres, DEMO_COUNT, -1.0, &dx, &dy), -1);
-    ck_assert_int_eq(lm_delta_sensitivity(with_nan, 2, CELL, &dx, &dy), -1);
-    ck_assert(isnan(lm_delta_scale(1.0, 1.0, 0.0)));
-    ck_assert(isnan(lm_delta_scale(1.0, NAN, 1.0)));
-    ck_assert_int_eq(lm_delta_sample(x, 0.0, rng, &z), -1);
-    ck_assert_int_eq(lm_delta_sample(x, INFINITY, rng, &z), -1);
-    ck_assert(isnan(lm_delta_log_density(-1.0, z, x)));
+    ck_assert_int_eq(ts_lm_delta_sensitivity(centres, 0, CELL, &dx, &dy), -1);
+    ck_assert_int_eq(ts_lm_delta_sensitivity(centres, DEMO_COUNT, -1.0, &dx, &dy), -1);
+    ck_assert_int_eq(ts_lm_delta_sensitivity(with_nan, 2, CELL, &dx, &dy), -1);
+    ck_assert(isnan(ts_lm_delta_scale(1.0, 1.0, 0.0)));
+    ck_assert(isnan(ts_lm_delta_scale(1.0, NAN, 1.0)));
+    ck_assert_int_eq(ts_lm_delta_sample(x, 0.0, rng, &z), -1);
+    ck_assert_int_eq(ts_lm_delta_sample(x, INFINITY, rng, &z), -1);
+    ck_assert(isnan(ts_lm_delta_log_density(-1.0, z, x)));
     ck_assert(z.x == 7.0 && z.y == 7.0);
 
-    pim_context_free(&ctx);
-    pim_context_free(&ctx); /* idempotent */
+    ts_pim_context_free(&ctx);
+    ts_pim_context_free(&ctx); /* idempotent */
     ts_rng_free(rng);
 }
 END_TEST
@@ -626,8 +626,8 @@ END_TEST
 START_TEST(test_context_deterministic_and_reusable)
 {
     ts_rng *rng = ts_rng_new_seeded(2007);
-    pim_context reused, fresh;
-    pim_context_init(&reused);
+    ts_pim_context reused, fresh;
+    ts_pim_context_init(&reused);
     int differ = 0;
     for (int trial = 0; trial < 50; trial++) {
         size_t n = 1 + (size_t)(ts_rng_u64(rng) % 60);
@@ -640,16 +640,16 @@ START_TEST(test_context_deterministic_and_reusable)
             shuffled[i] = centres[n - 1 - i];
         memcpy(shuffled + n, centres, n * sizeof *centres);
 
-        pim_context_init(&fresh);
-        ck_assert_int_eq(pim_context_build(&fresh, centres, n, CELL), 0);
-        ck_assert_int_eq(pim_context_build(&reused, shuffled, 2 * n, CELL), 0);
+        ts_pim_context_init(&fresh);
+        ck_assert_int_eq(ts_pim_context_build(&fresh, centres, n, CELL), 0);
+        ck_assert_int_eq(ts_pim_context_build(&reused, shuffled, 2 * n, CELL), 0);
         differ += fresh.k_count != reused.k_count || fresh.hull_count != reused.hull_count ||
                   memcmp(fresh.k, reused.k, fresh.k_count * sizeof *fresh.k) != 0 ||
                   memcmp(fresh.k_iso, reused.k_iso, fresh.k_count * sizeof *fresh.k) != 0 ||
                   memcmp(&fresh.transform, &reused.transform, sizeof fresh.transform) != 0;
-        pim_context_free(&fresh);
+        ts_pim_context_free(&fresh);
     }
-    pim_context_free(&reused);
+    ts_pim_context_free(&reused);
     ts_rng_free(rng);
     ck_assert_int_eq(differ, 0);
 }
@@ -663,23 +663,23 @@ START_TEST(test_cost_report)
     ts_vec2 centres[400];
     for (int i = 0; i < 400; i++)
         centres[i] = cell_centre((int)(ts_rng_u64(rng) % 40), (int)(ts_rng_u64(rng) % 40));
-    pim_context ctx;
-    pim_context_init(&ctx);
+    ts_pim_context ctx;
+    ts_pim_context_init(&ctx);
     const int builds = 2000, samples = 200000;
     double t0 = now_s();
     int failed = 0;
     for (int i = 0; i < builds; i++)
-        failed += pim_context_build(&ctx, centres, 100, CELL) != 0;
+        failed += ts_pim_context_build(&ctx, centres, 100, CELL) != 0;
     double t1 = now_s();
     ts_vec2 z = {0, 0}, acc = {0, 0};
     for (int i = 0; i < samples; i++) {
-        pim_sample(&ctx, centres[0], 1.0, rng, &z);
+        ts_pim_sample(&ctx, centres[0], 1.0, rng, &z);
         acc.x += z.x;
     }
     double t2 = now_s();
     double dens = 0.0;
     for (int i = 0; i < samples; i++)
-        dens += pim_log_density(&ctx, 1.0, z, centres[i % 100]);
+        dens += ts_pim_log_density(&ctx, 1.0, z, centres[i % 100]);
     double t3 = now_s();
     fprintf(stderr,
             "cost: build (100 cells, K with %zu vertices) %.2f us, sample %.3f us, "
@@ -690,7 +690,7 @@ START_TEST(test_cost_report)
     ck_assert(isfinite(acc.x) && isfinite(dens));
     ck_assert_double_lt((t1 - t0) / builds, 1e-3);
     ck_assert_double_lt((t2 - t1) / samples, 1e-4);
-    pim_context_free(&ctx);
+    ts_pim_context_free(&ctx);
     ts_rng_free(rng);
 }
 END_TEST

@@ -782,6 +782,11 @@ TS_TEST(test_profile_validation)
     param_double(&t, "radius_m", 1e300);
     param_double(&t, "level", 1e-300);
     expect_profile_error(&t, "radius_m");
+    /* A usable budget, a rate that makes its share underflow: blamed on
+     * rate, not on radius_m (issue 25, item 14). */
+    memset(&t, 0, sizeof t);
+    param_double(&t, "rate", 1e-310);
+    expect_profile_error(&t, "rate");
 }
 END_TEST
 

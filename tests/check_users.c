@@ -112,6 +112,57 @@ TS_TEST(test_state_bytes_follow_resizes)
 }
 END_TEST
 
+/* Issue 25, item 10: a block is held up to its last non-zero byte, so a
+ * belief of a few cells costs those cells, not the belief's capacity; the
+ * block reads back whole. */
+TS_TEST(test_state_held_up_to_its_last_non_zero_byte)
+{
+    ts_user_table *table = ts_users_new(10, hash_key);
+    ts_user *a = ts_users_insert(table, "a", 1);
+    unsigned char block[4096] = { 0 }, back[4096];
+    memset(block, 0x5a, 100);
+    block[130] = 1;
+    ck_assert_int_eq(ts_users_set_state(table, a, block, sizeof block,
+                                        sizeof block), 0);
+    ck_assert_uint_eq(a->state_size, 4096);
+    ck_assert_uint_eq(a->state_kept, 131);
+    ck_assert_uint_eq(ts_users_state_bytes(table), 4096);
+    ck_assert_uint_eq(ts_users_state_held_bytes(table), 192);
+    memset(back, 0xff, sizeof back);
+    ts_users_get_state(a, back);
+    ck_assert_int_eq(memcmp(back, block, sizeof block), 0);
+
+    /* Fewer cells: held less; a stored prefix shorter than the block. */
+    block[130] = 0;
+    ck_assert_int_eq(ts_users_set_state(table, a, block, 64, sizeof block),
+                     0);
+    ck_assert_uint_eq(a->state_kept, 64);
+    ck_assert_uint_eq(ts_users_state_held_bytes(table), 64);
+    ts_users_get_state(a, back);
+    ck_assert_int_eq(back[63], 0x5a);
+    ck_assert_int_eq(back[64], 0);
+    ck_assert_int_eq(back[4095], 0);
+
+    /* All zero holds nothing; resizing and removing give it all back. */
+    memset(block, 0, sizeof block);
+    ck_assert_int_eq(ts_users_set_state(table, a, block, sizeof block,
+                                        sizeof block), 0);
+    ck_assert_ptr_null(a->state);
+    ck_assert_uint_eq(ts_users_state_held_bytes(table), 0);
+    block[0] = 1;
+    ck_assert_int_eq(ts_users_set_state(table, a, block, sizeof block,
+                                        sizeof block), 0);
+    ck_assert_int_eq(ts_users_resize_state(table, a, 32), 0);
+    ck_assert_uint_eq(ts_users_state_held_bytes(table), 64);
+    ck_assert_uint_eq(ts_users_state_bytes(table), 32);
+    ck_assert_int_eq(ts_users_set_state(table, a, block, 32, 32), 0);
+    ts_users_remove(table, a);
+    ck_assert_uint_eq(ts_users_state_held_bytes(table), 0);
+    ck_assert_uint_eq(ts_users_state_bytes(table), 0);
+    ts_users_free(table);
+}
+END_TEST
+
 /* A pipeline with the real geoind profile (stateless) and, when
  * `with_big`, a second profile whose users carry a 4 KiB state, like a
  * delta-location-set profile with a model configured. */
@@ -179,6 +230,10 @@ TS_TEST(test_geoind_state_independent_of_other_profiles)
     feed_users(beside_big, 10, "big");
     ck_assert_uint_eq(ts_pipeline_state_bytes(beside_big),
                       ts_pipeline_state_bytes(alone) + 10 * 4096);
+    /* Of their 4 KiB, the fake mechanism writes a counter: that is what
+     * memory holds (one 64-byte step each). */
+    ck_assert_uint_eq(ts_pipeline_state_held_bytes(beside_big),
+                      ts_pipeline_state_held_bytes(alone) + 10 * 64);
     ts_pipeline_free(alone);
     ts_pipeline_free(beside_big);
     ts_rng_free(rng);

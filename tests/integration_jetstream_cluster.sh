@@ -64,17 +64,11 @@ else
     fail "takeover took $takeover_ms ms (lease_ttl $((TTL * 1000)) + $BOUND_MS)"
 fi
 
-kill -KILL "${NATS_PIDS[2]}"
-wait "${NATS_PIDS[2]}" 2>/dev/null
-forget_pid "${NATS_PIDS[2]}"
+kill_nats 2
 note "killed nats-server node n2 at $(now_ms)"
 
-if wait_for_pid "$REPLAY_PID" 120; then
-    check_eq "replay exits 0 (it resends what a failover left unanswered)" 0 "$waited_status"
-else
-    fail "replay did not finish"
-fi
-show_file "$TMPD/replay.log" 3
+wait_replay "$REPLAY_PID" 120 \
+    "replay exits 0 (it resends what a failover left unanswered)"
 if wait_distinct_outputs $POINTS 240; then pass "TRACESAN_OUT holds $POINTS outputs"
 else fail "outputs missing"; show_file "$B_LOG" 30; fi
 code=$(curl -s -o /dev/null -w '%{http_code}' "http://$B_HTTP/healthz")

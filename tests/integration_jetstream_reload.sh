@@ -33,11 +33,11 @@ replay() {
     "$TRACESAN" replay --jetstream "$NATS_URL" --partitions 16 "$1" \
         2>>"$TMPD/replay.log" || fatal "replay of $1 failed"
 }
-# eps_of FROM_LINE: the distinct eps of the outputs from that line of the
-# output stream's CSV on (one value expected).
+# eps_of FROM: the distinct eps of the outputs from the FROMth on (one
+# value expected).
 eps_of() {
     "$TRACESAN" jetstream --server "$NATS_URL" outputs |
-        tail -n +"$1" | awk -F, '$3 == "sanitized" { print $6 }' | sort -u
+        tail -n +"$(($1 + 1))" | awk -F, '$3 == "sanitized" { print $8 }' | sort -u
 }
 
 replay "$TMPD/before.csv"
@@ -86,7 +86,7 @@ fi
 # Same window: the spend goes on from where it was (3 points at eps, then
 # 3 at eps/2), so the last spent of a user is 4.5 eps.
 read_streams
-spent=$(awk -F, '$3 == "sanitized" && $4 == "u1" { s = $7 } END { print s }' "$TMPD/outputs.csv")
+spent=$(awk -F, '$3 == "sanitized" && $4 == "u1" { s = $9 } END { print s }' "$TMPD/outputs.csv")
 if awk -v s="$spent" -v e="$before" 'BEGIN { r = s / e; exit !(r > 4.5 - 1e-6 && r < 4.5 + 1e-6) }'; then
     pass "the user's window goes on: spent 4.5 x the old eps after 6 points"
 else

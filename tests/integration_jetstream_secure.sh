@@ -130,8 +130,8 @@ check "/metrics: tracesand_jetstream_connected 1" \
 DAEMON_PID=$S_PID DAEMON_LOG=$S_LOG stop_daemon secure
 
 read_streams
-check_eq "tracesan jetstream outputs (with the options) prints one line per input" \
-    $POINTS "$(wc -l <"$TMPD/outputs.csv")"
+check_eq "tracesan jetstream outputs (with the options) prints a header and one line per input" \
+    $((POINTS + 1)) "$(wc -l <"$TMPD/outputs.csv")"
 stream_checks "$S_LOG"
 
 # Input waiting for the next instance: refused instances must not touch it.

@@ -4,7 +4,8 @@
 # --format jsonl` into the real daemon, and `tracesan tail --format jsonl`
 # brings out exactly what `tail --format csv` sees of the same run, field
 # for field; the outcomes match a plain CSV replay of the sample. Bad lines
-# are skipped and reported by line number without their coordinates; a
+# are skipped and reported by line number without their coordinates (a
+# byte order mark is taken off the first line, reported on another); a
 # trickle from a pipe is forwarded without waiting for a full batch;
 # gzip input is read; density estimates come out as JSON lines too.
 . "${top_srcdir:-$(dirname "$0")/..}/tests/lib.sh"
@@ -57,6 +58,7 @@ bad = [
     (f'{{"{lat}":{lon}}}', "unknown field (its name, not an identifier, is not shown)"),
     (head + f'"lat":1e999,"lon":{lon}}}', "lat: number out of range"),
     (head + '"lat":' + lat + ',"lon":' + lon + ',"profile":"' + "x" * (17 << 20) + '"}', "line longer than 16777216 bytes"),
+    ("\ufeff" + head + f'"lat":{lat},"lon":{lon}}}', "the line starts with a byte order mark (U+FEFF), which only the first line may have"),
 ]
 out, expected, n = [], [], 0
 def emit(text):
@@ -70,8 +72,10 @@ for i, line in enumerate(lines):
         for text, error in bad[:4] if i == 4 else bad[4:8] if i == 800 else bad[8:]:
             emit(text)
             expected.append(f"tracesan: line {n}: skipped: {error}")
+# A byte order mark opens the file, as some editors write it: the first
+# line is still read.
 with open(bad_path, "w") as f:
-    f.write("\n".join(out) + "\n")
+    f.write("\ufeff" + "\n".join(out) + "\n")
 with open(expected_path, "w") as f:
     f.write("\n".join(expected) + "\n")
 EOF
@@ -329,5 +333,63 @@ wait_for_pid "$PRODUCER_PID" 10
 check_eq "pipe: replay sent both updates in two messages" \
     "replay: sent 2 updates in 2 messages" "$(grep '^replay: sent' "$TMPD/trickle.err")"
 stop_daemon stream
+
+# --- run 4: an update too large for a message is refused alone -------------
+# (issue 25, item 9.) Three files of 101 lines, users a*, b*, c*: line 51
+# of the first has a 1.2 MB user id, of the second 3 MB (past the frame
+# cap, where ZeroMQ drops the connection), of the third 300 KB (small
+# enough for a message; the daemon refuses that update alone as
+# invalid_user_id). Before the fix the first sank the 99 updates of its
+# batch (one `oversized` rejection) and the second vanished while replay
+# exited 0 "sent 101 updates".
+make_big_id_lines() {
+    "$PY" - "$1" "$2" "$3" <<'EOF'
+import json, sys
+path, prefix, id_bytes = sys.argv[1], sys.argv[2], int(sys.argv[3])
+with open(path, "w") as f:
+    for i in range(101):
+        user = prefix * id_bytes if i == 50 else "%s%d" % (prefix, i)
+        f.write(json.dumps({"user_id": user, "timestamp_ms": 1700000000000 + i,
+                            "lat": 40.7, "lon": -74.0}) + "\n")
+EOF
+}
+make_big_id_lines "$TMPD/big_a.jsonl" a 1200000
+make_big_id_lines "$TMPD/big_b.jsonl" b 3000000
+make_big_id_lines "$TMPD/big_c.jsonl" c 300000
+start_daemon oversized
+start_tail oversized 301
+for f in a b; do
+    "$TRACESAN" replay --connect "$INPUT_EP" --format jsonl "$TMPD/big_$f.jsonl" \
+        2>"$TMPD/big_$f.err" </dev/null
+    check_eq "oversized $f: replay exits 2 (sent the rest, refused one)" 2 "$?"
+    check "oversized $f: line 51 named as not sent, with the limit" \
+        grep -q '^tracesan: line 51: not sent: the update takes [0-9]* bytes, more than a message may (input.max_message_bytes = 1048576)$' \
+        "$TMPD/big_$f.err"
+    check_eq "oversized $f: the 100 others sent" \
+        "replay: sent 100 updates in 1 messages" "$(grep '^replay: sent' "$TMPD/big_$f.err")"
+    check_eq "oversized $f: the refusal counted" \
+        "replay: refused 1 updates larger than input.max_message_bytes (1048576 bytes)" \
+        "$(grep '^replay: refused' "$TMPD/big_$f.err")"
+done
+"$TRACESAN" replay --connect "$INPUT_EP" --format jsonl "$TMPD/big_c.jsonl" \
+    2>"$TMPD/big_c.err" </dev/null
+check_eq "a 300 KB id fits a message: replay exits 0" 0 "$?"
+# A batch the daemon would refuse whole is refused before anything is
+# sent, and a number out of an option's range says the range.
+"$TRACESAN" replay --connect "$INPUT_EP" --batch 20000 "$TMPD/big_c.jsonl" \
+    2>"$TMPD/big_batch.err" </dev/null
+check_eq "replay --batch above input.max_batch_updates exits 1" 1 "$?"
+check "... naming the limit" grep -q \
+    'batch 20000 is more than the daemon takes in one message (input.max_batch_updates = 10000' \
+    "$TMPD/big_batch.err"
+"$TRACESAN" replay --connect "$INPUT_EP" --batch 200000000 "$TMPD/big_c.jsonl" \
+    2>"$TMPD/big_batch.err" </dev/null
+check "replay --batch out of its range says the range" grep -q \
+    -- '--batch needs an integer from 1 to 100000000' "$TMPD/big_batch.err"
+wait_tail oversized 60
+stop_daemon oversized
+check_eq "every other update of the three files sanitized" 300 "$(data_rows "$TAIL_OUT")"
+check_eq "the daemon refused the 300 KB id alone, as invalid_user_id" \
+    "invalid_user_id" "$(awk -F, 'NR > 1 { print $3 }' "$TAIL_REJ")"
 
 finish

@@ -10,7 +10,8 @@
 # the default outside_region = "surrogate": those points are released). Then the shipped `pim` and
 # `lm-delta` profiles (disabled: model = "") enabled by
 # -o profiles.NAME.model=PATH keep every user's belief across idle-user
-# expiry and a SIGHUP reload. Also: a missing model file is a config error.
+# expiry and a SIGHUP reload, and the daemon goes on when its model file is
+# truncated in place. Also: a missing model file is a config error.
 . "${top_srcdir:-$(dirname "$0")/..}/tests/lib.sh"
 
 not_grep() { ! grep -q "$@"; }
@@ -257,6 +258,31 @@ check_eq "reload: ledgers kept across SIGHUP" 30 \
     "$(count_rows "(\$1 ~ /^o/ && \$2 == 11 && \$4 == 11) || (\$1 ~ /^c/ && \$2 == 11 && \$4 == 3)")"
 
 FEED=$MAIN_FEED
+
+# --- a model file truncated in place (issue 25, item 12) ------------------
+# The daemon reads the model into memory of its own when it loads it: a
+# file truncated (or rewritten) in place under it changes nothing until
+# the next load. Before, the file was mapped, and the next pim update
+# after `truncate` touched a page past the new end and raised SIGBUS.
+TRUNC_MODEL=$TMPD/truncated.model
+cp "$MODEL" "$TRUNC_MODEL"
+head -n 401 "$MAIN_FEED" >"$TMPD/first.csv"
+{ head -n 1 "$MAIN_FEED"; tail -n +402 "$MAIN_FEED" | head -n 400; } >"$TMPD/second.csv"
+start_daemon truncated -o profiles.pim.mechanism=pim \
+    -o "profiles.pim.model=\"$TRUNC_MODEL\"" -o profiles.pim.points_per_window=1000 \
+    -o profiles.lmd.mechanism=lm-delta -o "profiles.lmd.model=\"$TRUNC_MODEL\"" \
+    -o profiles.lmd.points_per_window=1000
+start_tail truncated 800
+replay "$TMPD/first.csv"
+outputs_at_least 400 30 || fail "truncated: the first 400 outputs did not arrive"
+truncate -s 0 "$TRUNC_MODEL"
+replay "$TMPD/second.csv"
+wait_tail truncated 60
+check "truncated: the daemon still serves after its model file was truncated" \
+    is_running "$DAEMON_PID"
+stop_daemon truncated
+check_eq "truncated: every update after the truncation sanitized" 800 \
+    "$(data_rows "$TAIL_OUT")"
 
 # --- the CLI -------------------------------------------------------------------
 for run in a b; do

@@ -9,6 +9,7 @@ stderr, with the wall-clock ms it was killed when it was. Prints one TAP-ish
 line per check ("ok"/"not ok") and exits 1 when any failed.
 """
 import collections
+import csv
 import re
 import sys
 
@@ -41,21 +42,25 @@ def main():
     windows = collections.defaultdict(float)    # (user, start) -> sum eps
     budgets = {}
     last_window = {}
-    with open(outputs_path) as f:
-        for line in f:
-            seq, msg_id, kind, user, ts, eps, spent, remaining, extra = \
-                line.rstrip("\n").split(",")
+    backwards = collections.Counter()
+    with open(outputs_path, newline="") as f:
+        for row in csv.DictReader(f):
+            msg_id, kind, user = row["msg_id"], row["kind"], row["user"]
             if msg_id in seen_ids:
                 duplicates += 1
                 continue
             seen_ids.add(msg_id)
-            got[(user, int(ts))] += 1
+            got[(user, int(row["ts_ms"]))] += 1
             if kind == "sanitized":
-                start = int(extra)
-                windows[(user, start)] += float(eps)
-                budgets[(user, start)] = max(budgets.get((user, start), 0.0),
-                                             float(spent) + float(remaining))
+                start = int(row["window_start_ms"])
+                windows[(user, start)] += float(row["eps_point"])
+                budgets[(user, start)] = max(
+                    budgets.get((user, start), 0.0),
+                    float(row["eps_spent_window"]) +
+                    float(row["eps_remaining"]))
                 last_window[user] = max(last_window.get(user, start), start)
+            elif row["reason"] == "time_went_backwards":
+                backwards[user] += 1
     print("# inputs %d, outputs %d distinct (%d duplicate ids dropped)"
           % (sum(want.values()), len(seen_ids), duplicates))
     missing = want - got
@@ -64,12 +69,20 @@ def main():
            "every input has exactly one output (%d missing, %d extra)"
            % (sum(missing.values()), sum(extra.values())))
 
+    # The trace is in time order per user: a user's update arriving after
+    # a later one means the producer or the daemon reordered a partition.
+    report(not backwards, "no update rejected as time_went_backwards "
+           "(%d updates of %d users%s)" % (
+               sum(backwards.values()), len(backwards),
+               (": " + ",".join(sorted(backwards)[:5])) if backwards else ""))
+
     over = [k for k, v in windows.items() if v > budgets[k] + EPS]
     report(not over, "no window over budget (%d windows, %d over)"
            % (len(windows), len(over)))
 
     ledger = {}
     with open(ledger_path) as f:
+        next(f)
         for line in f:
             user, part, profile, start, length, spent = \
                 line.rstrip("\n").split(",")
@@ -97,6 +110,7 @@ def main():
     owners = {}
     bad_owner = 0
     with open(changelog_path) as f:
+        next(f)
         for line in f:
             seq, part, kind, owner, epoch, last = line.rstrip("\n").split(",")
             epochs[part].append(int(epoch))

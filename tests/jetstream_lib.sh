@@ -80,6 +80,25 @@ CONF
     done
 }
 
+# kill_nats INDEX: SIGKILL nats-server node INDEX and reap it.
+kill_nats() {
+    local pid=${NATS_PIDS[$1]}
+    kill -KILL "$pid"
+    wait "$pid" 2>/dev/null
+    forget_pid "$pid"
+}
+
+# wait_replay PID SECONDS CHECK: the background replay PID (stderr in
+# $TMPD/replay.log) exits 0 within SECONDS, as the check named CHECK.
+wait_replay() {
+    if wait_for_pid "$1" "$2"; then
+        check_eq "$3" 0 "$waited_status"
+    else
+        fail "replay did not finish"
+    fi
+    show_file "$TMPD/replay.log" 5
+}
+
 # start_instance NAME [-o ...]: tracesand in the JetStream mode. Sets
 # INSTANCE_PID, INSTANCE_LOG, INSTANCE_HTTP.
 start_instance() {
@@ -138,7 +157,7 @@ wait_distinct_outputs() {
         if [ "${have:-0}" -ge "$want" ]; then
             have=$("$TRACESAN" jetstream --server "$NATS_URL" \
                        "${NATS_CLI_OPTS[@]}" outputs 2>/dev/null |
-                       cut -d, -f2 | sort -u | wc -l)
+                       tail -n +2 | cut -d, -f2 | sort -u | wc -l)
             [ "$have" -ge "$want" ] && return 0
         fi
         sleep 2

@@ -7,7 +7,6 @@
  * Both take --creds, --nkey-seed/--nkey-public, --tls-ca and
  * --tls-cert/--tls-key (the daemon's nats.* connection keys).
  * Every call blocks; this is a command-line tool. */
-#include <getopt.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -21,45 +20,50 @@
 #include "state/store.h"
 #include "tools/commands.h"
 #include "tools/csv.h"
+#include "tools/js_producer.h"
 
 #define ERR_MAX 512
-#define DEFAULT_SERVERS "nats://127.0.0.1:4222"
+/* Exit status of a replay that sent everything but updates too large for
+ * any message (as tools/cmd_replay.c). */
+#define EXIT_REFUSED 2
+#define MAX_SKIP_WARNINGS 100
+/* Room for the message id header within the server's max_payload. */
+#define HEADER_ROOM 256
+/* nats.partitions' upper bound. */
+#define MAX_PARTITIONS 4096
 
-static void nats_defaults(struct ts_nats_settings *nats, const char *servers,
-                          long partitions, long replicas)
-{
-    static ts_settings defaults;
-    ts_settings_defaults(&defaults);
-    *nats = defaults.nats;
-    nats->servers = servers;
-    if (partitions > 0)
-        nats->partitions = (size_t)partitions;
-    if (replicas > 0)
-        nats->replicas = (size_t)replicas;
-}
+/* The nats.* options of both commands. NULL/0: not given, the daemon's
+ * configuration (--config/-o) or the defaults decide. */
+typedef struct nats_options {
+    const char *servers;
+    uint64_t partitions;
+    uint64_t replicas;
+    int partitions_given;
+    int replicas_given;
+    const char *creds;
+    const char *nkey_seed;
+    const char *nkey_public;
+    const char *tls_ca;
+    const char *tls_cert;
+    const char *tls_key;
+} nats_options;
 
-/* Authentication and TLS, shared by both commands: the options fill the
- * daemon's nats.creds_file, nats.nkey_seed_file, nats.nkey_public,
- * nats.tls_ca_file, nats.tls_cert_file and nats.tls_key_file. */
-enum {
-    OPT_CREDS = 1000,
-    OPT_NKEY_SEED,
-    OPT_NKEY_PUBLIC,
-    OPT_TLS_CA,
-    OPT_TLS_CERT,
-    OPT_TLS_KEY,
-};
-
-#define SECURITY_LONG_OPTIONS                                          \
-    { "creds", required_argument, NULL, OPT_CREDS },                   \
-    { "nkey-seed", required_argument, NULL, OPT_NKEY_SEED },           \
-    { "nkey-public", required_argument, NULL, OPT_NKEY_PUBLIC },       \
-    { "tls-ca", required_argument, NULL, OPT_TLS_CA },                 \
-    { "tls-cert", required_argument, NULL, OPT_TLS_CERT },             \
-    { "tls-key", required_argument, NULL, OPT_TLS_KEY }
+#define NATS_SECURITY_OPTIONS(o)                                          \
+    { "creds", 0, TS_ARG_STRING, .dest = &(o).creds },                    \
+    { "nkey-seed", 0, TS_ARG_STRING, .dest = &(o).nkey_seed },            \
+    { "nkey-public", 0, TS_ARG_STRING, .dest = &(o).nkey_public },        \
+    { "tls-ca", 0, TS_ARG_STRING, .dest = &(o).tls_ca },                  \
+    { "tls-cert", 0, TS_ARG_STRING, .dest = &(o).tls_cert },              \
+    { "tls-key", 0, TS_ARG_STRING, .dest = &(o).tls_key }
 
 #define SECURITY_USAGE                                                  \
-    "connection (as the daemon's nats.* keys, docs/scale-out.md):\n"    \
+    "connection (as the daemon's nats.* keys, docs/scale-out.md; each\n" \
+    "option replaces the key of --config/-o):\n"                        \
+    "  -c, --config FILE    the daemons' configuration: nats.servers,\n" \
+    "                       nats.partitions, nats.replicas and the keys\n" \
+    "                       below come from it\n"                       \
+    "  -o, --override PATH=VALUE\n"                                     \
+    "                       override its settings; repeatable\n"        \
     "  --creds FILE         credentials file (user JWT and NKey seed)\n" \
     "  --nkey-seed FILE     NKey seed file, with --nkey-public KEY "     \
     "(U...)\n"                                                          \
@@ -68,293 +72,323 @@ enum {
     "  --tls-cert FILE      client certificate chain, with --tls-key "   \
     "FILE\n"
 
-typedef struct security_opts {
-    const char *creds;
-    const char *nkey_seed;
-    const char *nkey_public;
-    const char *tls_ca;
-    const char *tls_cert;
-    const char *tls_key;
-} security_opts;
-
-/* 1 when c is one of SECURITY_LONG_OPTIONS (arg stored), else 0. */
-static int security_option(security_opts *sec, int c, const char *arg)
+/* The daemon's nats.* settings as --config/-o give them (the defaults
+ * without), with the command line's options over them; the input limits
+ * of the same configuration. *config keeps the strings alive (NULL
+ * without --config/-o). -1 (reported) on an error. */
+static int nats_settings(const ts_tool_common *common,
+                         const nats_options *o, const char *command,
+                         struct ts_nats_settings *nats,
+                         ts_tool_input_limits *limits, ts_config **config)
 {
-    switch (c) {
-    case OPT_CREDS: sec->creds = arg; return 1;
-    case OPT_NKEY_SEED: sec->nkey_seed = arg; return 1;
-    case OPT_NKEY_PUBLIC: sec->nkey_public = arg; return 1;
-    case OPT_TLS_CA: sec->tls_ca = arg; return 1;
-    case OPT_TLS_CERT: sec->tls_cert = arg; return 1;
-    case OPT_TLS_KEY: sec->tls_key = arg; return 1;
-    default: return 0;
+    *config = NULL;
+    ts_settings defaults;
+    const ts_settings *settings = &defaults;
+    ts_settings_defaults(&defaults);
+    if (common->config_path != NULL || common->n_overrides > 0) {
+        char err[ERR_MAX];
+        *config = ts_config_load(common->config_path, common->overrides,
+                                 common->n_overrides, err, sizeof err);
+        if (*config == NULL) {
+            fprintf(stderr, TS_TOOL_NAME " %s: %s\n", command, err);
+            return -1;
+        }
+        settings = ts_config_settings(*config);
     }
-}
-
-/* Checks the combination and copies it into nats; -1 (message printed)
- * when the options do not go together. */
-static int security_apply(struct ts_nats_settings *nats,
-                          const security_opts *sec, const char *command)
-{
+    *nats = settings->nats;
+    limits->max_message_bytes = settings->max_message_bytes;
+    limits->max_batch_updates = settings->max_batch_updates;
+    if (o->servers != NULL)
+        nats->servers = o->servers;
+    if (o->partitions_given)
+        nats->partitions = (size_t)o->partitions;
+    if (o->replicas_given)
+        nats->replicas = (size_t)o->replicas;
+    const char *const given[] = { o->creds, o->nkey_seed, o->nkey_public,
+                                  o->tls_ca, o->tls_cert, o->tls_key };
+    const char **keys[] = { &nats->creds_file, &nats->nkey_seed_file,
+                            &nats->nkey_public, &nats->tls_ca_file,
+                            &nats->tls_cert_file, &nats->tls_key_file };
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
+        if (given[i] != NULL)
+            *keys[i] = given[i];
     const char *problem = NULL;
-    if (sec->creds != NULL && sec->nkey_seed != NULL)
+    if (nats->creds_file != NULL && nats->nkey_seed_file != NULL)
         problem = "--creds and --nkey-seed are exclusive";
-    else if ((sec->nkey_seed != NULL) != (sec->nkey_public != NULL))
+    else if ((nats->nkey_seed_file != NULL) != (nats->nkey_public != NULL))
         problem = "--nkey-seed and --nkey-public go together";
-    else if ((sec->tls_cert != NULL) != (sec->tls_key != NULL))
+    else if ((nats->tls_cert_file != NULL) != (nats->tls_key_file != NULL))
         problem = "--tls-cert and --tls-key go together";
     if (problem != NULL) {
         fprintf(stderr, TS_TOOL_NAME " %s: %s\n", command, problem);
+        ts_config_free(*config);
+        *config = NULL;
         return -1;
     }
-    nats->creds_file = sec->creds;
-    nats->nkey_seed_file = sec->nkey_seed;
-    nats->nkey_public = sec->nkey_public;
-    nats->tls_ca_file = sec->tls_ca;
-    nats->tls_cert_file = sec->tls_cert;
-    nats->tls_key_file = sec->tls_key;
     return 0;
 }
 
 /* ------------------------------------------------------------- replay */
 
-typedef struct pending_batch {
-    ts_input *inputs;
-    char **users;                /* owned copies: the CSV row is reused */
-    char **profiles;
-    size_t n;
-} pending_batch;
-
-static void batch_clear(pending_batch *b)
+void ts_replay_jetstream_usage(FILE *out)
 {
-    for (size_t i = 0; i < b->n; i++) {
-        free(b->users[i]);
-        free(b->profiles[i]);
-    }
-    b->n = 0;
+    fputs(
+        "JetStream mode (docs/scale-out.md):\n"
+        "  " TS_TOOL_NAME " replay --jetstream URLS [--partitions P] "
+        "[--replicas R] [--batch N]\n"
+        "                 [--rate N] [--profile NAME] [connection options] "
+        "IN.csv\n"
+        "Publishes the rows of a CSV trace to the JetStream stream "
+        "TRACESAN_IN,\n"
+        "user u on subject tracesan.in.<p>, p = FNV-1a(u) mod P. Each "
+        "partition's\n"
+        "messages are stored in file order, also across a server's failure: "
+        "a\n"
+        "partition has one message unacknowledged at a time, and a refused "
+        "or\n"
+        "unanswered one is published again before the next.\n"
+        "  -J, --jetstream URLS  the NATS servers (default: nats.servers)\n"
+        "  -P, --partitions P    partitions, as the daemons' "
+        "nats.partitions\n"
+        "                        (default: from --config/-o, else 16)\n"
+        "  -R, --replicas R      replicas of the streams when this command "
+        "has\n"
+        "                        to create them, as the daemons' "
+        "nats.replicas\n"
+        "                        (default: from --config/-o). Without "
+        "either,\n"
+        "                        streams that do not exist yet are not "
+        "created:\n"
+        "                        start a tracesand first, or say R.\n"
+        "  -b, --batch N         updates per message (default 100)\n"
+        "  -r, --rate N          send at most N points per second\n"
+        "  -p, --profile NAME    profile for rows without one\n"
+        SECURITY_USAGE
+        "Exit status 0 once every message is stored, 2 when updates too "
+        "large for\n"
+        "a message were left out, 1 on an error.\n",
+        out);
 }
 
-/* Messages JetStream refused (no stream leader during a failover, ...)
- * are sent again from libnats' callback, as its documentation shows; the
- * message ids make a copy that did get stored a duplicate the stream
- * drops. */
-#define RESEND_LIMIT 100000
-static volatile long resends;
-
-static void resend_refused(jsCtx *js, jsPubAckErr *pae, void *closure)
+static void replay_jetstream_usage(FILE *out)
 {
-    (void)closure;
-    if (resends++ > RESEND_LIMIT)
-        return;
-    usleep(100000);
-    js_PublishMsgAsync(js, &pae->Msg, NULL);
+    fputs("usage: " TS_TOOL_NAME " replay --jetstream URLS [options] "
+          "IN.csv\n\n", out);
+    ts_replay_jetstream_usage(out);
 }
 
-static int send_batch(ts_js_conn *conn, uint32_t p, pending_batch *b,
-                      ts_buf *payload, uint64_t *messages, const char *run)
+/* Creates the streams when absent. Without the daemons' replica count
+ * (--replicas, or --config/-o) a missing TRACESAN_IN is an error: a
+ * stream made with a guessed R1 would stay unreplicated under a cluster's
+ * daemons, which leave existing streams as they are. */
+static int ensure_streams(ts_js_conn *conn, const struct ts_nats_settings *nats,
+                          int replicas_known, int replicas_given)
 {
-    if (b->n == 0)
+    char err[ERR_MAX];
+    jsStreamInfo *info = NULL;
+    jsErrCode code = 0;
+    natsStatus s = js_GetStreamInfo(&info, conn->js, TS_JS_STREAM_IN, NULL,
+                                    &code);
+    if (s == NATS_OK) {
+        int64_t have = info->Config != NULL ? info->Config->Replicas : 0;
+        if (replicas_given && have > 0 && (size_t)have != nats->replicas)
+            fprintf(stderr, TS_TOOL_NAME " replay: warning: "
+                    TS_JS_STREAM_IN " exists with %" PRId64 " replicas; "
+                    "--replicas %zu changes nothing\n", have,
+                    nats->replicas);
+        jsStreamInfo_Destroy(info);
         return 0;
-    ts_buf_reset(payload);
-    if (ts_codec_encode_batch(b->inputs, b->n, payload) != 0)
-        return -1;
-    char subject[64];
-    char id[96];
-    snprintf(subject, sizeof subject, TS_JS_SUBJECT_IN ".%u", p);
-    snprintf(id, sizeof id, "%s.%" PRIu64, run, *messages);
-    natsMsg *msg = NULL;
-    natsStatus s = natsMsg_Create(&msg, subject, NULL,
-                                  (const char *)payload->data,
-                                  (int)payload->len);
-    if (s == NATS_OK)
-        s = natsMsgHeader_Set(msg, "Nats-Msg-Id", id);
-    if (s == NATS_OK)
-        s = js_PublishMsgAsync(conn->js, &msg, NULL);
-    if (msg != NULL)
-        natsMsg_Destroy(msg);
-    batch_clear(b);
-    if (s != NATS_OK) {
-        fprintf(stderr, TS_TOOL_NAME " replay: publish failed: %s\n",
-                natsStatus_GetText(s));
+    }
+    if (s != NATS_NOT_FOUND && code != JSStreamNotFoundErr) {
+        ts_js_describe(err, sizeof err, "cannot read " TS_JS_STREAM_IN, s,
+                       code);
+        fprintf(stderr, TS_TOOL_NAME " replay: %s\n", err);
         return -1;
     }
-    (*messages)++;
+    if (!replicas_known) {
+        fprintf(stderr, TS_TOOL_NAME " replay: " TS_JS_STREAM_IN " does not "
+                "exist yet: start a tracesand first, or give the daemons' "
+                "nats.replicas with --replicas R (or their configuration "
+                "with --config) so that the streams are created as they "
+                "would create them\n");
+        return -1;
+    }
+    if (ts_js_ensure_streams(conn, nats, err, sizeof err) != 0) {
+        fprintf(stderr, TS_TOOL_NAME " replay: %s\n", err);
+        return -1;
+    }
     return 0;
 }
 
-int cmd_replay_jetstream(int argc, char **argv)
+static void pace(double rate, uint64_t points, const struct timespec *start)
 {
-    static const struct option options[] = {
-        { "jetstream", required_argument, NULL, 'J' },
-        { "partitions", required_argument, NULL, 'P' },
-        { "replicas", required_argument, NULL, 'R' },
-        { "batch", required_argument, NULL, 'b' },
-        { "rate", required_argument, NULL, 'r' },
-        { "profile", required_argument, NULL, 'p' },
-        { "help", no_argument, NULL, 'h' },
-        SECURITY_LONG_OPTIONS,
-        { NULL, 0, NULL, 0 },
-    };
-    const char *servers = DEFAULT_SERVERS;
-    long partitions = 16, replicas = 1, batch = 100;
-    double rate = 0;
-    const char *profile = NULL;
-    security_opts sec = { 0 };
-    int c;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "J:P:R:b:r:p:h", options, NULL)) !=
-           -1) {
-        switch (c) {
-        case 'J': servers = optarg; break;
-        case 'P': partitions = strtol(optarg, NULL, 10); break;
-        case 'R': replicas = strtol(optarg, NULL, 10); break;
-        case 'b': batch = strtol(optarg, NULL, 10); break;
-        case 'r': rate = strtod(optarg, NULL); break;
-        case 'p': profile = optarg; break;
-        case 'h':
-            printf("usage: " TS_TOOL_NAME " replay --jetstream URLS "
-                   "[--partitions P] [--replicas R] [--batch N] [--rate N]\n"
-                   "                       [--profile NAME] [connection "
-                   "options] IN.csv\n"
-                   "Publishes the rows of a CSV trace to the JetStream "
-                   "stream TRACESAN_IN,\nuser u on subject tracesan.in.<p>, "
-                   "p = FNV-1a(u) mod P (docs/scale-out.md).\n"
-                   SECURITY_USAGE);
-            return 0;
-        default:
-            if (security_option(&sec, c, optarg))
-                break;
-            return 1;
-        }
-    }
-    if (optind + 1 != argc || partitions < 1 || partitions > 4096 ||
-        batch < 1 || replicas < 1) {
-        fprintf(stderr, TS_TOOL_NAME " replay --jetstream: expected valid "
-                "--partitions/--batch and one input file\n");
-        return 1;
-    }
+    if (rate <= 0)
+        return;
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    double ahead = (double)points / rate -
+                   ((double)(now.tv_sec - start->tv_sec) +
+                    (double)(now.tv_nsec - start->tv_nsec) / 1e9);
+    if (ahead > 0.001)
+        usleep((useconds_t)(ahead * 1e6));
+}
+
+/* Reads the trace into the producer. 0, 1 on an error (reported). */
+static int produce(ts_js_producer *producer, ts_csv_reader *reader,
+                   uint32_t partitions, const char *profile, double rate,
+                   uint64_t *points, uint64_t *refused)
+{
     char err[ERR_MAX];
-    ts_csv_reader *reader = ts_csv_open(argv[optind], err, sizeof err);
-    if (reader == NULL) {
-        fprintf(stderr, TS_TOOL_NAME " replay: %s\n", err);
-        return 1;
-    }
-    struct ts_nats_settings nats;
-    nats_defaults(&nats, servers, partitions, replicas);
-    if (security_apply(&nats, &sec, "replay") != 0) {
-        ts_csv_close(reader);
-        return 1;
-    }
-    ts_js_conn conn;
-    char run[48];
-    snprintf(run, sizeof run, "replay-%ld-%ld", (long)time(NULL),
-             (long)getpid());
-    if (ts_js_connect(&conn, &nats, "tracesan-replay", resend_refused, NULL,
-                      err, sizeof err) != 0 ||
-        ts_js_ensure_streams(&conn, &nats, err, sizeof err) != 0) {
-        fprintf(stderr, TS_TOOL_NAME " replay: %s\n", err);
-        ts_csv_close(reader);
-        return 1;
-    }
-    pending_batch *batches = calloc((size_t)partitions, sizeof *batches);
-    int status = 0;
-    for (long p = 0; p < partitions && batches != NULL; p++) {
-        batches[p].inputs = calloc((size_t)batch, sizeof(ts_input));
-        batches[p].users = calloc((size_t)batch, sizeof(char *));
-        batches[p].profiles = calloc((size_t)batch, sizeof(char *));
-        if (batches[p].inputs == NULL || batches[p].users == NULL ||
-            batches[p].profiles == NULL)
-            status = 1;
-    }
-    ts_buf payload = { 0 };
-    uint64_t points = 0, messages = 0;
     struct timespec start;
     clock_gettime(CLOCK_MONOTONIC, &start);
     ts_csv_row row;
     int rc;
-    while (status == 0 && batches != NULL &&
-           (rc = ts_csv_read(reader, &row, err, sizeof err)) != TS_CSV_EOF) {
+    while ((rc = ts_csv_read(reader, &row, err, sizeof err)) != TS_CSV_EOF) {
         if (rc == TS_CSV_IO_ERROR) {
             fprintf(stderr, TS_TOOL_NAME " replay: %s\n", err);
-            status = 1;
-            break;
+            return 1;
         }
         if (rc == TS_CSV_BAD_ROW) {
             fprintf(stderr, TS_TOOL_NAME " replay: line %zu skipped: %s\n",
                     row.line, err);
             continue;
         }
-        uint32_t p = ts_partition_of(row.user, strlen(row.user),
-                                     (uint32_t)partitions);
-        pending_batch *b = &batches[p];
-        const char *prof = row.profile != NULL ? row.profile : profile;
-        b->users[b->n] = strdup(row.user);
-        b->profiles[b->n] = prof != NULL ? strdup(prof) : NULL;
-        b->inputs[b->n] = (ts_input){
-            .user_id = b->users[b->n], .ts_ms = row.ts_ms, .lat = row.lat,
-            .lon = row.lon, .has_accuracy = row.has_accuracy,
-            .accuracy_m = row.accuracy_m, .profile = b->profiles[b->n],
-        };
-        b->n++;
-        points++;
-        if (b->n == (size_t)batch &&
-            send_batch(&conn, p, b, &payload, &messages, run) != 0)
-            status = 1;
-        if (rate > 0) {
-            struct timespec now;
-            clock_gettime(CLOCK_MONOTONIC, &now);
-            double ahead = (double)points / rate -
-                           ((double)(now.tv_sec - start.tv_sec) +
-                            (double)(now.tv_nsec - start.tv_nsec) / 1e9);
-            if (ahead > 0.001)
-                usleep((useconds_t)(ahead * 1e6));
+        uint32_t p = ts_partition_of(row.user, strlen(row.user), partitions);
+        ts_input input = ts_csv_input(&row, profile);
+        ts_replay_batch *batch = ts_js_producer_batch(producer, p);
+        size_t before = batch->payload.len, bytes;
+        if (ts_codec_encode_batch(&input, 1, &batch->payload) != 0) {
+            fprintf(stderr, TS_TOOL_NAME " replay: out of memory\n");
+            return 1;
         }
-    }
-    for (long p = 0; p < partitions && status == 0; p++)
-        if (send_batch(&conn, (uint32_t)p, &batches[p], &payload,
-                       &messages, run) != 0)
-            status = 1;
-    /* Unanswered publishes (their answer lost with a server) are sent
-     * again until every one is acknowledged. */
-    natsStatus done = NATS_TIMEOUT;
-    for (int attempt = 0; status == 0 && attempt < 12; attempt++) {
-        jsPubOptions po;
-        jsPubOptions_Init(&po);
-        po.MaxWait = 10000;
-        done = js_PublishAsyncComplete(conn.js, &po);
-        if (done != NATS_TIMEOUT)
-            break;
-        natsMsgList pending = { 0 };
-        if (js_PublishAsyncGetPendingList(&pending, conn.js) == NATS_OK) {
-            for (int i = 0; i < pending.Count; i++)
-                js_PublishMsgAsync(conn.js, &pending.Msgs[i], NULL);
-            natsMsgList_Destroy(&pending);
+        int added = ts_js_producer_added(producer, p, before, &bytes, err,
+                                         sizeof err);
+        if (added < 0) {
+            fprintf(stderr, TS_TOOL_NAME " replay: %s\n", err);
+            return 1;
         }
+        if (added == TS_BATCH_TOO_LARGE) {
+            if (++*refused <= MAX_SKIP_WARNINGS)
+                fprintf(stderr, TS_TOOL_NAME " replay: line %zu: not sent: "
+                        "the update takes %zu bytes, more than a message "
+                        "may (%zu)\n", row.line, bytes, batch->max_bytes);
+            continue;
+        }
+        ++*points;
+        pace(rate, *points, &start);
     }
-    if (status == 0 && done != NATS_OK) {
-        fprintf(stderr, TS_TOOL_NAME " replay: not every message was "
-                "acknowledged by JetStream\n");
-        status = 1;
+    if (ts_js_producer_finish(producer, err, sizeof err) != 0) {
+        fprintf(stderr, TS_TOOL_NAME " replay: %s\n", err);
+        return 1;
     }
+    return 0;
+}
+
+int cmd_replay_jetstream(int argc, char **argv)
+{
+    nats_options o = { 0 };
+    uint64_t batch = 100;
+    double rate = 0;
+    const ts_tool_option options[] = {
+        { "jetstream", 'J', TS_ARG_STRING, .dest = &o.servers },
+        { "partitions", 'P', TS_ARG_U64, .dest = &o.partitions,
+          .given = &o.partitions_given, .min = 1, .max = 4096 },
+        { "replicas", 'R', TS_ARG_U64, .dest = &o.replicas,
+          .given = &o.replicas_given, .min = 1, .max = 5 },
+        { "batch", 'b', TS_ARG_U64, .dest = &batch, .min = 1,
+          .max = 100000000 },
+        { "rate", 'r', TS_ARG_POSITIVE, .dest = &rate },
+        NATS_SECURITY_OPTIONS(o),
+        { 0 },
+    };
+    const ts_tool_command command = {
+        "replay", TS_OPT_CONFIG | TS_OPT_OVERRIDE | TS_OPT_PROFILE, options,
+        1, "one input file", replay_jetstream_usage,
+    };
+    ts_tool_common common;
+    int first = ts_tool_parse(&command, argc, argv, &common);
+    if (first <= 0)
+        return first == 0 ? 0 : 1;
+    struct ts_nats_settings nats;
+    ts_tool_input_limits limits;
+    ts_config *config;
+    if (nats_settings(&common, &o, "replay", &nats, &limits, &config) != 0)
+        return 1;
+    int configured = config != NULL;
+    int status = 1;
+    ts_js_conn conn = { 0 };
+    ts_js_producer *producer = NULL;
+    char err[ERR_MAX];
+    ts_csv_reader *reader = ts_csv_open(argv[first], err, sizeof err);
+    if (reader == NULL) {
+        fprintf(stderr, TS_TOOL_NAME " replay: %s\n", err);
+        goto out;
+    }
+    if (batch > limits.max_batch_updates) {
+        fprintf(stderr, TS_TOOL_NAME " replay: --batch %" PRIu64 " is more "
+                "than the daemon takes in one message (input.max_batch_updates "
+                "= %zu)\n", batch, limits.max_batch_updates);
+        goto out;
+    }
+    if (ts_js_connect(&conn, &nats, "tracesan-replay", NULL, NULL, err,
+                      sizeof err) != 0) {
+        fprintf(stderr, TS_TOOL_NAME " replay: %s\n", err);
+        goto out;
+    }
+    if (ensure_streams(&conn, &nats, o.replicas_given || configured,
+                       o.replicas_given) != 0)
+        goto out;
+    size_t max_bytes = limits.max_message_bytes;
+    int64_t max_payload = natsConnection_GetMaxPayload(conn.nc);
+    if (max_payload > HEADER_ROOM &&
+        (size_t)(max_payload - HEADER_ROOM) < max_bytes)
+        max_bytes = (size_t)(max_payload - HEADER_ROOM);
+    char run[48];
+    snprintf(run, sizeof run, "replay-%ld-%ld", (long)time(NULL),
+             (long)getpid());
+    producer = ts_js_producer_new(conn.nc, (uint32_t)nats.partitions,
+                                  (size_t)batch, max_bytes, run, err,
+                                  sizeof err);
+    if (producer == NULL) {
+        fprintf(stderr, TS_TOOL_NAME " replay: %s\n", err);
+        goto out;
+    }
+    uint64_t points = 0, refused = 0;
+    status = produce(producer, reader, (uint32_t)nats.partitions,
+                     common.profile, rate, &points, &refused);
+    ts_js_producer_stats stats = ts_js_producer_get_stats(producer);
+    if (stats.resent > 0)
+        fprintf(stderr, TS_TOOL_NAME " replay: %" PRIu64 " messages refused "
+                "or unanswered were published again, in order\n",
+                stats.resent);
     if (status == 0)
         fprintf(stderr, TS_TOOL_NAME " replay: sent %" PRIu64 " points in %"
-                PRIu64 " messages to %ld partitions\n", points, messages,
-                partitions);
-    for (long p = 0; batches != NULL && p < partitions; p++) {
-        batch_clear(&batches[p]);
-        free(batches[p].inputs);
-        free(batches[p].users);
-        free(batches[p].profiles);
+                PRIu64 " messages to %zu partitions\n", stats.updates,
+                stats.messages, nats.partitions);
+    if (status == 0 && refused > 0) {
+        fprintf(stderr, TS_TOOL_NAME " replay: refused %" PRIu64 " updates "
+                "larger than a message may be (%zu bytes)\n", refused,
+                max_bytes);
+        status = EXIT_REFUSED;
     }
-    free(batches);
-    ts_buf_free(&payload);
+out:
+    ts_js_producer_free(producer);
     ts_js_close(&conn);
     ts_csv_close(reader);
+    ts_config_free(config);
     return status;
 }
 
 /* ------------------------------------------------------------ reading */
 
+#define OUTPUTS_HEADER                                                  \
+    "seq,msg_id,kind,user,ts_ms,lat,lon,eps_point,eps_spent_window,"    \
+    "eps_remaining,window_start_ms,reason"
+#define LEDGER_HEADER "user,partition,profile,window_start_ms,window_ms,spent"
+#define CHANGELOG_HEADER "seq,partition,kind,owner,epoch,last_input_seq"
+
+/* One line of OUTPUTS_HEADER: the sanitized columns empty for a
+ * rejection, the reason empty for a sanitized point. */
 static int print_output(void *ctx, natsMsg *msg, uint64_t seq)
 {
     (void)ctx;
@@ -368,19 +402,25 @@ static int print_output(void *ctx, natsMsg *msg, uint64_t seq)
             tracesan__v1__sanitized_location__unpack(NULL, len, data);
         if (loc == NULL)
             return 0;
-        printf("%" PRIu64 ",%s,sanitized,%s,%" PRId64 ",%.12g,%.12g,%.12g,%"
-               PRId64 "\n", seq, id, loc->user_id != NULL ? loc->user_id : "",
-               loc->timestamp_ms, loc->eps_point, loc->eps_spent_window,
-               loc->eps_remaining, loc->window_start_ms);
+        char lat[40], lon[40];
+        ts_csv_format_fixed7(loc->lat, lat, sizeof lat);
+        ts_csv_format_fixed7(loc->lon, lon, sizeof lon);
+        printf("%" PRIu64 ",%s,sanitized,", seq, id);
+        ts_csv_write_field(stdout, loc->user_id != NULL ? loc->user_id : "");
+        printf(",%" PRId64 ",%s,%s,%.12g,%.12g,%.12g,%" PRId64 ",\n",
+               loc->timestamp_ms, lat, lon, loc->eps_point,
+               loc->eps_spent_window, loc->eps_remaining,
+               loc->window_start_ms);
         tracesan__v1__sanitized_location__free_unpacked(loc, NULL);
     } else {
         Tracesan__V1__Rejection *rej =
             tracesan__v1__rejection__unpack(NULL, len, data);
         if (rej == NULL)
             return 0;
-        printf("%" PRIu64 ",%s,rejected,%s,%" PRId64 ",0,0,0,%d\n", seq, id,
-               rej->user_id != NULL ? rej->user_id : "", rej->timestamp_ms,
-               (int)rej->reason);
+        printf("%" PRIu64 ",%s,rejected,", seq, id);
+        ts_csv_write_field(stdout, rej->user_id != NULL ? rej->user_id : "");
+        printf(",%" PRId64 ",,,,,,,%s\n", rej->timestamp_ms,
+               ts_tool_reason_name(rej->has_reason ? (int)rej->reason : 0));
         tracesan__v1__rejection__free_unpacked(rej, NULL);
     }
     return 0;
@@ -405,8 +445,9 @@ static int ledger_record(void *arg, natsMsg *msg, uint64_t seq)
     ledger_ctx *ctx = arg;
     const char *subject = natsMsg_GetSubject(msg);
     const char *dot = strrchr(subject, '.');
-    uint32_t p = dot != NULL ? (uint32_t)strtoul(dot + 1, NULL, 10) : 0;
-    if (p >= 4096)
+    uint64_t p = 0;
+    if (dot == NULL || ts_tool_parse_u64(dot + 1, &p) != 0 ||
+        p >= MAX_PARTITIONS)
         return 0;
     ts_changelog_header header;
     ts_changelog_visitor visitor = { ctx, NULL, NULL };
@@ -420,16 +461,16 @@ static int ledger_record(void *arg, natsMsg *msg, uint64_t seq)
     if (ctx->changelog) {
         static const char *const kinds[] = { "", "delta", "snapshot",
                                              "fence" };
-        printf("%" PRIu64 ",%u,%s,%.*s,%" PRIu64 ",%" PRIu64 "\n", seq, p,
-               kinds[header.kind], (int)header.owner_len, header.owner,
-               header.epoch, header.last_input_seq);
+        printf("%" PRIu64 ",%" PRIu64 ",%s,%.*s,%" PRIu64 ",%" PRIu64 "\n",
+               seq, p, kinds[header.kind], (int)header.owner_len,
+               header.owner, header.epoch, header.last_input_seq);
         return 0;
     }
     if (ctx->maps[p] == NULL && (ctx->maps[p] = ts_record_map_new()) == NULL)
         return 1;
     if (header.kind == TS_CHANGELOG_SNAPSHOT)
         ts_record_map_clear(ctx->maps[p]);
-    ctx->partition = p;
+    ctx->partition = (uint32_t)p;
     visitor.user = ledger_user;
     return ts_changelog_decode(data, len, &header, &visitor) == 0 ? 0 : 1;
 }
@@ -465,101 +506,115 @@ static int print_status(ts_js_conn *conn, char *err, size_t errlen)
             ts_js_describe(err, errlen, streams[i], s, code);
             return -1;
         }
-        printf("stream=%s msgs=%" PRIu64 " last_seq=%" PRIu64 "\n",
-               streams[i], info->State.Msgs, info->State.LastSeq);
+        printf("stream=%s msgs=%" PRIu64 " last_seq=%" PRIu64
+               " replicas=%" PRId64 "\n", streams[i], info->State.Msgs,
+               info->State.LastSeq,
+               info->Config != NULL ? info->Config->Replicas : 0);
         jsStreamInfo_Destroy(info);
     }
     return 0;
 }
 
+static int read_ledger(ts_js_conn *conn, int changelog, char *err,
+                       size_t errlen)
+{
+    ts_record_map **maps = calloc(MAX_PARTITIONS, sizeof *maps);
+    if (maps == NULL) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    ledger_ctx ctx = { maps, 0, changelog };
+    puts(changelog ? CHANGELOG_HEADER : LEDGER_HEADER);
+    int rc = ts_js_read_stream(conn, TS_JS_STREAM_STATE, NULL, ledger_record,
+                               &ctx, err, errlen);
+    for (uint32_t p = 0; p < MAX_PARTITIONS; p++) {
+        if (maps[p] == NULL)
+            continue;
+        print_ctx pc = { p };
+        if (rc == 0)
+            ts_record_map_each(maps[p], print_user, &pc);
+        ts_record_map_free(maps[p]);
+    }
+    free(maps);
+    return rc;
+}
+
+static void jetstream_usage(FILE *out)
+{
+    fputs("usage: " TS_TOOL_NAME " jetstream [--server URLS] "
+          "[connection options]\n"
+          "                 status|outputs|ledger|changelog\n"
+          "  status     messages, last sequence and replicas of each stream\n"
+          "  outputs    CSV of TRACESAN_OUT, with the header\n"
+          "             " OUTPUTS_HEADER "\n"
+          "             (a rejection has only its reason after ts_ms; seq is\n"
+          "             the TRACESAN_OUT sequence, msg_id the output's\n"
+          "             Nats-Msg-Id <partition>.<input seq>.<index>: the\n"
+          "             TRACESAN_IN sequence of the input message, the\n"
+          "             update's index in it)\n"
+          "  ledger     CSV of the replicated ledger rebuilt from "
+          "TRACESAN_STATE:\n"
+          "             " LEDGER_HEADER "\n"
+          "  changelog  CSV of TRACESAN_STATE's records:\n"
+          "             " CHANGELOG_HEADER "\n"
+          "  -s, --server URLS    the NATS servers (default: nats.servers)\n"
+          SECURITY_USAGE, out);
+}
+
 int cmd_jetstream(int argc, char **argv)
 {
-    static const struct option options[] = {
-        { "server", required_argument, NULL, 's' },
-        { "help", no_argument, NULL, 'h' },
-        SECURITY_LONG_OPTIONS,
-        { NULL, 0, NULL, 0 },
+    nats_options o = { 0 };
+    const ts_tool_option options[] = {
+        { "server", 's', TS_ARG_STRING, .dest = &o.servers },
+        NATS_SECURITY_OPTIONS(o),
+        { 0 },
     };
-    const char *servers = DEFAULT_SERVERS;
-    security_opts sec = { 0 };
-    int c;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "s:h", options, NULL)) != -1) {
-        switch (c) {
-        case 's': servers = optarg; break;
-        case 'h':
-            printf("usage: " TS_TOOL_NAME " jetstream [--server URLS] "
-                   "[connection options]\n"
-                   "                 status|outputs|ledger|changelog\n"
-                   "  status     messages and last sequence of each stream\n"
-                   "  outputs    CSV of TRACESAN_OUT: seq,msg_id,kind,user,"
-                   "ts_ms,eps_point,eps_spent_window,\n"
-                   "             eps_remaining,window_start_ms|reason\n"
-                   "  ledger     CSV of the replicated ledger rebuilt from "
-                   "TRACESAN_STATE:\n"
-                   "             user,partition,profile,window_start_ms,"
-                   "window_ms,spent\n"
-                   "  changelog  CSV of TRACESAN_STATE's records: seq,"
-                   "partition,kind,owner,epoch,last_input_seq\n"
-                   SECURITY_USAGE);
-            return 0;
-        default:
-            if (security_option(&sec, c, optarg))
-                break;
-            return 1;
-        }
-    }
-    if (optind + 1 != argc) {
-        fprintf(stderr, TS_TOOL_NAME " jetstream: expected status, outputs, "
-                "ledger or changelog\n");
-        return 1;
-    }
-    const char *what = argv[optind];
-    int status_only = strcmp(what, "status") == 0;
-    int outputs = strcmp(what, "outputs") == 0;
-    int ledger = strcmp(what, "ledger") == 0;
-    int changelog = strcmp(what, "changelog") == 0;
-    if (!outputs && !ledger && !changelog && !status_only) {
-        fprintf(stderr, TS_TOOL_NAME " jetstream: unknown '%s'\n", what);
+    const ts_tool_command command = {
+        "jetstream", TS_OPT_CONFIG | TS_OPT_OVERRIDE, options, 1,
+        "status, outputs, ledger or changelog", jetstream_usage,
+    };
+    ts_tool_common common;
+    int first = ts_tool_parse(&command, argc, argv, &common);
+    if (first <= 0)
+        return first == 0 ? 0 : 1;
+    static const char *const whats[] = { "status", "outputs", "ledger",
+                                         "changelog" };
+    const char *what = argv[first];
+    size_t which = 0;
+    while (which < 4 && strcmp(what, whats[which]) != 0)
+        which++;
+    if (which == 4) {
+        fprintf(stderr, TS_TOOL_NAME " jetstream: unknown '%s': expected "
+                "status, outputs, ledger or changelog\n", what);
         return 1;
     }
     struct ts_nats_settings nats;
-    nats_defaults(&nats, servers, 0, 0);
-    if (security_apply(&nats, &sec, "jetstream") != 0)
+    ts_tool_input_limits limits;
+    ts_config *config;
+    if (nats_settings(&common, &o, "jetstream", &nats, &limits, &config) != 0)
         return 1;
     ts_js_conn conn;
     char err[ERR_MAX];
     if (ts_js_connect(&conn, &nats, "tracesan-jetstream", NULL, NULL, err,
                       sizeof err) != 0) {
         fprintf(stderr, TS_TOOL_NAME " jetstream: %s\n", err);
+        ts_config_free(config);
         return 1;
     }
     int rc;
-    if (status_only) {
+    if (which == 0) {
         rc = print_status(&conn, err, sizeof err);
-    } else if (outputs) {
+    } else if (which == 1) {
+        puts(OUTPUTS_HEADER);
         rc = ts_js_read_stream(&conn, TS_JS_STREAM_OUT, NULL, print_output,
                                NULL, err, sizeof err);
     } else {
-        ts_record_map **maps = calloc(4096, sizeof *maps);
-        ledger_ctx ctx = { maps, 0, changelog };
-        rc = maps == NULL ? -1
-                          : ts_js_read_stream(&conn, TS_JS_STREAM_STATE, NULL,
-                                              ledger_record, &ctx, err,
-                                              sizeof err);
-        for (uint32_t p = 0; maps != NULL && p < 4096; p++) {
-            if (maps[p] == NULL)
-                continue;
-            print_ctx pc = { p };
-            if (rc == 0)
-                ts_record_map_each(maps[p], print_user, &pc);
-            ts_record_map_free(maps[p]);
-        }
-        free(maps);
+        rc = read_ledger(&conn, which == 3, err, sizeof err);
     }
     if (rc != 0)
         fprintf(stderr, TS_TOOL_NAME " jetstream: %s\n",
                 rc < 0 ? err : "stopped");
     ts_js_close(&conn);
+    ts_config_free(config);
     return rc == 0 ? 0 : 1;
 }

@@ -20,6 +20,7 @@
 #include "tools/commands.h"
 #include "tools/csv.h"
 #include "tools/jsonl.h"
+#include "tools/replay_batch.h"
 
 #define ERR_MAX 512
 #define ENDPOINT_MAX 512
@@ -37,6 +38,9 @@
  * the input has been quiet this long, so a trickle is not held back
  * waiting for a full batch. */
 #define IDLE_FLUSH_MS 50
+/* Exit status when every update went out but those too large for any
+ * message the daemon takes. */
+#define EXIT_REFUSED 2
 
 static void usage(FILE *out)
 {
@@ -48,6 +52,8 @@ static void usage(FILE *out)
         "                       [--format csv|jsonl] [--config FILE]\n"
         "                       [-o PATH=VALUE]... IN\n"
         "\n"
+        "       " TS_TOOL_NAME " replay --jetstream URLS [options] IN.csv\n"
+        "\n"
         "Sends the rows of a CSV trace (same format as sanitize reads) to a\n"
         "running tracesand as LocationBatch messages, in file order. Values\n"
         "are sent as parsed; the daemon validates them. Rows that cannot be\n"
@@ -56,8 +62,11 @@ static void usage(FILE *out)
         "options:\n"
         "  -C, --connect ENDPOINT  the daemon's input endpoint (default: from\n"
         "                          --config/-o if given, else " TS_TOOL_DEFAULT_INPUT ")\n"
-        "  -c, --config FILE       read the default endpoint from this\n"
-        "                          configuration\n"
+        "  -c, --config FILE       the daemon's configuration: its input\n"
+        "                          endpoint (unless --connect) and the limits\n"
+        "                          of one message (input.max_message_bytes,\n"
+        "                          input.max_batch_updates; the defaults\n"
+        "                          without it)\n"
         "  -o, --override PATH=VALUE\n"
         "                          override its settings; repeatable\n"
         "  -p, --profile NAME      profile for rows without one\n"
@@ -65,7 +74,9 @@ static void usage(FILE *out)
         "                          connect with CURVE: the daemon's public\n"
         "                          key, and this client's PREFIX.key/.pub\n"
         "  -r, --rate N            send at most N points per second\n"
-        "  -b, --batch N           updates per message (default 100)\n"
+        "  -b, --batch N           updates per message (default 100; a\n"
+        "                          message also closes before it would\n"
+        "                          exceed input.max_message_bytes)\n"
         "      --socket push|pub   socket type matching input.type pull|sub\n"
         "                          (default push)\n"
         "  -t, --topic T           send two-frame messages [T][payload]\n"
@@ -79,18 +90,26 @@ static void usage(FILE *out)
         "                          input has been idle for 50 ms\n"
         "  -h, --help              show this help\n"
         "\n"
+        "An update larger than input.max_message_bytes on its own is not\n"
+        "sent ('line N: not sent: ...'); the others around it are.\n"
+        "\n"
         "Waits until every message has been handed to the network, then\n"
         "prints 'replay: sent N updates in M messages' on stderr (and, for\n"
         "jsonl, 'replay: skipped K bad lines' when there were any). Exit\n"
-        "status 0 on success, 1 on a usage, I/O or connection error.\n",
+        "status 0 on success, 2 when everything else was sent but some\n"
+        "updates were too large to send ('replay: refused K updates ...'),\n"
+        "1 on a usage, I/O or connection error.\n"
+        "\n",
         out);
+    ts_replay_jetstream_usage(out);
 }
 
 typedef struct sender {
     void *socket;
     const char *topic;
-    ts_buf payload;
-    size_t pending;          /* updates encoded into payload */
+    ts_replay_batch batch;
+    size_t max_message_bytes;  /* the daemon's input.max_message_bytes */
+    uint64_t refused;          /* updates too large for any message */
     uint64_t updates_sent;
     uint64_t messages_sent;
     double rate;
@@ -107,13 +126,13 @@ static int send_part(void *socket, const void *data, size_t len, int flags)
     }
 }
 
-static int flush_batch(sender *s)
+/* Sends the batch's ready message. */
+static int send_ready(sender *s)
 {
-    if (s->pending == 0)
-        return 0;
+    ts_replay_batch *b = &s->batch;
     if ((s->topic != NULL &&
          send_part(s->socket, s->topic, strlen(s->topic), ZMQ_SNDMORE) != 0) ||
-        send_part(s->socket, s->payload.data, s->payload.len, 0) != 0) {
+        send_part(s->socket, b->payload.data, b->ready_len, 0) != 0) {
         if (zmq_errno() == EAGAIN)
             fprintf(stderr, TS_TOOL_NAME ": replay: the daemon accepted "
                     "nothing for %d s; giving up\n", SEND_TIMEOUT_MS / 1000);
@@ -122,10 +141,9 @@ static int flush_batch(sender *s)
                     zmq_strerror(zmq_errno()));
         return -1;
     }
-    s->updates_sent += s->pending;
+    s->updates_sent += b->ready_count;
     s->messages_sent++;
-    s->pending = 0;
-    ts_buf_reset(&s->payload);
+    ts_replay_batch_sent(b);
     if (s->rate > 0.0) {
         /* Paced against the start, so sleep overshoot does not accumulate
          * into a lower average rate. */
@@ -202,6 +220,29 @@ static int set_int_option(void *socket, int option, int value)
     return zmq_setsockopt(socket, option, &value, sizeof value);
 }
 
+/* Sends what the batch holds: the last, partial message, or one held
+ * back while the input is idle. */
+static int flush_batch(sender *s)
+{
+    return ts_replay_batch_close(&s->batch) == TS_BATCH_SEND ? send_ready(s)
+                                                             : 0;
+}
+
+/* The update of input line `line`, appended at payload offset `before`:
+ * into the batch, which may send a message, or refused alone. */
+static int take_update(sender *s, size_t before, size_t line)
+{
+    size_t bytes;
+    int rc = ts_replay_batch_added(&s->batch, before, &bytes);
+    if (rc == TS_BATCH_SEND)
+        return send_ready(s);
+    if (rc == TS_BATCH_TOO_LARGE && ++s->refused <= MAX_SKIP_WARNINGS)
+        fprintf(stderr, TS_TOOL_NAME ": line %zu: not sent: the update takes "
+                "%zu bytes, more than a message may (input.max_message_bytes "
+                "= %zu)\n", line, bytes, s->batch.max_bytes);
+    return 0;
+}
+
 /* Appends one update to the batch being built: a LocationBatch of one
  * packs to the `updates` field of that update, and repeated fields
  * concatenate. Every field read from the line travels, known to this
@@ -212,17 +253,20 @@ static int append_update(sender *s, Tracesan__V1__LocationUpdate *update)
     one.n_updates = 1;
     one.updates = &update;
     size_t size = tracesan__v1__location_batch__get_packed_size(&one);
-    if (ts_buf_reserve(&s->payload, size) != 0)
+    ts_buf *payload = &s->batch.payload;
+    if (ts_buf_reserve(payload, size) != 0)
         return -1;
-    s->payload.len += tracesan__v1__location_batch__pack(
-        &one, s->payload.data + s->payload.len);
+    payload->len += tracesan__v1__location_batch__pack(
+        &one, payload->data + payload->len);
     return 0;
 }
 
-/* Reads the next update into the batch. 1 when one was added, 0 at the
- * end of the input, -1 on an error (reported). */
+/* Reads the next update and appends it to the batch's payload, from
+ * offset *before. 1 when one was appended (*line: its input line), 0 at
+ * the end of the input, -1 on an error (reported). */
 static int next_csv(ts_csv_reader *reader, sender *s, const char *path,
-                    const char *profile, uint64_t *skipped)
+                    const char *profile, uint64_t *skipped, size_t *before,
+                    size_t *line)
 {
     char err[ERR_MAX];
     ts_csv_row row;
@@ -241,7 +285,9 @@ static int next_csv(ts_csv_reader *reader, sender *s, const char *path,
             continue;
         }
         ts_input input = ts_csv_input(&row, profile);
-        if (ts_codec_encode_batch(&input, 1, &s->payload) != 0) {
+        *before = s->batch.payload.len;
+        *line = row.line;
+        if (ts_codec_encode_batch(&input, 1, &s->batch.payload) != 0) {
             fprintf(stderr, TS_TOOL_NAME ": out of memory\n");
             return -1;
         }
@@ -251,14 +297,15 @@ static int next_csv(ts_csv_reader *reader, sender *s, const char *path,
 
 /* As next_csv; while a partial batch waits, an idle pipe sends it. */
 static int next_jsonl(ts_jsonl_reader *reader, sender *s, const char *path,
-                      const char *profile, uint64_t *skipped)
+                      const char *profile, uint64_t *skipped, size_t *before,
+                      size_t *line)
 {
     char err[ERR_MAX];
     for (;;) {
         ProtobufCMessage *message;
-        size_t line = 0;
-        int rc = ts_jsonl_read(reader, s->pending > 0 ? IDLE_FLUSH_MS : -1,
-                               &message, &line, err, sizeof err);
+        int rc = ts_jsonl_read(reader,
+                               s->batch.pending > 0 ? IDLE_FLUSH_MS : -1,
+                               &message, line, err, sizeof err);
         if (rc == TS_JSONL_EOF)
             return 0;
         if (rc == TS_JSONL_IDLE) {
@@ -274,7 +321,7 @@ static int next_jsonl(ts_jsonl_reader *reader, sender *s, const char *path,
             /* err names the field and byte, never the value. */
             if (++*skipped <= MAX_SKIP_WARNINGS)
                 fprintf(stderr, TS_TOOL_NAME ": line %zu: skipped: %s\n",
-                        line, err);
+                        *line, err);
             continue;
         }
         Tracesan__V1__LocationUpdate *update =
@@ -283,6 +330,7 @@ static int next_jsonl(ts_jsonl_reader *reader, sender *s, const char *path,
          * never frees single allocations). */
         if (update->profile == NULL && profile != NULL)
             update->profile = (char *)profile;
+        *before = s->batch.payload.len;
         if (append_update(s, update) != 0) {
             fprintf(stderr, TS_TOOL_NAME ": out of memory\n");
             return -1;
@@ -326,8 +374,16 @@ int cmd_replay(int argc, char **argv)
         return first == 0 ? 0 : 1;
     const char *input_path = argv[first];
     char endpoint[ENDPOINT_MAX];
-    if (ts_tool_endpoint(&common, 1, endpoint, sizeof endpoint) != 0)
+    ts_tool_input_limits limits;
+    if (ts_tool_endpoint(&common, 1, endpoint, sizeof endpoint, &limits) != 0)
         return 1;
+    if (batch > limits.max_batch_updates) {
+        fprintf(stderr, TS_TOOL_NAME " replay: --batch %" PRIu64 " is more "
+                "than the daemon takes in one message (input.max_batch_updates "
+                "= %zu; give its configuration with --config or -o)\n", batch,
+                limits.max_batch_updates);
+        return 1;
+    }
 
     char err[ERR_MAX];
     ts_csv_reader *reader;
@@ -339,7 +395,12 @@ int cmd_replay(int argc, char **argv)
     }
 
     int status = 1;
-    sender s = { .topic = topic, .rate = rate };
+    sender s = {
+        .topic = topic,
+        .rate = rate,
+        .batch = { .max_updates = (size_t)batch,
+                   .max_bytes = limits.max_message_bytes },
+    };
     void *monitor = NULL;
     void *context = zmq_ctx_new();
     if (context == NULL) {
@@ -395,15 +456,16 @@ int cmd_replay(int argc, char **argv)
     for (;;) {
         /* Repeated fields concatenate, so appending one update at a time
          * builds the batch without keeping rows around. */
+        size_t before = 0, line = 0;
         int rc = jsonl ? next_jsonl(json_reader, &s, input_path,
-                                    common.profile, &skipped)
+                                    common.profile, &skipped, &before, &line)
                        : next_csv(reader, &s, input_path, common.profile,
-                                  &skipped);
+                                  &skipped, &before, &line);
         if (rc < 0)
             goto out;
         if (rc == 0)
             break;
-        if (++s.pending == batch && flush_batch(&s) != 0)
+        if (take_update(&s, before, line) != 0)
             goto out;
     }
     if (flush_batch(&s) != 0)
@@ -414,22 +476,28 @@ int cmd_replay(int argc, char **argv)
         fprintf(stderr, TS_TOOL_NAME ": %" PRIu64 " unparsable rows skipped\n",
                 skipped);
     status = 0;
+    if (s.refused > 0) {
+        fprintf(stderr, "replay: refused %" PRIu64 " updates larger than "
+                "input.max_message_bytes (%zu bytes)\n", s.refused,
+                s.batch.max_bytes);
+        status = EXIT_REFUSED;
+    }
 
 out:
     ts_csv_close(reader);
     ts_jsonl_close(json_reader);
-    ts_buf_free(&s.payload);
+    ts_replay_batch_free(&s.batch);
     if (monitor != NULL)
         zmq_close(monitor);
     if (s.socket != NULL) {
         /* After a failure nothing queued is worth waiting for. */
-        if (status != 0)
+        if (status != 0 && status != EXIT_REFUSED)
             set_int_option(s.socket, ZMQ_LINGER, 0);
         zmq_close(s.socket);
     }
     if (context != NULL)
         zmq_ctx_term(context); /* blocks until queued messages are sent */
-    if (status == 0)
+    if (status == 0 || status == EXIT_REFUSED)
         fprintf(stderr,
                 "replay: sent %" PRIu64 " updates in %" PRIu64 " messages\n",
                 s.updates_sent, s.messages_sent);

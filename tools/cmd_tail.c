@@ -133,13 +133,6 @@ static void skip_message(tail_state *state, const char *why)
         fprintf(stderr, TS_TOOL_NAME ": tail: skipping a message: %s\n", why);
 }
 
-static const char *reason_name(int reason)
-{
-    if (reason <= TS_REASON_NONE || reason >= TS_REASON_COUNT)
-        return "unknown";
-    return ts_reason_name((ts_reason)reason);
-}
-
 /* One JSON line; a message with no JSON form is skipped, not counted. */
 static int write_json(tail_state *state, FILE *out, const char *kind,
                       const ProtobufCMessage *message, int counted)
@@ -192,8 +185,8 @@ static int write_rejection(tail_state *state,
         .user = rejection->user_id,
         .has_ts = rejection->has_timestamp_ms,
         .ts_ms = rejection->timestamp_ms,
-        .reason = reason_name(rejection->has_reason ? (int)rejection->reason
-                                                    : 0),
+        .reason = ts_tool_reason_name(
+            rejection->has_reason ? (int)rejection->reason : 0),
         .profile = rejection->profile,
         .detail = rejection->detail,
     };
@@ -385,7 +378,7 @@ int cmd_tail(int argc, char **argv)
         return first == 0 ? 0 : 1;
     char err[ERR_MAX];
     char endpoint[ENDPOINT_MAX];
-    if (ts_tool_endpoint(&common, 0, endpoint, sizeof endpoint) != 0)
+    if (ts_tool_endpoint(&common, 0, endpoint, sizeof endpoint, NULL) != 0)
         return 1;
 
     int status = 1;

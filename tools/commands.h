@@ -6,6 +6,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "engine/config.h"
 #include "engine/pipeline.h"
@@ -32,12 +33,21 @@ int cmd_cip_loss(int argc, char **argv);
 int cmd_replay_jetstream(int argc, char **argv);
 int cmd_jetstream(int argc, char **argv);
 
+/* What the daemon takes in one input message (input.max_message_bytes,
+ * input.max_batch_updates). */
+typedef struct ts_tool_input_limits {
+    size_t max_message_bytes;
+    size_t max_batch_updates;
+} ts_tool_input_limits;
+
 /* The endpoint to connect to: --connect when given, else the daemon's
  * input (want_input) or output endpoint from --config/-o when given, else
- * the shipped default. A wildcard host becomes 127.0.0.1. Returns -1
- * (reported) when there is no usable endpoint. */
+ * the shipped default. A wildcard host becomes 127.0.0.1. When `limits`
+ * is not NULL it gets the daemon's input limits as --config/-o set them
+ * (the defaults without either). Returns -1 (reported) when there is no
+ * usable endpoint or the configuration does not load. */
 int ts_tool_endpoint(const ts_tool_common *common, int want_input, char *out,
-                     size_t outlen);
+                     size_t outlen, ts_tool_input_limits *limits);
 
 /* A sanitizing pipeline as --config, -o and --seed describe it (the OS's
  * generator without --seed), and the profile --profile names or else the
@@ -61,6 +71,13 @@ void *ts_tool_monitor_open(void *context, void *socket, int events);
 /* Reads one pending event: 1 when it says the peer is connected, 0 for any
  * other event, -1 on error. */
 int ts_tool_monitor_read(void *monitor);
+
+/* The name of a Rejection's reason (the wire's number), "unknown" for a
+ * number this build does not know. */
+const char *ts_tool_reason_name(int reason);
+
+/* tools/cmd_jetstream.c: the JetStream part of `replay --help`. */
+void ts_replay_jetstream_usage(FILE *out);
 
 /* Monotonic clock in seconds, and a sleep against it. */
 double ts_tool_now(void);

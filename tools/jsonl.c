@@ -15,6 +15,7 @@
 
 #define FIRST_BUFFER_BYTES (64 * 1024)
 #define READ_CHUNK_BYTES (64 * 1024)
+#define UTF8_BOM "\xEF\xBB\xBF"
 
 struct ts_jsonl_reader {
     const ProtobufCMessageDescriptor *descriptor;
@@ -214,6 +215,19 @@ int ts_jsonl_read(ts_jsonl_reader *reader, int wait_ms,
                 snprintf(err, errlen, "line longer than %zu bytes",
                          TS_JSON_MAX_BYTES);
                 return TS_JSONL_BAD_LINE;
+            }
+            if (len >= 3 && memcmp(text, UTF8_BOM, 3) == 0) {
+                /* Editors on Windows start a file with one; as the CSV
+                 * reader, take it off the first line. Anywhere else it is
+                 * a character JSON does not allow outside a string. */
+                if (*line != 1) {
+                    snprintf(err, errlen, "the line starts with a byte "
+                             "order mark (U+FEFF), which only the first "
+                             "line may have");
+                    return TS_JSONL_BAD_LINE;
+                }
+                text += 3;
+                len -= 3;
             }
             if (is_blank(text, len))
                 continue;

@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -71,6 +72,20 @@ static const char *choice_needs(const char *const *choices)
     return needs;
 }
 
+/* An integer out of the option's range: the range, not "a positive
+ * integer" for a positive one. */
+static const char *range_needs(uint64_t min, uint64_t max)
+{
+    static char needs[96];
+    if (max != 0)
+        snprintf(needs, sizeof needs, "needs an integer from %llu to %llu",
+                 (unsigned long long)min, (unsigned long long)max);
+    else
+        snprintf(needs, sizeof needs, "needs an integer of at least %llu",
+                 (unsigned long long)min);
+    return needs;
+}
+
 /* Stores value; NULL when it fits, else what the option needs. */
 static const char *take_value(const ts_tool_option *option, const char *value)
 {
@@ -88,10 +103,11 @@ static const char *take_value(const ts_tool_option *option, const char *value)
         *(const char **)option->dest = value;
         return NULL;
     case TS_ARG_U64:
-        if (ts_tool_parse_u64(value, &count) != 0 || count < option->min ||
-            (option->max != 0 && count > option->max))
+        if (ts_tool_parse_u64(value, &count) != 0)
             return option->min > 0 ? "needs a positive integer"
                                    : "needs a non-negative integer";
+        if (count < option->min || (option->max != 0 && count > option->max))
+            return range_needs(option->min, option->max);
         *(uint64_t *)option->dest = count;
         return NULL;
     case TS_ARG_NUMBER:

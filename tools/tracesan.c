@@ -32,12 +32,13 @@ static void usage(FILE *out)
         "            (" TS_TOOL_NAME " replay [--connect ENDPOINT] [--rate N] "
         "[--batch N]\n"
         "             [--socket push|pub] IN.csv)\n"
+        "            (" TS_TOOL_NAME " replay --jetstream URLS [--partitions P] "
+        "[--replicas R]\n"
+        "             IN.csv: JetStream; 'replay --help' for both modes)\n"
         "  tail      print tracesand's sanitized feed as CSV\n"
         "            (" TS_TOOL_NAME " tail [--connect ENDPOINT] [--topic T]... "
         "[--count N]\n"
         "             [--timeout S])\n"
-        "            (" TS_TOOL_NAME " replay --jetstream URLS [--partitions P] "
-        "IN.csv: JetStream)\n"
         "  jetstream read the JetStream mode's streams back as CSV\n"
         "            (" TS_TOOL_NAME " jetstream [--server URLS] "
         "status|outputs|ledger|changelog;\n"
@@ -148,15 +149,37 @@ int main(int argc, char **argv)
 
 /* ------------------------------------------------------ shared helpers */
 
-int ts_tool_endpoint(const ts_tool_common *common, int want_input, char *out,
-                     size_t outlen)
+const char *ts_tool_reason_name(int reason)
 {
-    if (common->endpoint != NULL || (common->config_path == NULL &&
-                                     common->n_overrides == 0)) {
+    if (reason <= TS_REASON_NONE || reason >= TS_REASON_COUNT)
+        return "unknown";
+    return ts_reason_name((ts_reason)reason);
+}
+
+static void input_limits_of(const ts_settings *settings,
+                            ts_tool_input_limits *limits)
+{
+    if (limits == NULL)
+        return;
+    limits->max_message_bytes = settings->max_message_bytes;
+    limits->max_batch_updates = settings->max_batch_updates;
+}
+
+int ts_tool_endpoint(const ts_tool_common *common, int want_input, char *out,
+                     size_t outlen, ts_tool_input_limits *limits)
+{
+    if (common->config_path == NULL && common->n_overrides == 0) {
+        ts_settings defaults;
+        ts_settings_defaults(&defaults);
+        input_limits_of(&defaults, limits);
         snprintf(out, outlen, "%s",
                  common->endpoint != NULL ? common->endpoint
                  : want_input ? TS_TOOL_DEFAULT_INPUT
                               : TS_TOOL_DEFAULT_OUTPUT);
+        return 0;
+    }
+    if (common->endpoint != NULL && limits == NULL) {
+        snprintf(out, outlen, "%s", common->endpoint);
         return 0;
     }
     char err[ERR_MAX];
@@ -167,6 +190,12 @@ int ts_tool_endpoint(const ts_tool_common *common, int want_input, char *out,
         return -1;
     }
     const ts_settings *settings = ts_config_settings(config);
+    input_limits_of(settings, limits);
+    if (common->endpoint != NULL) {
+        snprintf(out, outlen, "%s", common->endpoint);
+        ts_config_free(config);
+        return 0;
+    }
     const char *endpoint =
         want_input ? settings->input_endpoint : settings->output_endpoint;
     int rc = 0;
