@@ -18,8 +18,8 @@
 #include <string.h>
 
 #include "engine/config.h"
-#include "engine/intake.h"
-#include "engine/outbox.h"
+#include "datapath/intake.h"
+#include "datapath/outbox.h"
 #include "engine/pipeline.h"
 #include "engine/transport.h"
 

@@ -22,7 +22,7 @@
 
 #include <event2/event.h>
 
-#include "engine/outbox.h"
+#include "datapath/outbox.h"
 #include "engine/pipeline.h"
 #include "state/store.h"
 #include "engine/transport.h"

@@ -7,10 +7,10 @@
 #include <string.h>
 
 #include "tests/support/check_run.h"
-#include "engine/group_commit.h"
-#include "engine/intake.h"
+#include "datapath/group_commit.h"
+#include "datapath/intake.h"
 #include "engine/log.h"
-#include "engine/outbox.h"
+#include "datapath/outbox.h"
 
 /* A transport whose publish answers from a script. */
 typedef struct scripted_output {

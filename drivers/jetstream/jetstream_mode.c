@@ -14,7 +14,7 @@
 
 #include "state/changelog.h"
 #include "ops/daemon_state.h"
-#include "engine/intake.h"
+#include "datapath/intake.h"
 #include "drivers/jetstream/jetstream_setup.h"
 #include "drivers/jetstream/partition_lease.h"
 #include "engine/pipeline_reload.h"

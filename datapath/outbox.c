@@ -1,4 +1,4 @@
-#include "engine/outbox.h"
+#include "datapath/outbox.h"
 
 #include <stddef.h>
 #include <stdlib.h>

@@ -9,15 +9,15 @@
  * the loop keeps processing into the outbox, and group N+1 is committed
  * when N is done and published. The group being committed waits in
  * `committing`; `outbox` takes the next. */
-#ifndef TRACESAN_ENGINE_GROUP_COMMIT_H
-#define TRACESAN_ENGINE_GROUP_COMMIT_H
+#ifndef TRACESAN_DATAPATH_GROUP_COMMIT_H
+#define TRACESAN_DATAPATH_GROUP_COMMIT_H
 
 #include <stdint.h>
 
 #include <event2/event.h>
 
 #include "ops/metrics.h"
-#include "engine/outbox.h"
+#include "datapath/outbox.h"
 #include "engine/pipeline.h"
 #include "state/store.h"
 #include "state/store_writer.h"

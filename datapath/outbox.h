@@ -1,8 +1,8 @@
 /* Encoded outcomes waiting for their group's commit, then published in
  * order. Topics and payloads are appended to two buffers reused across
  * groups, so the steady state allocates nothing per message. */
-#ifndef TRACESAN_ENGINE_OUTBOX_H
-#define TRACESAN_ENGINE_OUTBOX_H
+#ifndef TRACESAN_DATAPATH_OUTBOX_H
+#define TRACESAN_DATAPATH_OUTBOX_H
 
 #include <stddef.h>
 #include <stdint.h>

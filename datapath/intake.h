@@ -2,8 +2,8 @@
  * update in it reaches the pipeline, and the wall-clock bounds on event
  * time. Pure checks on bytes and settings; the caller publishes the
  * rejection. */
-#ifndef TRACESAN_ENGINE_INTAKE_H
-#define TRACESAN_ENGINE_INTAKE_H
+#ifndef TRACESAN_DATAPATH_INTAKE_H
+#define TRACESAN_DATAPATH_INTAKE_H
 
 #include <stddef.h>
 #include <stdint.h>

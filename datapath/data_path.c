@@ -5,7 +5,7 @@
 #include <time.h>
 
 #include "ops/daemon_state.h"
-#include "engine/intake.h"
+#include "datapath/intake.h"
 
 /* Outcomes held before a mid-callback flush. A read budget of full batches
  * could otherwise hold millions of encoded outcomes at once. */

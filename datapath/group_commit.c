@@ -1,4 +1,4 @@
-#include "engine/group_commit.h"
+#include "datapath/group_commit.h"
 
 #include <stdio.h>
 #include <time.h>
