@@ -10,7 +10,7 @@
 
 #include "wire/codec.h"
 #include "engine/settings.h"
-#include "engine/transport.h"
+#include "datapath/io.h"
 
 /* 0 with *batch decoded into `arena` (NULL: the heap; release with
  * ts_codec_batch_release) and wire[] filled for its updates; or -1 with

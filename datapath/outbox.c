@@ -4,12 +4,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define BATCH_TOPIC "batch"
-/* Protobuf keys of OutcomeBatch's fields: field number << 3 | 2
- * (length-delimited). */
-#define BATCH_KEY_SANITIZED 0x0a
-#define BATCH_KEY_REJECTED 0x12
-
 static int push_entry(ts_outbox *box, size_t topic_mark, size_t payload_mark)
 {
     if (box->count == box->capacity) {
@@ -30,123 +24,54 @@ static int push_entry(ts_outbox *box, size_t topic_mark, size_t payload_mark)
     return 0;
 }
 
-/* encoded: the encoder's status. On any failure the buffers are cut back
- * to where they were, so a half-written message never goes out. */
-static int finish_add(ts_outbox *box, int encoded, size_t topic_mark,
-                      size_t payload_mark)
+int ts_outbox_put(ts_outbox *box, const void *topic, size_t topic_len,
+                  const void *payload, size_t len)
 {
-    if (encoded == 0 && push_entry(box, topic_mark, payload_mark) == 0)
+    size_t topic_mark = box->topics.len;
+    size_t payload_mark = box->payloads.len;
+    if (ts_buf_append(&box->topics, topic, topic_len) == 0 &&
+        ts_buf_append(&box->payloads, payload, len) == 0 &&
+        push_entry(box, topic_mark, payload_mark) == 0)
         return 0;
+    /* Cut back, so a half-written message never goes out. */
     box->topics.len = topic_mark;
     box->payloads.len = payload_mark;
     box->encode_failures++;
     return -1;
 }
 
-/* Appends the message in the scratch buffers to the open batch entry as
- * one element of field `key`: the key, the length as a varint, the bytes.
- * That is exactly how protobuf encodes a repeated embedded message, so
- * the batch never has to be unpacked and packed again. */
-static int append_to_batch(ts_outbox *box, unsigned char key)
+static int sink_put(void *arg, const void *topic, size_t topic_len,
+                    const void *payload, size_t len)
 {
-    if (!box->batch_open) {
-        size_t topic_mark = box->topics.len;
-        size_t payload_mark = box->payloads.len;
-        if (ts_buf_append(&box->topics, BATCH_TOPIC,
-                          sizeof BATCH_TOPIC - 1) != 0 ||
-            push_entry(box, topic_mark, payload_mark) != 0) {
-            box->topics.len = topic_mark;
-            return -1;
-        }
-        box->batch_open = 1;
-    }
-    unsigned char frame[11];
-    size_t n = 0;
-    frame[n++] = key;
-    for (uint64_t len = box->scratch_payload.len;; len >>= 7) {
-        frame[n++] = (unsigned char)(len < 0x80 ? len : (len & 0x7f) | 0x80);
-        if (len < 0x80)
-            break;
-    }
-    size_t payload_mark = box->payloads.len;
-    if (ts_buf_append(&box->payloads, frame, n) != 0 ||
-        ts_buf_append(&box->payloads, box->scratch_payload.data,
-                      box->scratch_payload.len) != 0) {
-        box->payloads.len = payload_mark;
-        return -1;
-    }
-    box->entries[box->count - 1].payload_len += box->payloads.len -
-                                                payload_mark;
-    return 0;
+    return ts_outbox_put(arg, topic, topic_len, payload, len);
 }
 
-static int add_encoded(ts_outbox *box, int encoded, int sanitized)
+static int sink_observe(void *arg, const ts_observation *observation)
 {
-    if (encoded == 0 &&
-        append_to_batch(box, sanitized ? BATCH_KEY_SANITIZED
-                                       : BATCH_KEY_REJECTED) == 0)
-        return 0;
-    box->encode_failures++;
-    return -1;
+    return ts_outbox_add_observation(arg, observation);
 }
 
-int ts_outbox_add_outcome(ts_outbox *box, const ts_outcome *outcome)
+ts_sink ts_outbox_sink(ts_outbox *box)
 {
-    if (box->batched) {
-        box->scratch_topic.len = box->scratch_payload.len = 0;
-        return add_encoded(box,
-                           ts_codec_encode_outcome(outcome,
-                                                   &box->scratch_topic,
-                                                   &box->scratch_payload),
-                           outcome->sanitized);
-    }
-    size_t topic_mark = box->topics.len;
-    size_t payload_mark = box->payloads.len;
-    int encoded = ts_codec_encode_outcome(outcome, &box->topics,
-                                          &box->payloads);
-    return finish_add(box, encoded, topic_mark, payload_mark);
+    return (ts_sink){ box, sink_put, sink_observe };
 }
 
-int ts_outbox_add_rejection(ts_outbox *box, ts_reason reason,
-                            const char *detail)
+int ts_outbox_publish(ts_outbox *box, const ts_publisher *publisher)
 {
-    if (box->batched) {
-        box->scratch_topic.len = box->scratch_payload.len = 0;
-        return add_encoded(box,
-                           ts_codec_encode_rejection(reason, NULL, 0, NULL,
-                                                     detail,
-                                                     &box->scratch_topic,
-                                                     &box->scratch_payload),
-                           0);
-    }
-    size_t topic_mark = box->topics.len;
-    size_t payload_mark = box->payloads.len;
-    int encoded = ts_codec_encode_rejection(reason, NULL, 0, NULL, detail,
-                                            &box->topics, &box->payloads);
-    return finish_add(box, encoded, topic_mark, payload_mark);
-}
-
-int ts_outbox_publish(ts_outbox *box, const ts_transport_ops *ops,
-                      ts_transport *transport)
-{
-    /* A published (or half-published) entry takes no more outcomes. */
-    box->batch_open = 0;
     for (; box->sent < box->count; box->sent++) {
         const ts_outbox_entry *entry = &box->entries[box->sent];
-        ts_publish_result result = ops->publish(
-            transport, box->topics.data + entry->topic_offset,
-            entry->topic_len, box->payloads.data + entry->payload_offset,
+        const void *topic = box->topics.data + entry->topic_offset;
+        const void *payload = box->payloads.data + entry->payload_offset;
+        ts_publish_result result = publisher->publish(
+            publisher->arg, topic, entry->topic_len, payload,
             entry->payload_len);
         if (result == TS_PUBLISH_BLOCKED)
             return 1;
         if (result == TS_PUBLISH_SENT) {
             box->published++;
             if (box->on_sent != NULL)
-                box->on_sent(box->on_sent_arg,
-                             box->topics.data + entry->topic_offset,
-                             entry->topic_len,
-                             box->payloads.data + entry->payload_offset,
-                             entry->payload_len);
+                box->on_sent(box->on_sent_arg, topic, entry->topic_len,
+                             payload, entry->payload_len);
         } else
             box->publish_failures++;
     }
@@ -155,11 +80,11 @@ int ts_outbox_publish(ts_outbox *box, const ts_transport_ops *ops,
 }
 
 int ts_outbox_add_observation(ts_outbox *box,
-                              const ts_outbox_observation *observation)
+                              const ts_observation *observation)
 {
     if (box->n_observations == box->observations_cap) {
         size_t cap = box->observations_cap ? 2 * box->observations_cap : 256;
-        ts_outbox_observation *grown =
+        ts_observation *grown =
             realloc(box->observations, cap * sizeof *grown);
         if (grown == NULL)
             return -1;
@@ -177,12 +102,11 @@ void ts_outbox_clear(ts_outbox *box)
     ts_buf_reset(&box->payloads);
     box->count = 0;
     box->sent = 0;
-    box->batch_open = 0;
 }
 
 void ts_outbox_swap_contents(ts_outbox *a, ts_outbox *b)
 {
-    unsigned char queue[offsetof(ts_outbox, batched)];
+    unsigned char queue[offsetof(ts_outbox, encode_failures)];
     memcpy(queue, a, sizeof queue);
     memcpy(a, b, sizeof queue);
     memcpy(b, queue, sizeof queue);
@@ -192,8 +116,6 @@ void ts_outbox_free(ts_outbox *box)
 {
     ts_buf_free(&box->topics);
     ts_buf_free(&box->payloads);
-    ts_buf_free(&box->scratch_topic);
-    ts_buf_free(&box->scratch_payload);
     free(box->entries);
     box->entries = NULL;
     free(box->observations);

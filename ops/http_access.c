@@ -157,7 +157,7 @@ static char *read_token_file(const char *path, char *problem, size_t len)
     return text;
 }
 
-int ts_http_access_load(ts_settings *settings, char **owned_token,
+int ts_http_access_load(ts_http_settings *settings, char **owned_token,
                         const char **blamed_key, char *problem, size_t len)
 {
     *owned_token = NULL;

@@ -10,7 +10,7 @@
 
 #include <stddef.h>
 
-#include "engine/settings.h"
+#include "ops/http_settings.h"
 
 /* Shorter tokens are refused: guessable over loopback in minutes. */
 #define TS_HTTP_TOKEN_MIN_CHARS 16
@@ -35,7 +35,7 @@ int ts_http_origin_check(const char *origin, char *problem, size_t len);
  * caller wipes and frees with ts_http_token_free. Checks every CORS
  * origin too. 0, or -1 with *blamed_key naming the offending key and
  * `problem` the reason (never the token). */
-int ts_http_access_load(ts_settings *settings, char **owned_token,
+int ts_http_access_load(ts_http_settings *settings, char **owned_token,
                         const char **blamed_key, char *problem, size_t len);
 void ts_http_token_free(char *token);
 

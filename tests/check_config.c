@@ -8,7 +8,10 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "drivers/driver_registry.h"
+#include "drivers/zmq/zmq_settings.h"
 #include "engine/config.h"
+#include "ops/catalog.h"
 #include "engine/log.h"
 #include "mechanisms/rng.h"
 #include "tests/support/check_run.h"
@@ -101,17 +104,18 @@ TS_TEST(test_shipped_config_loads)
     ts_config *config = load(shipped_config(), NULL, 0);
     ck_assert_msg(config != NULL, "%s", err);
     const ts_settings *s = ts_config_settings(config);
-    ck_assert_str_eq(s->input_endpoint, "tcp://127.0.0.1:7001");
-    ck_assert_int_eq(s->input_kind, TS_SOCKET_PULL);
-    ck_assert_int_eq(s->input_mode, TS_SOCKET_BIND);
-    ck_assert_str_eq(s->output_endpoint, "tcp://127.0.0.1:7002");
-    ck_assert_int_eq(s->output_mode, TS_SOCKET_BIND);
-    ck_assert_uint_eq(s->n_subscriptions, 1);
-    ck_assert_str_eq(s->subscriptions[0], "");
-    ck_assert_int_eq(s->input_hwm, 100000);
+    const ts_zmq_settings *z = ts_zmq_settings_of(config);
+    ck_assert_str_eq(z->input_endpoint, "tcp://127.0.0.1:7001");
+    ck_assert_str_eq(ts_driver_input_type(config), "pull");
+    ck_assert_int_eq(z->input_mode, TS_SOCKET_BIND);
+    ck_assert_str_eq(z->output_endpoint, "tcp://127.0.0.1:7002");
+    ck_assert_int_eq(z->output_mode, TS_SOCKET_BIND);
+    ck_assert_uint_eq(z->n_subscriptions, 1);
+    ck_assert_str_eq(z->subscriptions[0], "");
+    ck_assert_int_eq(z->input_hwm, 100000);
     ck_assert_uint_eq(s->max_message_bytes, 1048576);
     ck_assert_uint_eq(s->max_batch_updates, 10000);
-    ck_assert_uint_eq(s->read_budget, 256);
+    ck_assert_uint_eq(z->read_budget, 256);
     ck_assert_int_eq(s->max_future_ms, 600000);
     ck_assert_uint_eq(s->limits.max_users, 1000000);
     ck_assert_int_eq(s->limits.idle_ttl_ms, 3600000);
@@ -159,8 +163,9 @@ TS_TEST(test_defaults_without_file)
     ts_config *config = load(NULL, NULL, 0);
     ck_assert_msg(config != NULL, "%s", err);
     const ts_settings *s = ts_config_settings(config);
-    ck_assert_str_eq(s->input_endpoint, "tcp://127.0.0.1:7001");
-    ck_assert_str_eq(s->output_endpoint, "tcp://127.0.0.1:7002");
+    const ts_zmq_settings *z = ts_zmq_settings_of(config);
+    ck_assert_str_eq(z->input_endpoint, "tcp://127.0.0.1:7001");
+    ck_assert_str_eq(z->output_endpoint, "tcp://127.0.0.1:7002");
     ck_assert_str_eq(s->default_profile, "geoind");
     ts_profile *profiles;
     size_t n, def;
@@ -192,15 +197,16 @@ TS_TEST(test_overrides_of_existing_settings)
                              sizeof overrides / sizeof overrides[0]);
     ck_assert_msg(config != NULL, "%s", err);
     const ts_settings *s = ts_config_settings(config);
-    ck_assert_str_eq(s->input_endpoint, "tcp://127.0.0.1:7101");
-    ck_assert_str_eq(s->output_endpoint, "tcp://127.0.0.1:*");
+    const ts_zmq_settings *z = ts_zmq_settings_of(config);
+    ck_assert_str_eq(z->input_endpoint, "tcp://127.0.0.1:7101");
+    ck_assert_str_eq(z->output_endpoint, "tcp://127.0.0.1:*");
     ck_assert_uint_eq(s->limits.max_users, 7);
     ck_assert_int_eq(s->log_level, TS_LOG_DEBUG);
     ck_assert_int_eq(s->log_syslog, 1);
-    ck_assert_int_eq(s->input_kind, TS_SOCKET_SUB);
-    ck_assert_uint_eq(s->n_subscriptions, 2);
-    ck_assert_str_eq(s->subscriptions[0], "a.");
-    ck_assert_str_eq(s->subscriptions[1], "b.");
+    ck_assert_str_eq(ts_driver_input_type(config), "sub");
+    ck_assert_uint_eq(z->n_subscriptions, 2);
+    ck_assert_str_eq(z->subscriptions[0], "a.");
+    ck_assert_str_eq(z->subscriptions[1], "b.");
 
     ts_profile *profiles;
     size_t n, def;
@@ -230,7 +236,8 @@ TS_TEST(test_overrides_create_settings)
                              sizeof overrides / sizeof overrides[0]);
     ck_assert_msg(config != NULL, "%s", err);
     const ts_settings *s = ts_config_settings(config);
-    ck_assert_str_eq(s->input_endpoint, "tcp://127.0.0.1:7001");
+    const ts_zmq_settings *z = ts_zmq_settings_of(config);
+    ck_assert_str_eq(z->input_endpoint, "tcp://127.0.0.1:7001");
     ck_assert_int_eq(s->max_future_ms, 0);
     ts_profile *profiles;
     size_t n, def;

@@ -28,9 +28,7 @@
 static void nats_defaults(struct ts_nats_settings *nats, const char *servers,
                           long partitions, long replicas)
 {
-    static ts_settings defaults;
-    ts_settings_defaults(&defaults);
-    *nats = defaults.nats;
+    ts_nats_settings_defaults(nats);
     nats->servers = servers;
     if (partitions > 0)
         nats->partitions = (size_t)partitions;

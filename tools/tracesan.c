@@ -8,8 +8,10 @@
 
 #include <gsl/gsl_errno.h>
 
+#include "drivers/zmq/zmq_settings.h"
 #include "engine/config.h"
 #include "engine/log.h"
+#include "ops/catalog.h"
 #include "tools/commands.h"
 
 #define ERR_MAX 512
@@ -166,7 +168,7 @@ int ts_tool_endpoint(const ts_tool_common *common, int want_input, char *out,
         fprintf(stderr, TS_TOOL_NAME ": %s\n", err);
         return -1;
     }
-    const ts_settings *settings = ts_config_settings(config);
+    const ts_zmq_settings *settings = ts_zmq_settings_of(config);
     const char *endpoint =
         want_input ? settings->input_endpoint : settings->output_endpoint;
     int rc = 0;

@@ -160,6 +160,47 @@ void ts_js_close(ts_js_conn *conn)
     conn->nc = NULL;
 }
 
+#define MAX_STREAM_SUBJECTS 16
+
+/* A stream made by an older version may lack a subject this one
+ * publishes on (tracesan.batch): it is added, the rest of the stream's
+ * configuration kept. 0, or -1 with err. */
+static int add_missing_subjects(ts_js_conn *conn, const jsStreamConfig *have,
+                                const jsStreamConfig *want, char *err,
+                                size_t errlen)
+{
+    const char *merged[MAX_STREAM_SUBJECTS];
+    int n = 0, added = 0;
+    for (int i = 0; i < have->SubjectsLen && n < MAX_STREAM_SUBJECTS; i++)
+        merged[n++] = have->Subjects[i];
+    for (int j = 0; j < want->SubjectsLen && n < MAX_STREAM_SUBJECTS; j++) {
+        int found = 0;
+        for (int i = 0; i < have->SubjectsLen && !found; i++)
+            found = strcmp(have->Subjects[i], want->Subjects[j]) == 0;
+        if (!found) {
+            merged[n++] = want->Subjects[j];
+            added = 1;
+        }
+    }
+    if (!added)
+        return 0;
+    jsStreamConfig update = *have;
+    update.Subjects = merged;
+    update.SubjectsLen = n;
+    jsStreamInfo *info = NULL;
+    jsErrCode code = 0;
+    natsStatus s = js_UpdateStream(&info, conn->js, &update, NULL, &code);
+    if (info != NULL)
+        jsStreamInfo_Destroy(info);
+    if (s == NATS_OK)
+        return 0;
+    char what[128];
+    snprintf(what, sizeof what, "cannot add subjects to stream %s",
+             want->Name);
+    ts_js_describe(err, errlen, what, s, code);
+    return -1;
+}
+
 static int add_stream(ts_js_conn *conn, jsStreamConfig *cfg, char *err,
                       size_t errlen)
 {
@@ -167,8 +208,9 @@ static int add_stream(ts_js_conn *conn, jsStreamConfig *cfg, char *err,
     jsErrCode code = 0;
     natsStatus s = js_GetStreamInfo(&info, conn->js, cfg->Name, NULL, &code);
     if (s == NATS_OK) {
+        int rc = add_missing_subjects(conn, info->Config, cfg, err, errlen);
         jsStreamInfo_Destroy(info);
-        return 0;
+        return rc;
     }
     s = js_AddStream(&info, conn->js, cfg, NULL, &code);
     if (s == NATS_OK || code == JSStreamNameExistErr) {
@@ -196,11 +238,11 @@ int ts_js_ensure_streams(ts_js_conn *conn, const struct ts_nats_settings *nats,
     if (add_stream(conn, &cfg, err, errlen) != 0)
         return -1;
     const char *out_subjects[] = { "tracesan.out.>", "tracesan.rejected",
-                                   "tracesan.other" };
+                                   "tracesan.other", "tracesan.batch" };
     jsStreamConfig_Init(&cfg);
     cfg.Name = TS_JS_STREAM_OUT;
     cfg.Subjects = out_subjects;
-    cfg.SubjectsLen = 3;
+    cfg.SubjectsLen = 4;
     cfg.Storage = js_FileStorage;
     cfg.Replicas = (int64_t)nats->replicas;
     cfg.Duplicates = nats->dedupe_window_ms * 1000000;  /* nanoseconds */
