@@ -270,29 +270,23 @@ static void check_known_settings(ts_config *config, config_setting_t *root)
 
 /* ------------------------------------------- what sections' finish see */
 
-struct ts_setting_context {
-    ts_config *config;
-};
-
-const void *ts_setting_context_values(const ts_setting_context *context,
-                                      const ts_setting_section *section)
+static const void *context_values(void *loader,
+                                  const ts_setting_section *section)
 {
-    return ts_config_section(context->config, section);
+    return ts_config_section(loader, section);
 }
 
-int ts_setting_given(const ts_setting_context *context, const char *key)
+static int context_given(void *loader, const char *key)
 {
-    return config_lookup(&context->config->cfg, key) != NULL;
+    ts_config *config = loader;
+    return config_lookup(&config->cfg, key) != NULL;
 }
 
-void ts_setting_fail(ts_setting_context *context, const char *key,
-                     const char *fmt, ...)
+/* At the key's line; else its group's ("security.curve is on but ... is
+ * not set" points at `security`); else the file. */
+static void context_fail(void *loader, const char *key, const char *message)
 {
-    ts_config *config = context->config;
-    if (config->failed)
-        return;
-    /* The key's line; else its group's ("security.curve is on but ...
-     * is not set" points at `security`); else the file. */
+    ts_config *config = loader;
     config_setting_t *where = config_lookup(&config->cfg, key);
     const char *dot = strchr(key, '.');
     if (where == NULL && dot != NULL) {
@@ -300,11 +294,6 @@ void ts_setting_fail(ts_setting_context *context, const char *key,
         snprintf(group, sizeof group, "%.*s", (int)(dot - key), key);
         where = config_lookup(&config->cfg, group);
     }
-    char message[640];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(message, sizeof message, fmt, ap);
-    va_end(ap);
     fail_at(config, where, "%s", message);
 }
 
@@ -346,7 +335,8 @@ static void load_settings(ts_config *config)
                        config->values[s], section->rows[i].key);
     }
     /* Checks across rows (and sections), then the files rows name. */
-    ts_setting_context context = { config };
+    ts_setting_context context = { config, context_values, context_given,
+                                   context_fail };
     for (size_t s = 0; s < config->n_sections && !config->failed; s++)
         if (config->sections[s]->finish != NULL)
             config->sections[s]->finish(config->values[s], &context);

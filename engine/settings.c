@@ -1,6 +1,7 @@
 #include "engine/settings.h"
 
 #include <limits.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -57,6 +58,28 @@ static const ts_setting_def setting_table[] = {
     STRING_ROW("default_profile", default_profile, "geoind", 0, NULL,
                TS_APPLY_REFUSED, "profile of updates that name none"),
 };
+
+const void *ts_setting_context_values(const ts_setting_context *context,
+                                      const ts_setting_section *section)
+{
+    return context->values(context->loader, section);
+}
+
+int ts_setting_given(const ts_setting_context *context, const char *key)
+{
+    return context->given(context->loader, key);
+}
+
+void ts_setting_fail(ts_setting_context *context, const char *key,
+                     const char *fmt, ...)
+{
+    char message[640];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(message, sizeof message, fmt, ap);
+    va_end(ap);
+    context->fail(context->loader, key, message);
+}
 
 /* LMDB refuses keys longer than this (its default build); a user id is the
  * key of the user's record. */

@@ -124,9 +124,16 @@ const ts_setting_def *ts_profile_setting_table(size_t *n_rows);
 /* ------------------------------------------------------------ sections */
 
 typedef struct ts_setting_section ts_setting_section;
-/* What a section's finish sees: the other sections' values and a way to
- * report a problem at a key's place in the file (engine/config.c). */
-typedef struct ts_setting_context ts_setting_context;
+
+/* What a section's finish sees, provided by the loader (engine/config.c):
+ * the other sections' values and a way to report a problem at a key's
+ * place in the file. Sections use the three functions below. */
+typedef struct ts_setting_context {
+    void *loader;
+    const void *(*values)(void *loader, const ts_setting_section *section);
+    int (*given)(void *loader, const char *key);
+    void (*fail)(void *loader, const char *key, const char *message);
+} ts_setting_context;
 
 struct ts_setting_section {
     const char *name;                /* the module, for messages */

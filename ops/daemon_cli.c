@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "mechanisms/mechanism.h"
-#include "ops/daemon.h"
+#include "ops/daemon_state.h"
 
 #ifndef PACKAGE_VERSION
 #define PACKAGE_VERSION "unknown"

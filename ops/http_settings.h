@@ -33,6 +33,15 @@ typedef struct ts_http_settings {
 extern const ts_setting_section ts_http_setting_section;
 
 void ts_http_settings_defaults(ts_http_settings *settings);
+
+/* Resolves http.token / http.token_file into settings->http_token: the
+ * file (when set) must be readable by its owner only and hold one token
+ * (a trailing newline is fine); the copy goes to *owned_token, which the
+ * caller wipes and frees with ts_http_token_free. Checks every CORS
+ * origin too. 0, or -1 with *blamed_key naming the offending key and
+ * `problem` the reason (never the token). */
+int ts_http_access_load(ts_http_settings *settings, char **owned_token,
+                        const char **blamed_key, char *problem, size_t len);
 const ts_http_settings *ts_http_settings_of(const ts_config *config);
 
 #endif

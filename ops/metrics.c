@@ -8,8 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define HEALTH_REASON_MAX 256
-
 typedef struct histogram {
     uint64_t buckets[TS_METRICS_BUCKETS]; /* non-cumulative; last is +Inf */
     uint64_t count;
@@ -39,11 +37,6 @@ static const double size_bounds[TS_METRICS_BUCKETS] = {
     16384, 32768, 65536, 131072, 262144, 524288, 1048576, 2097152,
     INFINITY,
 };
-
-static struct {
-    int unhealthy;
-    char reason[HEALTH_REASON_MAX];
-} health;
 
 static void observe(histogram *h, const double *bounds, double value)
 {
@@ -131,35 +124,6 @@ void ts_metrics_count_reload(ts_metrics *metrics, int succeeded)
         metrics->reloads++;
     else
         metrics->reload_failures++;
-}
-
-/* ------------------------------------------------------------ health */
-
-void ts_metrics_set_unhealthy(const char *reason)
-{
-    if (health.unhealthy)
-        return;
-    health.unhealthy = 1;
-    snprintf(health.reason, sizeof health.reason, "%s",
-             reason != NULL && reason[0] != '\0' ? reason : "unhealthy");
-}
-
-void ts_metrics_set_healthy(void)
-{
-    health.unhealthy = 0;
-    health.reason[0] = '\0';
-}
-
-int ts_metrics_healthy(char *reason, size_t size)
-{
-    if (!health.unhealthy) {
-        if (reason != NULL && size > 0)
-            reason[0] = '\0';
-        return 1;
-    }
-    if (reason != NULL && size > 0)
-        snprintf(reason, size, "%s", health.reason);
-    return 0;
 }
 
 /* --------------------------------------------------------- rendering */

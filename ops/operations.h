@@ -4,7 +4,7 @@
 #ifndef TRACESAN_OPS_OPERATIONS_H
 #define TRACESAN_OPS_OPERATIONS_H
 
-#include "ops/daemon.h"
+#include "ops/daemon_state.h"
 
 /* The exit summary line (counts only). */
 void ts_daemon_log_summary(const ts_daemon *daemon);

@@ -9,7 +9,7 @@
 #include <unistd.h>
 
 #include "ops/http_access.h"
-#include "engine/settings.h"
+#include "ops/http_settings.h"
 #include "tests/support/check_run.h"
 
 #define GOOD_TOKEN "abcdefghijklmnop-0123456789_~+/=="
