@@ -100,11 +100,12 @@ typedef struct ts_driver_ops {
     void (*stats)(const ts_driver *driver, ts_driver_stats *out);
     /* Its own series for /metrics (NULL: none). 0, or -1. */
     int (*render_metrics)(ts_driver *driver, ts_buf *out);
-    /* SIGHUP, after the caller validated `fresh`: apply its profiles to
-     * the driver's pipelines and whatever else the driver reloads (client
-     * allow-lists). Takes ownership of `fresh` in all cases. 0, or -1 with
-     * err (refused: the running configuration stays, or partly so as err
-     * says). */
+    /* SIGHUP, after the caller validated `fresh` and swapped the
+     * profiles of env->pipeline for ones shared from it: apply them to
+     * the driver's own pipelines, and whatever else the driver reloads
+     * (client allow-lists). The driver takes a reference to `fresh`
+     * (ts_config_ref) if it keeps it. 0, or -1 with err (refused: the
+     * running configuration stays, or partly so as err says). */
     int (*adopt_config)(ts_driver *driver, ts_config *fresh, char *err,
                         size_t errlen);
     /* Where out-of-band messages go (the density feed); NULL: nowhere. */

@@ -23,9 +23,17 @@ typedef struct profile_desc {
     /* `model = ""`: shipped in the file but not usable until a model path
      * is set; left out of the pipeline (see ts_config_build_profiles). */
     int disabled;
+    /* Built once, when the file is loaded (which is how it is checked),
+     * and shared by the pipelines of ts_config_share_profiles: their
+     * profiles point at `mech` through `shared_ops`, the mechanism's table
+     * without its profile_free, so only ts_config_free frees it. */
+    void *mech;
+    double window_budget;
+    ts_mechanism_ops shared_ops;
 } profile_desc;
 
 struct ts_config {
+    int refs;                    /* ts_config_ref / ts_config_free */
     config_t cfg;
     /* Model files named by profiles (key `model`); shared by the scratch
      * views of ts_config_build_profiles. */
@@ -640,10 +648,10 @@ static void load_profile(ts_config *config, config_setting_t *group,
         return;
     }
 
-    double budget;
-    void *mech = instantiate_profile(config, desc, &budget, &desc->disabled);
-    if (mech != NULL && desc->ops->profile_free != NULL)
-        desc->ops->profile_free(mech);
+    desc->mech = instantiate_profile(config, desc, &desc->window_budget,
+                                     &desc->disabled);
+    desc->shared_ops = *desc->ops;
+    desc->shared_ops.profile_free = NULL;
     /* Logged at every load, so the daemon's start, each SIGHUP reload,
      * `--check-config` and `tracesan sanitize` all say it. */
     if (desc->disabled && !config->failed) {
@@ -784,6 +792,7 @@ ts_config *ts_config_load_sections(const ts_setting_section *const *sections,
                      path != NULL ? path : "configuration");
         return NULL;
     }
+    config->refs = 1;
     config->err = err;
     config->errlen = errlen;
     config->models = ts_model_cache_new();
@@ -847,10 +856,25 @@ fail:
     return NULL;
 }
 
+ts_config *ts_config_ref(const ts_config *config)
+{
+    /* The count is the only thing a holder of a const configuration
+     * changes. */
+    ts_config *counted = (ts_config *)config;
+    __atomic_add_fetch(&counted->refs, 1, __ATOMIC_RELAXED);
+    return counted;
+}
+
 void ts_config_free(ts_config *config)
 {
-    if (config == NULL)
+    if (config == NULL ||
+        __atomic_sub_fetch(&config->refs, 1, __ATOMIC_ACQ_REL) > 0)
         return;
+    for (size_t i = 0; i < config->n_profiles; i++) {
+        const profile_desc *desc = &config->profiles[i];
+        if (desc->mech != NULL && desc->ops->profile_free != NULL)
+            desc->ops->profile_free(desc->mech);
+    }
     for (size_t i = config->n_sections; i-- > 1;) {
         if (config->sections[i]->release != NULL)
             config->sections[i]->release(config->values[i]);
@@ -903,9 +927,11 @@ size_t ts_config_restart_changes(const ts_config *old, const ts_config *new,
     return n;
 }
 
-int ts_config_build_profiles(const ts_config *config, ts_profile **profiles,
-                             size_t *n_profiles, size_t *default_index,
-                             char *err, size_t errlen)
+/* The enabled profiles as a pipeline takes them: each mechanism built
+ * anew (`share` 0), or the ones the load built, borrowed (`share` 1). */
+static int collect_profiles(const ts_config *config, int share,
+                            ts_profile **profiles, size_t *n_profiles,
+                            size_t *default_index, char *err, size_t errlen)
 {
     /* Disabled profiles are left out: the pipeline only knows them by name
      * (ts_pipeline_add_disabled_profile). */
@@ -939,11 +965,17 @@ int ts_config_build_profiles(const ts_config *config, ts_profile **profiles,
             complete = 0;
             break;
         }
-        profile->ops = desc->ops;
         int disabled = 0;
-        profile->mech = instantiate_profile(&view, desc,
-                                            &profile->window_budget,
-                                            &disabled);
+        if (share) {
+            profile->ops = &desc->shared_ops;
+            profile->mech = desc->mech;
+            profile->window_budget = desc->window_budget;
+        } else {
+            profile->ops = desc->ops;
+            profile->mech = instantiate_profile(&view, desc,
+                                                &profile->window_budget,
+                                                &disabled);
+        }
         if (profile->mech == NULL) {
             /* The model was non-empty at load; reaching "disabled" now
              * would be a bug, and fails like any other error. */
@@ -970,14 +1002,30 @@ int ts_config_build_profiles(const ts_config *config, ts_profile **profiles,
     return 0;
 }
 
-ts_pipeline *ts_config_make_pipeline(const ts_config *config, ts_rng *rng,
-                                     char *err, size_t errlen)
+int ts_config_build_profiles(const ts_config *config, ts_profile **profiles,
+                             size_t *n_profiles, size_t *default_index,
+                             char *err, size_t errlen)
+{
+    return collect_profiles(config, 0, profiles, n_profiles, default_index,
+                            err, errlen);
+}
+
+int ts_config_share_profiles(const ts_config *config, ts_profile **profiles,
+                             size_t *n_profiles, size_t *default_index,
+                             char *err, size_t errlen)
+{
+    return collect_profiles(config, 1, profiles, n_profiles, default_index,
+                            err, errlen);
+}
+
+static ts_pipeline *make_pipeline(const ts_config *config, int share,
+                                  ts_rng *rng, char *err, size_t errlen)
 {
     ts_profile *profiles = NULL;
     size_t n_profiles = 0;
     size_t default_index = 0;
-    if (ts_config_build_profiles(config, &profiles, &n_profiles,
-                                 &default_index, err, errlen) < 0)
+    if (collect_profiles(config, share, &profiles, &n_profiles,
+                         &default_index, err, errlen) < 0)
         return NULL;
     ts_pipeline *pipeline =
         ts_pipeline_new(profiles, n_profiles, default_index,
@@ -997,4 +1045,17 @@ ts_pipeline *ts_config_make_pipeline(const ts_config *config, ts_rng *rng,
         }
     }
     return pipeline;
+}
+
+ts_pipeline *ts_config_make_pipeline(const ts_config *config, ts_rng *rng,
+                                     char *err, size_t errlen)
+{
+    return make_pipeline(config, 0, rng, err, errlen);
+}
+
+ts_pipeline *ts_config_make_shared_pipeline(const ts_config *config,
+                                            ts_rng *rng, char *err,
+                                            size_t errlen)
+{
+    return make_pipeline(config, 1, rng, err, errlen);
 }

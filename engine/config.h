@@ -31,6 +31,10 @@ ts_config *ts_config_load_sections(const ts_setting_section *const *sections,
                                    const char *const *overrides,
                                    size_t n_overrides, char *err,
                                    size_t errlen);
+/* Configurations are reference-counted: a holder of profiles shared from
+ * one (below) keeps a reference for as long as it uses them, on any
+ * thread. ts_config_free drops one and frees the last. */
+ts_config *ts_config_ref(const ts_config *config);
 void ts_config_free(ts_config *config);
 
 /* The core rows' values. Strings inside point into the config and live as
@@ -60,5 +64,18 @@ int ts_config_build_profiles(const ts_config *config, ts_profile **profiles,
 /* Convenience: profiles + limits -> a pipeline. NULL with err on failure. */
 ts_pipeline *ts_config_make_pipeline(const ts_config *config, ts_rng *rng,
                                      char *err, size_t errlen);
+
+/* As the two above, but every profile's mechanism is the one the load
+ * built (and checked), shared instead of built again: a model or a
+ * channel is in memory once however many pipelines (JetStream
+ * partitions, reloads) use it. Valid while the caller holds a reference
+ * to `config`. A release only reads a mechanism's profile, so pipelines
+ * on one thread share it safely. */
+int ts_config_share_profiles(const ts_config *config, ts_profile **profiles,
+                             size_t *n_profiles, size_t *default_index,
+                             char *err, size_t errlen);
+ts_pipeline *ts_config_make_shared_pipeline(const ts_config *config,
+                                            ts_rng *rng, char *err,
+                                            size_t errlen);
 
 #endif

@@ -121,8 +121,9 @@ int ts_daemon_init(ts_daemon *daemon, const ts_config *config,
         snprintf(err, errlen, "secure random generator unavailable");
         return -1;
     }
-    daemon->pipeline = ts_config_make_pipeline(config, daemon->rng, err,
-                                               errlen);
+    /* The mechanisms the load built (and checked) are the ones used. */
+    daemon->pipeline = ts_config_make_shared_pipeline(config, daemon->rng,
+                                                      err, errlen);
     if (daemon->pipeline == NULL || open_store(daemon, err, errlen) != 0)
         return -1;
     daemon->base = event_base_new();
@@ -254,6 +255,8 @@ void ts_daemon_free(ts_daemon *daemon)
         event_base_free(daemon->base);
     if (daemon->pipeline != NULL)
         ts_pipeline_free(daemon->pipeline);
+    ts_config_free(daemon->profiles_config);
+    daemon->profiles_config = NULL;
     ts_store_close(daemon->store);
     if (daemon->rng != NULL)
         ts_rng_free(daemon->rng);

@@ -34,6 +34,9 @@ typedef struct ts_daemon {
     struct event_base *base;
     ts_rng *rng;
     ts_pipeline *pipeline;       /* the profiles every driver releases by */
+    /* The configuration whose mechanisms the pipeline shares since the
+     * last SIGHUP (NULL: `config`'s); a reference the daemon holds. */
+    ts_config *profiles_config;
     ts_store *store;             /* NULL: memory only, or not the driver's */
     ts_observer observer;        /* the hooks handed to the driver */
     ts_log_limiter log_limiter;  /* rejection lines */

@@ -286,6 +286,7 @@ static void reload_configuration(ts_daemon *daemon)
         .overrides = daemon->overrides,
         .n_overrides = daemon->n_overrides,
         .pipeline = daemon->pipeline,
+        .profiles_config = &daemon->profiles_config,
         .population = daemon->population,
         .running = daemon->config,
         .driver_ops = daemon->driver_ops,

@@ -108,7 +108,7 @@ int ts_reload(const ts_reload_target *t)
     ts_profile *profiles = NULL;
     size_t n_profiles = 0;
     size_t default_index = 0;
-    if (ts_config_build_profiles(fresh, &profiles, &n_profiles,
+    if (ts_config_share_profiles(fresh, &profiles, &n_profiles,
                                  &default_index, err, sizeof err) != 0) {
         ts_config_free(fresh);
         return refuse(t, err);
@@ -132,9 +132,12 @@ int ts_reload(const ts_reload_target *t)
     if (before != NULL)
         log_profile_changes(before, n_before, t->pipeline);
     free(before);
+    /* The pipeline shares fresh's mechanisms now: the daemon keeps it for
+     * as long, and lets go of the one it replaced. */
+    ts_config_free(*t->profiles_config);
+    *t->profiles_config = fresh;
     ts_config_restart_changes(t->running, fresh, warn_restart_only, NULL);
     int level = ts_config_settings(fresh)->log_level;
-    /* The driver takes the new configuration whatever it answers. */
     if (t->driver_ops->adopt_config(t->driver, fresh, err, sizeof err) !=
         0) {
         ts_log(TS_LOG_ERROR, "reload: %s", err);

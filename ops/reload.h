@@ -19,17 +19,20 @@ typedef struct ts_reload_target {
     const char *const *overrides;
     size_t n_overrides;
     /* The pipeline the daemon built, whose profiles every driver releases
-     * by: its profiles are swapped here. */
+     * by: its profiles are swapped here for ones shared from the new
+     * configuration, which then goes to *profiles_config (the reference
+     * the daemon holds for them; the one it held is dropped). */
     ts_pipeline *pipeline;
+    ts_config **profiles_config;
     /* PRIVIC loops bound to the pipeline's profiles (may be NULL): they
      * let go of the old profiles and rebind to the new ones. */
     struct ts_population_set *population;
     /* The running configuration stays the original file's: the driver and
      * store hold pointers into it. */
     const ts_config *running;
-    /* The rest goes to the driver through its table: adopt_config takes
+    /* The rest goes to the driver through its table: adopt_config sees
      * the new configuration (its partitions' profiles, CURVE's
-     * allow-lists). */
+     * allow-lists) and takes a reference if it keeps it. */
     const ts_driver_ops *driver_ops;
     ts_driver *driver;
     ts_metrics *metrics;                 /* counts reloads; may be NULL */

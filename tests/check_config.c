@@ -641,6 +641,47 @@ TS_TEST(test_errors_are_single_lines)
 }
 END_TEST
 
+/* Issue 26: the mechanisms the load built are the ones every shared
+ * pipeline releases through (built once, not once per pipeline or
+ * partition), and a reference keeps them alive after the loader's
+ * ts_config_free. */
+TS_TEST(test_shared_profiles_are_built_once)
+{
+    ts_config *config = load(shipped_config(), NULL, 0);
+    ck_assert_msg(config != NULL, "%s", err);
+    ts_rng *rng = ts_rng_new_seeded(3);
+    ts_pipeline *a = ts_config_make_shared_pipeline(config, rng, err,
+                                                    sizeof err);
+    ts_pipeline *b = ts_config_make_shared_pipeline(config, rng, err,
+                                                    sizeof err);
+    ts_pipeline *own = ts_config_make_pipeline(config, rng, err, sizeof err);
+    ck_assert_ptr_nonnull(a);
+    ck_assert_ptr_nonnull(b);
+    ck_assert_ptr_nonnull(own);
+    size_t n = ts_pipeline_profile_count(a);
+    ck_assert_uint_ge(n, 1);
+    for (size_t i = 0; i < n; i++) {
+        ck_assert_ptr_eq(ts_pipeline_profile_at(a, i)->mech,
+                         ts_pipeline_profile_at(b, i)->mech);
+        ck_assert_ptr_ne(ts_pipeline_profile_at(a, i)->mech,
+                         ts_pipeline_profile_at(own, i)->mech);
+    }
+    /* The holder's reference outlives the loader's. */
+    ts_config *held = ts_config_ref(config);
+    ts_config_free(config);
+    ts_input in = { .user_id = "u", .ts_ms = 1000, .lat = 48.85,
+                    .lon = 2.35 };
+    ts_outcome out;
+    ts_pipeline_process(a, &in, &out);
+    ck_assert(out.sanitized);
+    ts_pipeline_free(a);
+    ts_pipeline_free(b);
+    ts_pipeline_free(own);
+    ts_config_free(held);
+    ts_rng_free(rng);
+}
+END_TEST
+
 int main(void)
 {
     return ts_check_main("config", 0, NULL, teardown);

@@ -213,8 +213,8 @@ int ts_tool_pipeline_open(const ts_tool_common *common, ts_tool_pipeline *out)
                                    : "secure random generator unavailable");
         goto fail;
     }
-    out->pipeline = ts_config_make_pipeline(out->config, out->rng, err,
-                                            sizeof err);
+    out->pipeline = ts_config_make_shared_pipeline(out->config, out->rng,
+                                                   err, sizeof err);
     if (out->pipeline == NULL) {
         fprintf(stderr, TS_TOOL_NAME ": %s\n", err);
         goto fail;

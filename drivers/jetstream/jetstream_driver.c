@@ -357,7 +357,7 @@ static int js_adopt_config(ts_driver *m, ts_config *fresh, char *err,
     (void)errlen;
     pthread_mutex_lock(&m->lock);
     ts_config *superseded = m->pending;
-    m->pending = fresh;
+    m->pending = ts_config_ref(fresh);
     pthread_mutex_unlock(&m->lock);
     if (superseded != NULL)
         ts_config_free(superseded);

@@ -300,7 +300,7 @@ void ts_js_apply_pending_reload(ts_jetstream *m)
         char err[ERR_MAX];
         ts_profile *profiles = NULL;
         size_t n_profiles = 0, default_index = 0;
-        if (ts_config_build_profiles(fresh, &profiles, &n_profiles,
+        if (ts_config_share_profiles(fresh, &profiles, &n_profiles,
                                      &default_index, err, sizeof err) != 0 ||
             ts_pipeline_replace_profiles(p->pipeline, profiles, n_profiles,
                                          default_index, err,
@@ -316,6 +316,8 @@ void ts_js_apply_pending_reload(ts_jetstream *m)
             failed++;
             continue;
         }
+        ts_config_free(p->config);
+        p->config = ts_config_ref(fresh);
         applied++;
     }
     if (m->adopted != NULL)

@@ -81,6 +81,8 @@ void ts_js_drop_state(ts_jetstream *m, partition *p)
     if (p->pipeline != NULL)
         ts_pipeline_free(p->pipeline);
     p->pipeline = NULL;
+    ts_config_free(p->config);
+    p->config = NULL;
     if (p->records != NULL)
         ts_record_map_clear(p->records);
 }

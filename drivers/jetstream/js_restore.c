@@ -163,9 +163,13 @@ int ts_js_restore_partition(ts_jetstream *m, partition *p)
         ts_log(TS_LOG_WARN, "partition %u: %s", p->index, err);
         return -1;
     }
+    /* Every partition shares the mechanisms the configuration's load
+     * built, so a model or channel is in memory once. */
     const ts_config *config = m->adopted != NULL ? m->adopted : m->env.config;
-    p->pipeline = ts_config_make_pipeline(config, m->env.rng, err,
-                                          sizeof err);
+    p->pipeline = ts_config_make_shared_pipeline(config, m->env.rng, err,
+                                                 sizeof err);
+    if (p->pipeline != NULL)
+        p->config = ts_config_ref(config);
     if (p->pipeline == NULL) {
         ts_log(TS_LOG_ERROR, "partition %u: %s", p->index, err);
         return -1;

@@ -63,6 +63,8 @@ typedef struct partition {
     uint64_t epoch;              /* revision at acquisition */
     int64_t deadline_ms;         /* stop processing at this monotonic ms */
     ts_pipeline *pipeline;
+    /* What its pipeline's profiles are shared from: a reference. */
+    ts_config *config;
     ts_pipeline_stats counted;   /* its pipeline's stats already summed */
     ts_record_map *records;
     ts_state_backend backend;
@@ -85,8 +87,8 @@ typedef struct instance_view {
 struct ts_driver {
     ts_driver_env env;
     ts_pipeline *template;       /* env->pipeline: whose profiles are used */
-    ts_config *adopted;          /* owned: the last reload applied */
-    ts_config *pending;          /* owned, under lock: a reload to apply */
+    ts_config *adopted;          /* a reference: the last reload applied */
+    ts_config *pending;          /* a reference, under lock: to apply */
     const ts_settings *settings;
     const ts_nats_settings *nats;
     char self[TS_LEASE_OWNER_MAX];

@@ -32,9 +32,6 @@ struct ts_driver {
     ts_group_commit commit;
     ts_store_backend store_backend;
     struct event *expire_event;
-    /* The last reload's configuration: the driver keeps what it adopted
-     * (the allow-lists are copies, the profiles the pipeline's own). */
-    ts_config *adopted;
 };
 
 static const char *const input_types[] = { "pull", "sub", NULL };
@@ -112,8 +109,6 @@ static void zmq_close(ts_driver *d)
     if (d->pipeline != NULL)
         ts_pipeline_set_state_backend(d->pipeline, NULL);
     ts_store_backend_free(&d->store_backend);
-    if (d->adopted != NULL)
-        ts_config_free(d->adopted);
     free(d);
 }
 
@@ -237,8 +232,8 @@ static void zmq_stats(const ts_driver *d, ts_driver_stats *out)
 }
 
 /* The profiles are the caller's (ops/reload.c swaps them in the pipeline
- * it gave us); what is the driver's is CURVE's client allow-lists, which
- * apply to the next handshakes while connected peers stay. */
+ * it gave us); what is the driver's is CURVE's client allow-lists, copied,
+ * which apply to the next handshakes while connected peers stay. */
 static int zmq_adopt_config(ts_driver *d, ts_config *fresh, char *err,
                             size_t errlen)
 {
@@ -252,9 +247,6 @@ static int zmq_adopt_config(ts_driver *d, ts_config *fresh, char *err,
                    ? zmq->curve_input_allow->n_keys : (size_t)0,
                zmq->curve_output_allow != NULL ? "restricted"
                                                : "open to any key");
-    if (d->adopted != NULL)
-        ts_config_free(d->adopted);
-    d->adopted = fresh;
     if (keys < 0) {
         char why[512];
         snprintf(why, sizeof why, "client allow-lists not reloaded, the "
