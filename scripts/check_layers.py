@@ -2,6 +2,7 @@
 """The layering check: arrows between the product's folders run one way.
 
     scripts/check_layers.py SRCDIR BUILDDIR     (make check-layers)
+    scripts/check_layers.py --docs SRCDIR       (docs/architecture.md)
 
 A module is a .c file and its .h (or a lone .h) in one folder. Module A
 depends on module B when A's .c or .h includes B's header ("folder/b.h"),
@@ -14,6 +15,10 @@ calls and data references the linker resolves). Both graphs are checked:
   - the operations side and main.c reach a driver only through the
     driver table and the registry (FORBIDDEN);
   - inside a folder the modules form no circle.
+
+With --docs it checks instead that docs/architecture.md's module table
+names every module of these folders and of tools/ under its folder, and
+nothing else, and that the data flow goes through ts_group_process.
 
 Prints every violation and exits 1 when there is one, 0 otherwise."""
 
@@ -48,17 +53,23 @@ RANK = {folder: i for i, rank in enumerate(ORDER) for folder in rank}
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
 
 
-def modules(srcdir):
-    """{module: [files]} for every .c/.h under the ordered folders, and
-    the folders found that are not in the order."""
+# Described by the docs, but outside the order: the CLI sits above it all.
+DOCUMENTED_ONLY = ["tools"]
+TABLE_ROW = re.compile(r"^\|\s*(`([^`]*)/`)?\s*\|([^|]*)\|")
+
+
+def modules(srcdir, extra=()):
+    """{module: [files]} for every .c/.h under the ordered folders (and
+    `extra` ones), and the folders found that are not in the order."""
     found, unknown = {}, set()
-    for top in sorted({f.split("/")[0] for f in RANK}):
+    known = set(RANK) | set(extra)
+    for top in sorted({f.split("/")[0] for f in known}):
         for root, _dirs, files in os.walk(os.path.join(srcdir, top)):
             folder = os.path.relpath(root, srcdir)
             for name in files:
                 if not name.endswith((".c", ".h")):
                     continue
-                if folder not in RANK:
+                if folder not in known:
                     unknown.add(folder)
                     continue
                 module = folder + "/" + name[:-2]
@@ -196,7 +207,48 @@ def check(arrows, kind):
     return problems
 
 
+def documented(doc_text):
+    """{module} the architecture table names, as folder/stem."""
+    names, folder = set(), None
+    for line in doc_text.splitlines():
+        m = TABLE_ROW.match(line)
+        if not m:
+            folder = None if not line.startswith("|") else folder
+            continue
+        if m.group(2) is not None:
+            folder = m.group(2)
+        if folder is None:
+            continue
+        for name in re.findall(r"`([A-Za-z0-9_]+)`", m.group(3)):
+            names.add(folder + "/" + name)
+    return names
+
+
+def check_docs(srcdir):
+    path = os.path.join(srcdir, "docs", "architecture.md")
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    mods, unknown = modules(srcdir, DOCUMENTED_ONLY)
+    names = documented(text)
+    problems = ["docs/architecture.md does not describe module %s" % m
+                for m in sorted(set(mods) - names)]
+    problems += ["docs/architecture.md names module %s, which does not "
+                 "exist" % m for m in sorted(names - set(mods))]
+    problems += ["folder %s is not in the layer order" % f
+                 for f in sorted(unknown)]
+    if "ts_group_process" not in text:
+        problems.append("docs/architecture.md's data flow does not go "
+                        "through the group body (ts_group_process)")
+    for p in problems:
+        print("check_architecture_docs: " + p)
+    print("check_architecture_docs: %d modules described: %s" %
+          (len(mods), "FAILED" if problems else "ok"))
+    return 1 if problems else 0
+
+
 def main(argv):
+    if len(argv) == 3 and argv[1] == "--docs":
+        return check_docs(argv[2])
     if len(argv) != 3:
         print(__doc__.split("\n\n")[1], file=sys.stderr)
         return 2

@@ -263,7 +263,7 @@ int ts_js_run_group(ts_jetstream *m, partition *p)
 
 /* ---------------------------------------------------------- the thread */
 
-/* Idle users leave memory as in the ZeroMQ mode (daemon/main.c); their
+/* Idle users leave memory as with the ZeroMQ driver; their
  * records stay in the partition's map, which a returning user is loaded
  * from. Between groups only: every user is durable then. */
 void ts_js_expire_users(ts_jetstream *m)
