@@ -208,6 +208,38 @@ TS_TEST(test_json_output_carries_the_same_outcomes)
 }
 END_TEST
 
+/* Batches in JSON: {"sanitized":[...],"rejected":[...]}, the lists of the
+ * same OutcomeBatch. */
+TS_TEST(test_json_batches_decode_as_outcome_batches)
+{
+    const char *overrides[] = { "output.encoding=\"json\"",
+                                "output.format=\"batch\"",
+                                "input.max_backdate_s=0",
+                                "profiles.geoind.points_per_window=1" };
+    fixture f;
+    setup_with(&f, overrides, 4);
+    process(&f, 3, NOW_ISH);
+    process(&f, 3, NOW_ISH + 1000);   /* each user's second: exhausted */
+    ck_assert_uint_eq(f.out.n, 2);
+    size_t want_rejected[2] = { 0, 3 };
+    for (size_t i = 0; i < 2; i++) {
+        ck_assert_str_eq(f.out.messages[i].topic, "batch");
+        ProtobufCMessage *m = NULL;
+        char err[256];
+        ck_assert_msg(ts_json_to_message(
+                          &tracesan__v1__outcome_batch__descriptor,
+                          (const char *)f.out.messages[i].payload.data,
+                          f.out.messages[i].payload.len, NULL, &m, err,
+                          sizeof err) == 0, "%s", err);
+        const Tracesan__V1__OutcomeBatch *b = (void *)m;
+        ck_assert_uint_eq(b->n_rejected, want_rejected[i]);
+        ck_assert_uint_eq(b->n_sanitized, 3 - want_rejected[i]);
+        protobuf_c_message_free_unpacked(m, NULL);
+    }
+    teardown_fixture(&f);
+}
+END_TEST
+
 int main(void)
 {
     return ts_check_main("group", 0, NULL, NULL);

@@ -66,8 +66,7 @@ static void finish_nats(void *values, ts_setting_context *context)
 
 const ts_setting_section ts_nats_setting_section = {
     .name = "nats",
-    .rows = nats_rows,
-    .n_rows = sizeof nats_rows / sizeof nats_rows[0],
+    TS_SECTION_ROWS(nats_rows),
     .size = sizeof(ts_nats_settings),
     .finish = finish_nats,
 };
