@@ -162,7 +162,8 @@ done
 for mode in $MODES; do
     echo "$BENCH: median $mode: $(median <"$tmp/rates.$mode") points/s"
 done
-base=$(median <"$tmp/rates.zmq-lmdb" 2>/dev/null || echo "")
+base=""
+[ -f "$tmp/rates.zmq-lmdb" ] && base=$(median <"$tmp/rates.zmq-lmdb")
 for mode in $MODES; do
     [ "$mode" = zmq-lmdb ] || [ -z "$base" ] ||
         awk -v m="$mode" -v r="$(median <"$tmp/rates.$mode")" -v b="$base" \
