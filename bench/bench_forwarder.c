@@ -118,26 +118,17 @@ static void on_message(void *arg, const ts_inbound *message)
     flush(f);
 }
 
-static ts_publish_result publish(void *arg, const void *topic,
-                                 size_t topic_len, const void *payload,
-                                 size_t len)
-{
-    forwarder *f = arg;
-    return ts_transport_publish(f->transport, topic, topic_len, payload,
-                                len);
-}
-
 static void on_batch_end(void *arg)
 {
     forwarder *f = arg;
-    ts_publisher publisher = { f, publish };
+    ts_publisher publisher = ts_transport_publisher(f->transport);
     ts_outbox_publish(&f->outbox, &publisher);
 }
 
 static int on_output_ready(void *arg)
 {
     forwarder *f = arg;
-    ts_publisher publisher = { f, publish };
+    ts_publisher publisher = ts_transport_publisher(f->transport);
     return ts_outbox_publish(&f->outbox, &publisher);
 }
 

@@ -104,6 +104,18 @@ static size_t process(fixture *f, size_t n, int64_t ts_ms)
 
 static const int64_t NOW_ISH = 1700000000000;
 
+/* A kept message's JSON as a message of `descriptor`. */
+static ProtobufCMessage *from_json(const kept *k,
+                                   const ProtobufCMessageDescriptor *d)
+{
+    ProtobufCMessage *m = NULL;
+    char err[256];
+    ck_assert_msg(ts_json_to_message(d, (const char *)k->payload.data,
+                                     k->payload.len, NULL, &m, err,
+                                     sizeof err) == 0, "%s", err);
+    return m;
+}
+
 /* Issue 26: the output's buffer holds as many outcomes batched as per
  * point. Before, a batch held up to input.max_batch_updates (10 000)
  * outcomes, so the socket took output.hwm / 10 000 = 10 messages: 1 000
@@ -189,13 +201,9 @@ TS_TEST(test_json_output_carries_the_same_outcomes)
     ck_assert_uint_eq(f.out.n, 3);
     for (size_t i = 0; i < 3; i++) {
         ck_assert_str_eq(f.out.messages[i].topic, "sanitized.geoind");
-        ProtobufCMessage *m = NULL;
-        char err[256];
-        ck_assert_msg(ts_json_to_message(
-                          &tracesan__v1__sanitized_location__descriptor,
-                          (const char *)f.out.messages[i].payload.data,
-                          f.out.messages[i].payload.len, NULL, &m, err,
-                          sizeof err) == 0, "%s", err);
+        ProtobufCMessage *m =
+            from_json(&f.out.messages[i],
+                      &tracesan__v1__sanitized_location__descriptor);
         const Tracesan__V1__SanitizedLocation *loc = (void *)m;
         char user[16];
         snprintf(user, sizeof user, "u%zu", i);
@@ -224,13 +232,8 @@ TS_TEST(test_json_batches_decode_as_outcome_batches)
     size_t want_rejected[2] = { 0, 3 };
     for (size_t i = 0; i < 2; i++) {
         ck_assert_str_eq(f.out.messages[i].topic, "batch");
-        ProtobufCMessage *m = NULL;
-        char err[256];
-        ck_assert_msg(ts_json_to_message(
-                          &tracesan__v1__outcome_batch__descriptor,
-                          (const char *)f.out.messages[i].payload.data,
-                          f.out.messages[i].payload.len, NULL, &m, err,
-                          sizeof err) == 0, "%s", err);
+        ProtobufCMessage *m = from_json(
+            &f.out.messages[i], &tracesan__v1__outcome_batch__descriptor);
         const Tracesan__V1__OutcomeBatch *b = (void *)m;
         ck_assert_uint_eq(b->n_rejected, want_rejected[i]);
         ck_assert_uint_eq(b->n_sanitized, 3 - want_rejected[i]);
