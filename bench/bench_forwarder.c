@@ -17,11 +17,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "datapath/intake.h"
+#include "datapath/outbox.h"
+#include "drivers/driver_registry.h"
+#include "drivers/zmq/zmq_transport.h"
 #include "engine/config.h"
-#include "engine/intake.h"
-#include "engine/outbox.h"
 #include "engine/pipeline.h"
-#include "engine/transport.h"
+#include "ops/catalog.h"
+#include "wire/format.h"
 
 #define MAX_OVERRIDES 64
 
@@ -31,6 +34,10 @@ static const ts_mechanism_ops forwarded_ops = { .name = "geoind" };
 
 typedef struct forwarder {
     const ts_settings *settings;
+    const ts_format *format;
+    size_t batch_outcomes;       /* 0: one message per outcome */
+    ts_format_batch batch;
+    ts_buf topic, payload;
     ts_transport *transport;
     struct event_base *base;
     ts_outbox outbox;
@@ -41,17 +48,54 @@ typedef struct forwarder {
     uint64_t refused;
 } forwarder;
 
+/* The open OutcomeBatch as one message, when it holds any. */
+static void flush(forwarder *f)
+{
+    const void *data;
+    size_t len;
+    if (ts_format_batch_count(&f->batch) == 0 ||
+        ts_format_batch_payload(f->format, &f->batch, &f->payload, &data,
+                                &len) != 0)
+        return;
+    ts_outbox_put(&f->outbox, TS_TOPIC_BATCH, sizeof TS_TOPIC_BATCH - 1,
+                  data, len);
+    ts_format_batch_reset(&f->batch);
+}
+
+/* As the group body outputs: one message, or into the open batch. */
+static void output(forwarder *f, const ts_outcome *outcome, ts_reason reason,
+                   const char *detail)
+{
+    if (f->batch_outcomes > 0) {
+        if (outcome != NULL)
+            ts_format_batch_outcome(f->format, &f->batch, outcome);
+        else
+            ts_format_batch_rejection(f->format, &f->batch, reason, detail);
+        if (ts_format_batch_count(&f->batch) >= f->batch_outcomes)
+            flush(f);
+        return;
+    }
+    ts_buf_reset(&f->topic);
+    ts_buf_reset(&f->payload);
+    if ((outcome != NULL
+             ? ts_format_outcome(f->format, outcome, &f->topic, &f->payload)
+             : ts_format_rejection(f->format, reason, detail, &f->topic,
+                                   &f->payload)) == 0)
+        ts_outbox_put(&f->outbox, f->topic.data, f->topic.len,
+                      f->payload.data, f->payload.len);
+}
+
 static void on_message(void *arg, const ts_inbound *message)
 {
     forwarder *f = arg;
-    ts_outbox_begin_message(&f->outbox);
     Tracesan__V1__LocationBatch *batch;
     ts_reason reason;
     char detail[160];
     if (ts_intake_open(f->settings, message, f->wire, &f->arena, &batch,
                        &reason, detail, sizeof detail) != 0) {
         f->refused++;
-        ts_outbox_add_rejection(&f->outbox, reason, detail);
+        output(f, NULL, reason, detail);
+        flush(f);
         return;
     }
     for (size_t i = 0; i < batch->n_updates; i++) {
@@ -67,22 +111,25 @@ static void on_message(void *arg, const ts_inbound *message)
             .eps_remaining = 1.0,
             .window_start_ms = input.ts_ms,
         };
-        ts_outbox_add_outcome(&f->outbox, &outcome);
+        output(f, &outcome, TS_REASON_NONE, NULL);
         f->forwarded++;
     }
     ts_codec_batch_release(&f->arena, batch);
+    flush(f);
 }
 
 static void on_batch_end(void *arg)
 {
     forwarder *f = arg;
-    ts_outbox_publish(&f->outbox, &ts_transport_zmq_ops, f->transport);
+    ts_publisher publisher = ts_transport_publisher(f->transport);
+    ts_outbox_publish(&f->outbox, &publisher);
 }
 
 static int on_output_ready(void *arg)
 {
     forwarder *f = arg;
-    return ts_outbox_publish(&f->outbox, &ts_transport_zmq_ops, f->transport);
+    ts_publisher publisher = ts_transport_publisher(f->transport);
+    return ts_outbox_publish(&f->outbox, &publisher);
 }
 
 static void on_signal(evutil_socket_t signum, short what, void *arg)
@@ -117,16 +164,26 @@ int main(int argc, char **argv)
         return 1;
     }
     forwarder f = { .settings = ts_config_settings(config) };
-    f.outbox.batched = f.settings->output_format == TS_OUTPUT_BATCH;
+    const ts_format_settings *format =
+        ts_config_section(config, &ts_format_setting_section);
+    f.format = ts_format_of(format);
+    f.batch_outcomes = format->batch ? format->batch_outcomes : 0;
     ts_codec_arena_init(&f.arena);
     f.profile.name = (char *)"geoind";
     f.profile.ops = &forwarded_ops;
     f.wire = calloc(f.settings->max_batch_updates, sizeof *f.wire);
     f.base = event_base_new();
     int status = 1;
+    ts_transport_options options = {
+        .core = f.settings,
+        .zmq = ts_zmq_settings_of(config),
+        .format = format,
+        .sub_input = strcmp(ts_driver_input_type(config), "sub") == 0,
+        .push_output = strcmp(ts_driver_output_type(config), "push") == 0,
+    };
     if (f.wire == NULL || f.base == NULL ||
-        ts_transport_zmq_ops.open(&f.transport, f.settings, f.base, err,
-                                  sizeof err) != 0) {
+        ts_transport_open(&f.transport, &options, f.base, err,
+                          sizeof err) != 0) {
         fprintf(stderr, "bench_forwarder: cannot start: %s\n", err);
         goto out;
     }
@@ -134,11 +191,11 @@ int main(int argc, char **argv)
     struct event *interrupt = evsignal_new(f.base, SIGINT, on_signal, &f);
     event_add(term, NULL);
     event_add(interrupt, NULL);
-    ts_transport_zmq_ops.start(f.transport, on_message, on_batch_end,
-                               on_output_ready, &f);
+    ts_transport_start(f.transport, on_message, on_batch_end,
+                       on_output_ready, &f);
     fprintf(stderr, "bench_forwarder: ready input=%s output=%s\n",
-            ts_transport_zmq_ops.input_endpoint(f.transport),
-            ts_transport_zmq_ops.output_endpoint(f.transport));
+            ts_transport_input_endpoint(f.transport),
+            ts_transport_output_endpoint(f.transport));
     status = event_base_dispatch(f.base) < 0;
     fprintf(stderr, "bench_forwarder: forwarded %llu updates, refused %llu "
             "messages\n", (unsigned long long)f.forwarded,
@@ -147,7 +204,10 @@ int main(int argc, char **argv)
     event_free(interrupt);
 out:
     if (f.transport != NULL)
-        ts_transport_zmq_ops.close(f.transport);
+        ts_transport_close(f.transport);
+    ts_format_batch_free(&f.batch);
+    ts_buf_free(&f.topic);
+    ts_buf_free(&f.payload);
     if (f.base != NULL)
         event_base_free(f.base);
     ts_outbox_free(&f.outbox);

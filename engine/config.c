@@ -10,14 +10,10 @@
 #include <libconfig.h>
 
 #include "engine/config_override.h"
-#include "drivers/zmq/curve_keys.h"
-#include "ops/http_access.h"
 #include "engine/log.h"
 #include "inference/channel_file.h"
 #include "inference/model_cache.h"
 
-/* Ten years, as for the settings' durations (engine/settings.c). */
-#define MAX_DURATION_S INT64_C(315360000)
 
 typedef struct profile_desc {
     config_setting_t *group;
@@ -27,9 +23,17 @@ typedef struct profile_desc {
     /* `model = ""`: shipped in the file but not usable until a model path
      * is set; left out of the pipeline (see ts_config_build_profiles). */
     int disabled;
+    /* Built once, when the file is loaded (which is how it is checked),
+     * and shared by the pipelines of ts_config_share_profiles: their
+     * profiles point at `mech` through `shared_ops`, the mechanism's table
+     * without its profile_free, so only ts_config_free frees it. */
+    void *mech;
+    double window_budget;
+    ts_mechanism_ops shared_ops;
 } profile_desc;
 
 struct ts_config {
+    int refs;                    /* ts_config_ref / ts_config_free */
     config_t cfg;
     /* Model files named by profiles (key `model`); shared by the scratch
      * views of ts_config_build_profiles. */
@@ -39,11 +43,14 @@ struct ts_config {
     char **overrides;            /* copies: settings' hooks point at them */
     size_t n_overrides;
     ts_settings settings;
+    /* Every section of the catalog the file was loaded with, and each
+     * one's values (the core's are `settings`). */
+    const ts_setting_section **sections;
+    void **values;
+    size_t n_sections;
     profile_desc *profiles;
     size_t n_profiles;
     size_t default_index;
-    ts_curve_server_material curve;    /* when security.curve is on */
-    char *http_token;                  /* read from http.token_file */
     char *err;                   /* first error wins */
     size_t errlen;
     int failed;
@@ -113,7 +120,7 @@ static void load_string_list(ts_config *config, const ts_setting_def *row,
                              config_setting_t *s, void *base,
                              const char *key)
 {
-    const char *values[TS_MAX_SUBSCRIPTIONS];
+    const char *values[TS_SETTING_MAX_LIST];
     if (config_setting_type(s) == CONFIG_TYPE_STRING) {
         values[0] = config_setting_get_string(s);
         ts_setting_store_list(row, base, values, 1);
@@ -211,14 +218,27 @@ static void load_value(ts_config *config, const ts_setting_def *row,
     ts_setting_store_string(row, out, v);
 }
 
-static int is_settings_group(const char *name)
+static const ts_setting_def *find_row(const ts_config *config,
+                                      const char *key, size_t *section)
 {
-    size_t n_rows;
-    const ts_setting_def *rows = ts_setting_table(&n_rows);
+    const ts_setting_section *found = NULL;
+    const ts_setting_def *row = ts_setting_find_in(
+        config->sections, config->n_sections, key, &found);
+    for (size_t i = 0; row != NULL && i < config->n_sections; i++)
+        if (config->sections[i] == found)
+            *section = i;
+    return row;
+}
+
+static int is_settings_group(const ts_config *config, const char *name)
+{
     size_t len = strlen(name);
-    for (size_t i = 0; i < n_rows; i++)
-        if (strncmp(rows[i].key, name, len) == 0 && rows[i].key[len] == '.')
-            return 1;
+    for (size_t s = 0; s < config->n_sections; s++)
+        for (size_t i = 0; i < config->sections[s]->n_rows; i++) {
+            const char *key = config->sections[s]->rows[i].key;
+            if (strncmp(key, name, len) == 0 && key[len] == '.')
+                return 1;
+        }
     return 0;
 }
 
@@ -226,13 +246,15 @@ static int is_settings_group(const char *name)
  * groups the rows live in must be groups. */
 static void check_known_settings(ts_config *config, config_setting_t *root)
 {
+    size_t section;
     for (int i = 0; i < config_setting_length(root) && !config->failed;
          i++) {
         config_setting_t *member = config_setting_get_elem(root, i);
         const char *name = config_setting_name(member);
-        if (strcmp(name, "profiles") == 0 || ts_setting_find(name) != NULL)
+        if (strcmp(name, "profiles") == 0 ||
+            find_row(config, name, &section) != NULL)
             continue;
-        if (!is_settings_group(name)) {
+        if (!is_settings_group(config, name)) {
             fail_at(config, member, "unknown setting '%s'", name);
             return;
         }
@@ -246,7 +268,7 @@ static void check_known_settings(ts_config *config, config_setting_t *root)
             char path[256];
             snprintf(path, sizeof path, "%s.%s", name,
                      config_setting_name(key));
-            if (ts_setting_find(path) == NULL) {
+            if (find_row(config, path, &section) == NULL) {
                 fail_at(config, key, "unknown setting '%s'", path);
                 return;
             }
@@ -254,122 +276,78 @@ static void check_known_settings(ts_config *config, config_setting_t *root)
     }
 }
 
-/* LMDB refuses keys longer than this (its default build); a user id is the
- * key of the user's record. */
-#define MAX_STORE_KEY_BYTES 511
+/* ------------------------------------------- what sections' finish see */
 
-/* Checks that involve more than one row. */
-static void check_settings_together(ts_config *config)
+static const void *context_values(void *loader,
+                                  const ts_setting_section *section)
 {
-    ts_settings *s = &config->settings;
-    if (s->state_dir != NULL &&
-        s->limits.max_user_id_bytes > MAX_STORE_KEY_BYTES)
-        fail_at(config, config_lookup(&config->cfg, "state.dir"),
-                "state.dir needs users.max_user_id_bytes <= %d (user ids are "
-                "store keys)", MAX_STORE_KEY_BYTES);
-    /* The JetStream mode consumes and publishes through the same streams
-     * (outputs are acknowledged with their inputs); neither side works
-     * with a ZeroMQ socket on the other. */
-    int js_in = s->input_kind == TS_INPUT_JETSTREAM;
-    int js_out = s->output_kind == TS_OUTPUT_JETSTREAM;
-    if (js_in != js_out)
-        fail_at(config, config_lookup(&config->cfg, js_in ? "input.type"
-                                                          : "output.type"),
-                js_in ? "input.type = \"jetstream\" needs output.type = "
-                        "\"jetstream\""
-                      : "output.type = \"jetstream\" needs input.type = "
-                        "\"jetstream\"");
-    /* Keys that only work in pairs: refused here rather than at the first
-     * connection attempt, so --check-config tells. */
-    const struct {
-        const char *key, *value, *needs, *needed;
-        int creds_suffice;   /* a creds file replaces the NKey pair */
-    } pairs[] = {
-        { "nats.nkey_seed_file", s->nats.nkey_seed_file, "nats.nkey_public",
-          s->nats.nkey_public, 1 },
-        { "nats.nkey_public", s->nats.nkey_public, "nats.nkey_seed_file",
-          s->nats.nkey_seed_file, 1 },
-        { "nats.tls_cert_file", s->nats.tls_cert_file, "nats.tls_key_file",
-          s->nats.tls_key_file, 0 },
-        { "nats.tls_key_file", s->nats.tls_key_file, "nats.tls_cert_file",
-          s->nats.tls_cert_file, 0 },
-    };
-    for (size_t i = 0; i < sizeof pairs / sizeof pairs[0]; i++)
-        if (pairs[i].value != NULL && pairs[i].needed == NULL &&
-            !(pairs[i].creds_suffice && s->nats.creds_file != NULL))
-            fail_at(config, config_lookup(&config->cfg, pairs[i].key),
-                    "%s needs %s", pairs[i].key, pairs[i].needs);
+    return ts_config_section(loader, section);
 }
 
-/* With security.curve on, the key files are read now, so that a bad one
- * fails --check-config and the start rather than the first handshake.
- * With it off the paths are only type-checked by their rows. */
-static void load_curve_keys(ts_config *config)
+static int context_given(void *loader, const char *key)
 {
-    static const char *const required[] = {
-        "server_secret_key_file", "server_public_key_file",
-        "input_allow_keys_file"
-    };
-    ts_settings *s = &config->settings;
-    if (!s->curve_enabled)
-        return;
-    config_setting_t *security = config_lookup(&config->cfg, "security");
-    for (size_t i = 0; i < sizeof required / sizeof required[0]; i++) {
-        char key[64];
-        snprintf(key, sizeof key, "security.%s", required[i]);
-        if (config_lookup(&config->cfg, key) == NULL) {
-            fail_at(config, security, "security.curve is on but %s is not "
-                    "set", key);
-            return;
-        }
-    }
-    const char *blamed = NULL;
-    char detail[512];
-    if (ts_curve_load_server_material(
-            s->curve_secret_key_file, s->curve_public_key_file,
-            s->curve_input_allow_file, s->curve_output_allow_file,
-            &config->curve, &blamed, detail, sizeof detail) != 0) {
-        char key[64];
-        snprintf(key, sizeof key, "security.%s", blamed);
-        fail_at(config, config_lookup(&config->cfg, key), "%s: %s", key,
-                detail);
-        return;
-    }
-    s->curve_server_secret = config->curve.secret;
-    memcpy(s->curve_server_public, config->curve.public_key,
-           sizeof s->curve_server_public);
-    s->curve_input_allow = &config->curve.input_allow;
-    s->curve_output_allow = config->curve.has_output_allow
-                                ? &config->curve.output_allow : NULL;
+    ts_config *config = loader;
+    return config_lookup(&config->cfg, key) != NULL;
 }
 
-/* The token file is read now, like the CURVE keys, so that a missing or
- * empty one fails --check-config and the start. */
-static void load_http_access(ts_config *config)
+/* At the key's line; else its group's ("security.curve is on but ... is
+ * not set" points at `security`); else the file. */
+static void context_fail(void *loader, const char *key, const char *message)
 {
-    const char *blamed = NULL;
-    char problem[640];
-    if (ts_http_access_load(&config->settings, &config->http_token, &blamed,
-                            problem, sizeof problem) != 0)
-        fail_at(config, config_lookup(&config->cfg, blamed), "%s %s",
-                blamed, problem);
+    ts_config *config = loader;
+    config_setting_t *where = config_lookup(&config->cfg, key);
+    const char *dot = strchr(key, '.');
+    if (where == NULL && dot != NULL) {
+        char group[128];
+        snprintf(group, sizeof group, "%.*s", (int)(dot - key), key);
+        where = config_lookup(&config->cfg, group);
+    }
+    fail_at(config, where, "%s", message);
+}
+
+static int alloc_sections(ts_config *config,
+                          const ts_setting_section *const *sections, size_t n)
+{
+    config->sections = calloc(n + 1, sizeof *config->sections);
+    config->values = calloc(n + 1, sizeof *config->values);
+    if (config->sections == NULL || config->values == NULL)
+        return -1;
+    /* The core rows are always there, whatever the catalog. */
+    config->sections[0] = &ts_core_setting_section;
+    config->values[0] = &config->settings;
+    config->n_sections = 1;
+    ts_settings_defaults(&config->settings);
+    for (size_t i = 0; i < n; i++) {
+        if (sections[i] == &ts_core_setting_section)
+            continue;
+        void *values = calloc(1, sections[i]->size > 0 ? sections[i]->size
+                                                       : 1);
+        if (values == NULL)
+            return -1;
+        ts_setting_section_defaults(sections[i], values);
+        config->sections[config->n_sections] = sections[i];
+        config->values[config->n_sections++] = values;
+    }
+    return 0;
 }
 
 static void load_settings(ts_config *config)
 {
     config_setting_t *root = config_root_setting(&config->cfg);
     check_known_settings(config, root);
-    size_t n_rows;
-    const ts_setting_def *rows = ts_setting_table(&n_rows);
-    for (size_t i = 0; i < n_rows && !config->failed; i++)
-        load_value(config, &rows[i], config_lookup(&config->cfg, rows[i].key),
-                   &config->settings, rows[i].key);
-    if (!config->failed)
-        check_settings_together(config);
-    if (!config->failed)
-        load_curve_keys(config);
-    if (!config->failed)
-        load_http_access(config);
+    for (size_t s = 0; s < config->n_sections && !config->failed; s++) {
+        const ts_setting_section *section = config->sections[s];
+        for (size_t i = 0; i < section->n_rows && !config->failed; i++)
+            load_value(config, &section->rows[i],
+                       config_lookup(&config->cfg, section->rows[i].key),
+                       config->values[s], section->rows[i].key);
+    }
+    /* Checks across rows (and sections), then the files rows name. */
+    ts_setting_context context = { config, context_values, context_given,
+                                   context_fail };
+    for (size_t s = 0; s < config->n_sections && !config->failed; s++)
+        if (config->sections[s]->finish != NULL)
+            config->sections[s]->finish(config->values[s], &context);
 }
 
 /* ---------------------------------------------------------- profiles */
@@ -670,10 +648,10 @@ static void load_profile(ts_config *config, config_setting_t *group,
         return;
     }
 
-    double budget;
-    void *mech = instantiate_profile(config, desc, &budget, &desc->disabled);
-    if (mech != NULL && desc->ops->profile_free != NULL)
-        desc->ops->profile_free(mech);
+    desc->mech = instantiate_profile(config, desc, &desc->window_budget,
+                                     &desc->disabled);
+    desc->shared_ops = *desc->ops;
+    desc->shared_ops.profile_free = NULL;
     /* Logged at every load, so the daemon's start, each SIGHUP reload,
      * `--check-config` and `tracesan sanitize` all say it. */
     if (desc->disabled && !config->failed) {
@@ -799,8 +777,11 @@ static void read_file(ts_config *config, const char *path)
     }
 }
 
-ts_config *ts_config_load(const char *path, const char *const *overrides,
-                          size_t n_overrides, char *err, size_t errlen)
+ts_config *ts_config_load_sections(const ts_setting_section *const *sections,
+                                   size_t n_sections, const char *path,
+                                   const char *const *overrides,
+                                   size_t n_overrides, char *err,
+                                   size_t errlen)
 {
     if (err != NULL && errlen > 0)
         err[0] = '\0';
@@ -811,11 +792,16 @@ ts_config *ts_config_load(const char *path, const char *const *overrides,
                      path != NULL ? path : "configuration");
         return NULL;
     }
+    config->refs = 1;
     config->err = err;
     config->errlen = errlen;
     config->models = ts_model_cache_new();
     config_init(&config->cfg);
-    ts_settings_defaults(&config->settings);
+    config->origin = path != NULL ? path : "(defaults)";
+    if (alloc_sections(config, sections, n_sections) != 0) {
+        fail_raw(config, "%s: out of memory", config->origin);
+        goto fail;
+    }
     if (path != NULL) {
         config->path = strdup(path);
         if (config->path == NULL) {
@@ -870,12 +856,32 @@ fail:
     return NULL;
 }
 
+ts_config *ts_config_ref(const ts_config *config)
+{
+    /* The count is the only thing a holder of a const configuration
+     * changes. */
+    ts_config *counted = (ts_config *)config;
+    __atomic_add_fetch(&counted->refs, 1, __ATOMIC_RELAXED);
+    return counted;
+}
+
 void ts_config_free(ts_config *config)
 {
-    if (config == NULL)
+    if (config == NULL ||
+        __atomic_sub_fetch(&config->refs, 1, __ATOMIC_ACQ_REL) > 0)
         return;
-    ts_curve_server_material_free(&config->curve);
-    ts_http_token_free(config->http_token);
+    for (size_t i = 0; i < config->n_profiles; i++) {
+        const profile_desc *desc = &config->profiles[i];
+        if (desc->mech != NULL && desc->ops->profile_free != NULL)
+            desc->ops->profile_free(desc->mech);
+    }
+    for (size_t i = config->n_sections; i-- > 1;) {
+        if (config->sections[i]->release != NULL)
+            config->sections[i]->release(config->values[i]);
+        free(config->values[i]);
+    }
+    free(config->values);
+    free(config->sections);
     config_destroy(&config->cfg);
     ts_model_cache_free(config->models);
     for (size_t i = 0; i < config->n_overrides; i++)
@@ -891,9 +897,41 @@ const ts_settings *ts_config_settings(const ts_config *config)
     return &config->settings;
 }
 
-int ts_config_build_profiles(const ts_config *config, ts_profile **profiles,
-                             size_t *n_profiles, size_t *default_index,
-                             char *err, size_t errlen)
+const void *ts_config_section(const ts_config *config,
+                              const ts_setting_section *section)
+{
+    for (size_t i = 0; i < config->n_sections; i++)
+        if (config->sections[i] == section)
+            return config->values[i];
+    return NULL;
+}
+
+const ts_setting_section *const *ts_config_sections(const ts_config *config,
+                                                    size_t *n)
+{
+    *n = config->n_sections;
+    return config->sections;
+}
+
+size_t ts_config_restart_changes(const ts_config *old, const ts_config *new,
+                                 void (*report)(const char *key, void *arg),
+                                 void *arg)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < old->n_sections; i++) {
+        const void *fresh = ts_config_section(new, old->sections[i]);
+        if (fresh != NULL)
+            n += ts_setting_section_restart_changes(
+                old->sections[i], old->values[i], fresh, report, arg);
+    }
+    return n;
+}
+
+/* The enabled profiles as a pipeline takes them: each mechanism built
+ * anew (`share` 0), or the ones the load built, borrowed (`share` 1). */
+static int collect_profiles(const ts_config *config, int share,
+                            ts_profile **profiles, size_t *n_profiles,
+                            size_t *default_index, char *err, size_t errlen)
 {
     /* Disabled profiles are left out: the pipeline only knows them by name
      * (ts_pipeline_add_disabled_profile). */
@@ -927,11 +965,17 @@ int ts_config_build_profiles(const ts_config *config, ts_profile **profiles,
             complete = 0;
             break;
         }
-        profile->ops = desc->ops;
         int disabled = 0;
-        profile->mech = instantiate_profile(&view, desc,
-                                            &profile->window_budget,
-                                            &disabled);
+        if (share) {
+            profile->ops = &desc->shared_ops;
+            profile->mech = desc->mech;
+            profile->window_budget = desc->window_budget;
+        } else {
+            profile->ops = desc->ops;
+            profile->mech = instantiate_profile(&view, desc,
+                                                &profile->window_budget,
+                                                &disabled);
+        }
         if (profile->mech == NULL) {
             /* The model was non-empty at load; reaching "disabled" now
              * would be a bug, and fails like any other error. */
@@ -958,14 +1002,30 @@ int ts_config_build_profiles(const ts_config *config, ts_profile **profiles,
     return 0;
 }
 
-ts_pipeline *ts_config_make_pipeline(const ts_config *config, ts_rng *rng,
-                                     char *err, size_t errlen)
+int ts_config_build_profiles(const ts_config *config, ts_profile **profiles,
+                             size_t *n_profiles, size_t *default_index,
+                             char *err, size_t errlen)
+{
+    return collect_profiles(config, 0, profiles, n_profiles, default_index,
+                            err, errlen);
+}
+
+int ts_config_share_profiles(const ts_config *config, ts_profile **profiles,
+                             size_t *n_profiles, size_t *default_index,
+                             char *err, size_t errlen)
+{
+    return collect_profiles(config, 1, profiles, n_profiles, default_index,
+                            err, errlen);
+}
+
+static ts_pipeline *make_pipeline(const ts_config *config, int share,
+                                  ts_rng *rng, char *err, size_t errlen)
 {
     ts_profile *profiles = NULL;
     size_t n_profiles = 0;
     size_t default_index = 0;
-    if (ts_config_build_profiles(config, &profiles, &n_profiles,
-                                 &default_index, err, errlen) < 0)
+    if (collect_profiles(config, share, &profiles, &n_profiles,
+                         &default_index, err, errlen) < 0)
         return NULL;
     ts_pipeline *pipeline =
         ts_pipeline_new(profiles, n_profiles, default_index,
@@ -985,4 +1045,17 @@ ts_pipeline *ts_config_make_pipeline(const ts_config *config, ts_rng *rng,
         }
     }
     return pipeline;
+}
+
+ts_pipeline *ts_config_make_pipeline(const ts_config *config, ts_rng *rng,
+                                     char *err, size_t errlen)
+{
+    return make_pipeline(config, 0, rng, err, errlen);
+}
+
+ts_pipeline *ts_config_make_shared_pipeline(const ts_config *config,
+                                            ts_rng *rng, char *err,
+                                            size_t errlen)
+{
+    return make_pipeline(config, 1, rng, err, errlen);
 }

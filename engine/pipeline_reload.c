@@ -31,7 +31,9 @@ static int check_compatible(const ts_pipeline *pipeline,
                      new->name);
             return -1;
         }
-        if (old->ops != new->ops) {
+        /* By name: profiles shared from a configuration carry its copy
+         * of the mechanism's table (engine/config.h). */
+        if (strcmp(old->ops->name, new->ops->name) != 0) {
             snprintf(err, errlen, "profile '%s' changed mechanism; that "
                      "needs a restart", old->name);
             return -1;

@@ -1,132 +1,36 @@
 #include "engine/settings.h"
 
 #include <limits.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "ops/ops_http.h"
-
-/* Ten years: generous upper bound for every duration setting, and small
- * enough that millisecond arithmetic on it cannot overflow. */
-#define MAX_DURATION_S 315360000LL
-
-static int check_endpoint(const char *value, char *problem, size_t len)
-{
-    if (strstr(value, "://") != NULL)
-        return 0;
-    snprintf(problem, len, "must be a ZeroMQ endpoint such as "
-             "tcp://127.0.0.1:7001");
-    return -1;
-}
-
-static int check_listen(const char *value, char *problem, size_t len)
-{
-    if (value[0] == '\0')
-        return 0;
-    char host[256];
-    char why[256];
-    unsigned port;
-    if (ts_ops_http_parse_listen(value, host, sizeof host, &port, why,
-                                 sizeof why) == 0)
-        return 0;
-    snprintf(problem, len, "%s (use \"127.0.0.1:9107\", or \"\" to turn the "
-             "endpoint off)", why);
-    return -1;
-}
-
-/* A Leaflet URL template: fetched by the browser, never by the daemon. */
-static int check_tile_url(const char *value, char *problem, size_t len)
-{
-    if (value[0] == '\0')
-        return 0;
-    int printable = 1;
-    for (const char *p = value; *p != '\0'; p++)
-        if (*p < 0x21 || *p > 0x7e || strchr("\"'<>\\", *p) != NULL)
-            printable = 0;
-    if (printable &&
-        (strncmp(value, "https://", 8) == 0 ||
-         strncmp(value, "http://", 7) == 0) &&
-        strstr(value, "{z}") != NULL && strstr(value, "{x}") != NULL &&
-        strstr(value, "{y}") != NULL)
-        return 0;
-    snprintf(problem, len, "must be an http(s) URL template with {z}, {x} "
-             "and {y}, e.g. \"https://tile.example.org/{z}/{x}/{y}.png\", "
-             "or \"\" for no tiles");
-    return -1;
-}
-
-static const char *const socket_types[] = { "pull", "sub", "jetstream",
-                                           NULL };
-static const char *const socket_modes[] = { "bind", "connect", NULL };
-static const char *const output_types[] = { "pub", "push", "jetstream",
-                                           NULL };
-static const char *const output_formats[] = { "point", "batch", NULL };
 static const char *const log_levels[] = { "error", "warn", "info", "debug",
                                           NULL };
 /* Same order as ts_store_sync in state/store.h. */
 static const char *const store_syncs[] = { "full", "batch", "none", NULL };
 
-#define FIELD(f) offsetof(ts_settings, f), sizeof(((ts_settings *)0)->f)
-
-#define INT_ROW(k, f, lo, hi, unit, def, apply_, doc_)                       \
-    { .key = k, .type = TS_SETTING_INT, FIELD(f), .min = lo, .max = hi,     \
-      .scale = unit, .default_value = def, .apply = apply_, .doc = doc_ }
-#define CHOICE_ROW(k, f, list, def, apply_, doc_)                            \
-    { .key = k, .type = TS_SETTING_CHOICE, FIELD(f), .choices = list,       \
-      .default_value = def, .apply = apply_, .doc = doc_ }
-#define STRING_ROW(k, f, def, flags_, check_, apply_, doc_)                  \
-    { .key = k, .type = TS_SETTING_STRING, FIELD(f), .default_value = def,  \
-      .flags = flags_, .check = check_, .apply = apply_, .doc = doc_ }
-#define BOOL_ROW(k, f, def, apply_, doc_)                                    \
-    { .key = k, .type = TS_SETTING_BOOL, FIELD(f), .default_value = def,    \
-      .apply = apply_, .doc = doc_ }
+#define INT_ROW(...) TS_INT_ROW(ts_settings, __VA_ARGS__)
+#define CHOICE_ROW(...) TS_CHOICE_ROW(ts_settings, __VA_ARGS__)
+#define STRING_ROW(...) TS_STRING_ROW(ts_settings, __VA_ARGS__)
+#define BOOL_ROW(...) TS_BOOL_ROW(ts_settings, __VA_ARGS__)
+#define MAX_DURATION_S TS_MAX_DURATION_S
 
 #define RESTART TS_APPLY_RESTART
 #define RELOAD TS_APPLY_RELOAD
 
+/* What every driver's data path obeys: the intake's limits, the users'
+ * table, logging, the store and the default profile. */
 static const ts_setting_def setting_table[] = {
-    STRING_ROW("input.endpoint", input_endpoint, "tcp://127.0.0.1:7001", 0,
-               check_endpoint, RESTART,
-               "ZeroMQ endpoint the updates arrive on"),
-    CHOICE_ROW("input.type", input_kind, socket_types, "pull", RESTART,
-               "PULL socket (producers PUSH), SUB socket (producers PUB) "
-               "or JetStream partitions (docs/scale-out.md)"),
-    CHOICE_ROW("input.mode", input_mode, socket_modes, "bind", RESTART,
-               "bind the input endpoint or connect to it"),
-    { .key = "input.subscribe", .type = TS_SETTING_STRING_LIST,
-      FIELD(subscriptions),
-      .count_offset = offsetof(ts_settings, n_subscriptions),
-      .min = 1, .max = TS_MAX_SUBSCRIPTIONS, .default_value = "",
-      .flags = TS_SETTING_EMPTY_OK, .apply = RESTART,
-      .doc = "topic prefixes a SUB input subscribes to; \"\" = all" },
-    INT_ROW("input.hwm", input_hwm, 0, INT_MAX, 1, "100000", RESTART,
-            "receive high-water mark in messages; 0 = unlimited"),
-    INT_ROW("input.max_queued_mb", max_queued_mb, 0, 1LL << 20, 1, "64",
-            RESTART, "most input queued per producer, in MiB"),
     INT_ROW("input.max_message_bytes", max_message_bytes, 64, 1LL << 30, 1,
             "1048576", RESTART, "largest accepted message, in bytes"),
     INT_ROW("input.max_batch_updates", max_batch_updates, 1, 10000000, 1,
             "10000", RESTART, "most updates in one LocationBatch"),
-    INT_ROW("input.read_budget", read_budget, 1, 1000000, 1, "256", RESTART,
-            "messages read per wake-up before yielding"),
     INT_ROW("input.max_future_s", max_future_ms, 0, MAX_DURATION_S, 1000,
             "600", RESTART, "reject timestamps this far ahead; 0 = off"),
     INT_ROW("input.max_backdate_s", max_backdate_ms, 0, MAX_DURATION_S, 1000,
             "86400", RESTART, "reject timestamps this far behind; 0 = off"),
-    STRING_ROW("output.endpoint", output_endpoint, "tcp://127.0.0.1:7002", 0,
-               check_endpoint, RESTART,
-               "ZeroMQ endpoint sanitized points are published on"),
-    CHOICE_ROW("output.mode", output_mode, socket_modes, "bind", RESTART,
-               "bind the output endpoint or connect to it"),
-    INT_ROW("output.hwm", output_hwm, 0, INT_MAX, 1, "100000", RESTART,
-            "send high-water mark in outcomes; 0 = unlimited"),
-    CHOICE_ROW("output.type", output_kind, output_types, "pub", RESTART,
-               "PUB (best effort), PUSH (lossless, pauses input) or "
-               "JetStream (with input.type jetstream)"),
-    CHOICE_ROW("output.format", output_format, output_formats, "point",
-               RESTART, "one message per outcome, or one OutcomeBatch per "
-               "input message"),
     INT_ROW("output.density_publish_s", density_publish_ms, 0,
             MAX_DURATION_S, 1000, "10", RESTART,
             "period of the density.<profile> estimates; 0 = off"),
@@ -142,7 +46,8 @@ static const ts_setting_def setting_table[] = {
                "lowest level written"),
     BOOL_ROW("log.syslog", log_syslog, "false", RESTART,
              "log to syslog instead of stderr"),
-    { .key = "state.dir", .type = TS_SETTING_STRING, FIELD(state_dir),
+    { .key = "state.dir", .type = TS_SETTING_STRING,
+      TS_ROW_FIELD(ts_settings, state_dir),
       .shipped_value = "/var/lib/tracesand", .flags = TS_SETTING_EMPTY_UNSET,
       .apply = RESTART,
       .doc = "directory of the durable LMDB store; unset = in memory" },
@@ -150,96 +55,52 @@ static const ts_setting_def setting_table[] = {
                "what a group commit fsyncs"),
     INT_ROW("state.map_size_mb", state_map_size_mb, 1, 1LL << 24, 1, "1024",
             RESTART, "LMDB map size (the store's maximum), in MiB"),
-    STRING_ROW("http.listen", http_listen, "127.0.0.1:9107",
-               TS_SETTING_EMPTY_OK, check_listen, RESTART,
-               "operator HTTP endpoint host:port; \"\" = off"),
-    INT_ROW("http.max_connections", http_max_connections, 1, 65536, 1, "64",
-            RESTART, "most HTTP connections open at once"),
-    STRING_ROW("http.dashboard_dir", http_dashboard_dir, "",
-               TS_SETTING_EMPTY_OK, NULL, RESTART,
-               "the dashboard's files; \"\" = the installed copy"),
-    STRING_ROW("http.leaflet_dir", http_leaflet_dir,
-               "/usr/share/javascript/leaflet", 0, NULL, RESTART,
-               "Leaflet's files (Debian package libjs-leaflet)"),
-    STRING_ROW("http.tile_url", http_tile_url, "", TS_SETTING_EMPTY_OK,
-               check_tile_url, RESTART,
-               "map tile URL template for the dashboard; \"\" = none"),
-    STRING_ROW("http.tile_attribution", http_tile_attribution, "",
-               TS_SETTING_EMPTY_OK, NULL, RESTART,
-               "attribution text the tile server requires"),
-    STRING_ROW("http.token", http_token, NULL, TS_SETTING_EMPTY_UNSET, NULL,
-               RESTART, "bearer token the dashboard's data, the feed and "
-               "/metrics require; unset = none"),
-    STRING_ROW("http.token_file", http_token_file, NULL,
-               TS_SETTING_EMPTY_UNSET, NULL, RESTART,
-               "file holding the bearer token (mode 0600)"),
-    { .key = "http.cors_origins", .type = TS_SETTING_STRING_LIST,
-      FIELD(http_cors_origins),
-      .count_offset = offsetof(ts_settings, n_http_cors_origins),
-      .min = 0, .max = TS_MAX_CORS_ORIGINS, .apply = RESTART,
-      .doc = "origins whose pages may read the endpoint (CORS)" },
-    INT_ROW("http.feed_max_streams", http_feed_max_streams, 0, 4096, 1,
-            "16", RESTART, "most /feed streams open at once; 0 = no feed"),
-    INT_ROW("http.feed_buffer_kb", http_feed_buffer_kb, 1, 65536, 1, "1024",
-            RESTART, "events queued per feed stream, in KiB"),
-    INT_ROW("http.feed_stall_timeout_s", http_feed_stall_ms, 1, 3600, 1000,
-            "10", RESTART, "a stream behind this long is cut off"),
-    INT_ROW("http.feed_max_rate", http_feed_max_rate, 0, 10000000, 1,
-            "20000", RESTART, "events the feed encodes per second; 0 = any"),
-    BOOL_ROW("security.curve", curve_enabled, "false", RESTART,
-             "CURVE encryption and client authentication on both sockets"),
-    STRING_ROW("security.server_secret_key_file", curve_secret_key_file,
-               NULL, 0, NULL, RESTART, "the daemon's secret key (Z85)"),
-    STRING_ROW("security.server_public_key_file", curve_public_key_file,
-               NULL, 0, NULL, RESTART, "the daemon's public key (Z85)"),
-    /* The allow-lists are read again on every reload. */
-    STRING_ROW("security.input_allow_keys_file", curve_input_allow_file,
-               NULL, 0, NULL, RELOAD, "publishers allowed on the input"),
-    STRING_ROW("security.output_allow_keys_file", curve_output_allow_file,
-               NULL, 0, NULL, RELOAD, "subscribers allowed on the output"),
-    /* Scale-out on NATS JetStream (drivers/jetstream/jetstream_mode.h). */
-    STRING_ROW("nats.servers", nats.servers, "nats://127.0.0.1:4222", 0,
-               NULL, RESTART, "NATS server URLs, comma-separated"),
-    INT_ROW("nats.partitions", nats.partitions, 1, 4096, 1, "16", RESTART,
-            "input partitions P (subjects tracesan.in.<p>)"),
-    INT_ROW("nats.replicas", nats.replicas, 1, 5, 1, "1", RESTART,
-            "replicas of the streams and the lease bucket"),
-    STRING_ROW("nats.instance_id", nats.instance_id, "",
-               TS_SETTING_EMPTY_OK, NULL, RESTART,
-               "this instance's name in leases; \"\" = host name and pid"),
-    INT_ROW("nats.lease_ttl_s", nats.lease_ttl_ms, 1, 3600, 1000, "10",
-            RESTART, "a partition lease not renewed this long is free"),
-    INT_ROW("nats.fetch_batch", nats.fetch_batch, 1, 100000, 1, "256",
-            RESTART, "input messages fetched per partition per group"),
-    INT_ROW("nats.max_ack_pending", nats.max_ack_pending, 1, 1000000, 1,
-            "4096", RESTART, "unacknowledged input messages per partition"),
-    INT_ROW("nats.dedupe_window_s", nats.dedupe_window_ms, 1, 604800, 1000,
-            "600", RESTART, "output stream duplicate window"),
-    INT_ROW("nats.snapshot_every", nats.snapshot_every, 1, 1000000, 1,
-            "256", RESTART, "changelog records between two snapshots"),
-    STRING_ROW("nats.creds_file", nats.creds_file, NULL,
-               TS_SETTING_EMPTY_UNSET, NULL, RESTART,
-               "NATS credentials file (JWT and NKey seed)"),
-    STRING_ROW("nats.nkey_seed_file", nats.nkey_seed_file, NULL,
-               TS_SETTING_EMPTY_UNSET, NULL, RESTART,
-               "NKey seed file (without a creds file)"),
-    STRING_ROW("nats.nkey_public", nats.nkey_public, NULL,
-               TS_SETTING_EMPTY_UNSET, NULL, RESTART,
-               "the user's public NKey, with nkey_seed_file"),
-    STRING_ROW("nats.tls_ca_file", nats.tls_ca_file, NULL,
-               TS_SETTING_EMPTY_UNSET, NULL, RESTART,
-               "CA certificates: set, the connection requires TLS"),
-    STRING_ROW("nats.tls_cert_file", nats.tls_cert_file, NULL,
-               TS_SETTING_EMPTY_UNSET, NULL, RESTART,
-               "client certificate chain for TLS"),
-    STRING_ROW("nats.tls_key_file", nats.tls_key_file, NULL,
-               TS_SETTING_EMPTY_UNSET, NULL, RESTART,
-               "client private key for TLS"),
     STRING_ROW("default_profile", default_profile, "geoind", 0, NULL,
                TS_APPLY_REFUSED, "profile of updates that name none"),
 };
 
-#define N_ROWS (sizeof setting_table / sizeof setting_table[0])
+const void *ts_setting_context_values(const ts_setting_context *context,
+                                      const ts_setting_section *section)
+{
+    return context->values(context->loader, section);
+}
+
+int ts_setting_given(const ts_setting_context *context, const char *key)
+{
+    return context->given(context->loader, key);
+}
+
+void ts_setting_fail(ts_setting_context *context, const char *key,
+                     const char *fmt, ...)
+{
+    char message[640];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(message, sizeof message, fmt, ap);
+    va_end(ap);
+    context->fail(context->loader, key, message);
+}
+
+/* LMDB refuses keys longer than this (its default build); a user id is the
+ * key of the user's record. */
+#define MAX_STORE_KEY_BYTES 511
+
+static void finish_core(void *values, ts_setting_context *context)
+{
+    const ts_settings *s = values;
+    if (s->state_dir != NULL &&
+        s->limits.max_user_id_bytes > MAX_STORE_KEY_BYTES)
+        ts_setting_fail(context, "state.dir", "state.dir needs "
+                        "users.max_user_id_bytes <= %d (user ids are store "
+                        "keys)", MAX_STORE_KEY_BYTES);
+}
+
+const ts_setting_section ts_core_setting_section = {
+    .name = "core",
+    TS_SECTION_ROWS(setting_table),
+    .size = sizeof(ts_settings),
+    .finish = finish_core,
+};
 
 static const char *const exhausted_policies[] = { "drop", "repeat", NULL };
 
@@ -267,17 +128,18 @@ const ts_setting_def *ts_profile_setting_table(size_t *n_rows)
     return profile_setting_table;
 }
 
-const ts_setting_def *ts_setting_table(size_t *n_rows)
+const ts_setting_def *ts_setting_find_in(const ts_setting_section *const
+                                             *sections,
+                                         size_t n, const char *key,
+                                         const ts_setting_section **section)
 {
-    *n_rows = N_ROWS;
-    return setting_table;
-}
-
-const ts_setting_def *ts_setting_find(const char *key)
-{
-    for (size_t i = 0; i < N_ROWS; i++)
-        if (strcmp(setting_table[i].key, key) == 0)
-            return &setting_table[i];
+    for (size_t s = 0; s < n; s++)
+        for (size_t i = 0; i < sections[s]->n_rows; i++)
+            if (strcmp(sections[s]->rows[i].key, key) == 0) {
+                if (section != NULL)
+                    *section = sections[s];
+                return &sections[s]->rows[i];
+            }
     return NULL;
 }
 
@@ -440,10 +302,16 @@ void ts_setting_format(const ts_setting_def *row, const void *s,
     }
 }
 
+void ts_setting_section_defaults(const ts_setting_section *section,
+                                 void *values)
+{
+    memset(values, 0, section->size);
+    ts_setting_defaults(section->rows, section->n_rows, values);
+}
+
 void ts_settings_defaults(ts_settings *s)
 {
-    memset(s, 0, sizeof *s);
-    ts_setting_defaults(setting_table, N_ROWS, s);
+    ts_setting_section_defaults(&ts_core_setting_section, s);
 }
 
 static int same_text(const char *a, const char *b)
@@ -475,60 +343,22 @@ int ts_setting_differs(const ts_setting_def *row, const void *a,
     return 1;
 }
 
-size_t ts_settings_restart_changes(const ts_settings *old,
-                                   const ts_settings *new,
-                                   void (*report)(const char *key, void *arg),
-                                   void *arg)
+size_t ts_setting_section_restart_changes(const ts_setting_section *section,
+                                          const void *old, const void *new,
+                                          void (*report)(const char *key,
+                                                         void *arg),
+                                          void *arg)
 {
     size_t n = 0;
-    int key_file_changed = 0;
-    for (size_t i = 0; i < N_ROWS; i++) {
-        const ts_setting_def *row = &setting_table[i];
+    for (size_t i = 0; i < section->n_rows; i++) {
+        const ts_setting_def *row = &section->rows[i];
         if (row->apply != TS_APPLY_RESTART ||
             !ts_setting_differs(row, old, new))
             continue;
-        if (strcmp(row->key, "security.server_public_key_file") == 0)
-            key_file_changed = 1;
         report(row->key, arg);
         n++;
     }
-    /* The same path may hold a new key: the sockets keep the old one. */
-    if (!key_file_changed && old->curve_enabled && new->curve_enabled &&
-        memcmp(old->curve_server_public, new->curve_server_public,
-               sizeof old->curve_server_public) != 0) {
-        report("the server key in security.server_public_key_file", arg);
-        n++;
-    }
+    if (section->restart_changes != NULL)
+        n += section->restart_changes(old, new, report, arg);
     return n;
-}
-
-size_t ts_input_frame_cap(const ts_settings *s)
-{
-    /* Twice the accepted size: a message up to there still arrives and is
-     * answered with an `oversized` rejection that says its size; past it
-     * libzmq drops the peer's connection without reading on. */
-    return s->max_message_bytes * 2;
-}
-
-int ts_output_queue_messages(const ts_settings *s)
-{
-    if (s->output_format != TS_OUTPUT_BATCH || s->output_hwm == 0)
-        return s->output_hwm;
-    size_t batches = (size_t)s->output_hwm / s->max_batch_updates;
-    return batches > 0 ? (int)batches : 1;
-}
-
-int ts_input_queue_messages(const ts_settings *s)
-{
-    if (s->max_queued_mb == 0)
-        return s->input_hwm;
-    /* ZeroMQ's HWM counts messages; the bound wanted is in bytes. Sized
-     * for the largest frame the socket lets in, the byte bound holds
-     * whatever the producers send. */
-    size_t n = (s->max_queued_mb << 20) / ts_input_frame_cap(s);
-    if (n < 1)
-        n = 1;
-    if (s->input_hwm > 0 && (size_t)s->input_hwm < n)
-        n = (size_t)s->input_hwm;
-    return n > INT_MAX ? INT_MAX : (int)n;
 }

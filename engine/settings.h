@@ -1,12 +1,18 @@
-/* The daemon's settings, and the one table that describes them.
+/* The settings, and the one table of rows that describes them.
  *
- * Every key of the configuration file outside `profiles` is one row of
- * ts_setting_table: where it lives in ts_settings, its type and bounds, its
- * unit, its default, its choices, whether a SIGHUP reload applies it, and a
- * line of doc. The loader (engine/config.c), the defaults, the reload diff
- * and the documentation check (tests/check_settings_docs.c) all walk the
- * same rows, so a new key is one row plus its field, and the shipped file
- * and docs/configuration.md cannot drift from the code unnoticed.
+ * Every key of the configuration file outside `profiles` is one row: where
+ * it lives in its module's values struct, its type and bounds, its unit,
+ * its default, its choices, whether a SIGHUP reload applies it, and a line
+ * of doc. Rows are contributed by the modules that use them, a section
+ * each (ts_setting_section): the core rows below (intake limits, users,
+ * log, state, default profile), the output format's (wire/format.h), the
+ * driver choice and each driver's own (drivers/driver_registry.h, e.g. the
+ * ZeroMQ sockets and CURVE, NATS), the HTTP endpoint's (ops/). The
+ * catalog of every section (ops/catalog.h) is the one table the loader
+ * (engine/config.c), the defaults, the reload diff and the documentation
+ * check (tests/check_settings_docs.c) walk, so a new key is one row plus
+ * its field, and the shipped file and docs/configuration.md cannot drift
+ * from the code unnoticed. A module below another never sees its rows.
  */
 #ifndef TRACESAN_ENGINE_SETTINGS_H
 #define TRACESAN_ENGINE_SETTINGS_H
@@ -16,49 +22,13 @@
 
 #include "engine/pipeline.h"
 
-typedef enum ts_socket_kind {
-    TS_SOCKET_PULL = 0,
-    TS_SOCKET_SUB = 1,
-    TS_INPUT_JETSTREAM = 2,  /* partitioned, docs/scale-out.md */
-} ts_socket_kind;
-typedef enum ts_socket_mode { TS_SOCKET_BIND = 0, TS_SOCKET_CONNECT = 1 } ts_socket_mode;
-/* PUB drops for slow subscribers; PUSH is lossless: when no consumer can
- * take more, the transport stops reading input until one can. */
-typedef enum ts_output_kind {
-    TS_OUTPUT_PUB = 0,
-    TS_OUTPUT_PUSH = 1,
-    TS_OUTPUT_JETSTREAM = 2,
-} ts_output_kind;
-/* One message per outcome on its own topic, or one OutcomeBatch per input
- * message on topic "batch" (docs/wire-format.md). */
-typedef enum ts_output_format {
-    TS_OUTPUT_PER_POINT = 0,
-    TS_OUTPUT_BATCH = 1,
-} ts_output_format;
-
-#define TS_MAX_SUBSCRIPTIONS 16
-/* The loader reads every list into an array of TS_MAX_SUBSCRIPTIONS. */
-#define TS_MAX_CORS_ORIGINS TS_MAX_SUBSCRIPTIONS
-
-/* Defaults, bounds and meaning of each field: see its row in settings.c. */
+/* The core rows' values. Defaults, bounds and meaning of each field: see
+ * its row in settings.c. */
 typedef struct ts_settings {
-    const char *input_endpoint;
-    ts_socket_kind input_kind;
-    ts_socket_mode input_mode;
-    const char *subscriptions[TS_MAX_SUBSCRIPTIONS];
-    size_t n_subscriptions;
-    int input_hwm;
     size_t max_message_bytes;
     size_t max_batch_updates;
-    size_t read_budget;
     int64_t max_future_ms;               /* 0 = off */
     int64_t max_backdate_ms;             /* 0 = off */
-    size_t max_queued_mb;                /* 0 = bounded by input_hwm only */
-    const char *output_endpoint;
-    ts_socket_mode output_mode;
-    int output_hwm;
-    ts_output_kind output_kind;
-    ts_output_format output_format;
     int64_t density_publish_ms;          /* 0 = off */
     ts_pipeline_limits limits;
     int64_t expire_interval_ms;
@@ -68,54 +38,10 @@ typedef struct ts_settings {
     const char *state_dir;               /* NULL = in memory only */
     int state_sync;                      /* ts_store_sync */
     size_t state_map_size_mb;
-    int curve_enabled;
-    const char *curve_secret_key_file;
-    const char *curve_public_key_file;
-    const char *curve_input_allow_file;
-    const char *curve_output_allow_file;
-    /* Loaded and checked by ts_config_load when curve_enabled: 32 bytes
-     * each. The secret lives on the heap so that copies of the settings do
-     * not copy it, and ts_config_free wipes it. curve_output_allow NULL =
-     * any CURVE client may subscribe. */
-    const unsigned char *curve_server_secret;
-    unsigned char curve_server_public[32];
-    const struct ts_curve_allow_list *curve_input_allow;
-    const struct ts_curve_allow_list *curve_output_allow;
-    const char *http_listen;             /* "" = off */
-    size_t http_max_connections;
-    /* The dashboard and the feed (docs/operations.md, "Dashboard and
-     * feed"). */
-    const char *http_dashboard_dir;      /* "" = the installed copy */
-    const char *http_leaflet_dir;
-    const char *http_tile_url;           /* "" = no tiles, graticule only */
-    const char *http_tile_attribution;
-    const char *http_token;              /* NULL = no authentication */
-    const char *http_token_file;
-    const char *http_cors_origins[TS_MAX_CORS_ORIGINS];
-    size_t n_http_cors_origins;
-    size_t http_feed_max_streams;        /* 0 = no /feed */
-    size_t http_feed_buffer_kb;
-    int64_t http_feed_stall_ms;
-    size_t http_feed_max_rate;           /* 0 = no limit */
-    /* input.type = output.type = "jetstream" (docs/scale-out.md). */
-    struct ts_nats_settings {
-        const char *servers;             /* comma-separated URLs */
-        size_t partitions;
-        size_t replicas;
-        const char *instance_id;         /* "" = host name and pid */
-        int64_t lease_ttl_ms;
-        size_t fetch_batch;
-        size_t max_ack_pending;
-        int64_t dedupe_window_ms;
-        size_t snapshot_every;
-        const char *creds_file;          /* NULL = none */
-        const char *nkey_seed_file;
-        const char *nkey_public;         /* with nkey_seed_file */
-        const char *tls_ca_file;
-        const char *tls_cert_file;
-        const char *tls_key_file;
-    } nats;
 } ts_settings;
+
+/* The loader reads every list into an array of at most this many. */
+#define TS_SETTING_MAX_LIST 16
 
 typedef enum ts_setting_type {
     TS_SETTING_INT,          /* int, int64_t or size_t field; see scale */
@@ -145,7 +71,7 @@ enum {
 typedef struct ts_setting_def {
     const char *key;                 /* "input.hwm"; one level of group */
     ts_setting_type type;
-    size_t offset;                   /* offsetof(ts_settings, ...) */
+    size_t offset;                   /* offsetof(its values struct, ...) */
     size_t size;                     /* sizeof the field (INT: 4 or 8) */
     size_t count_offset;             /* STRING_LIST: its size_t count */
     long long min, max;              /* INT: in the file's unit;
@@ -165,9 +91,6 @@ typedef struct ts_setting_def {
     const char *doc;
 } ts_setting_def;
 
-const ts_setting_def *ts_setting_table(size_t *n_rows);
-const ts_setting_def *ts_setting_find(const char *key);
-
 /* The keys every profile has, whatever its mechanism (the mechanism's own
  * parameters are its ops table's parameter rows). */
 typedef struct ts_profile_settings {
@@ -178,13 +101,94 @@ typedef struct ts_profile_settings {
 
 const ts_setting_def *ts_profile_setting_table(size_t *n_rows);
 
-/* Every field from its row's default (secrets and allow-lists NULL). */
+/* Row helpers for a module's table over its struct `values`. */
+#define TS_ROW_FIELD(values, f) offsetof(values, f), sizeof(((values *)0)->f)
+#define TS_INT_ROW(values, k, f, lo, hi, unit, def, apply_, doc_)              \
+    { .key = k, .type = TS_SETTING_INT, TS_ROW_FIELD(values, f), .min = lo,   \
+      .max = hi, .scale = unit, .default_value = def, .apply = apply_,      \
+      .doc = doc_ }
+#define TS_CHOICE_ROW(values, k, f, list, def, apply_, doc_)                   \
+    { .key = k, .type = TS_SETTING_CHOICE, TS_ROW_FIELD(values, f),           \
+      .choices = list, .default_value = def, .apply = apply_, .doc = doc_ }
+#define TS_STRING_ROW(values, k, f, def, flags_, check_, apply_, doc_)         \
+    { .key = k, .type = TS_SETTING_STRING, TS_ROW_FIELD(values, f),           \
+      .default_value = def, .flags = flags_, .check = check_,               \
+      .apply = apply_, .doc = doc_ }
+#define TS_BOOL_ROW(values, k, f, def, apply_, doc_)                           \
+    { .key = k, .type = TS_SETTING_BOOL, TS_ROW_FIELD(values, f),             \
+      .default_value = def, .apply = apply_, .doc = doc_ }
+/* `.rows` and `.n_rows` of a section from a static array of rows. */
+#define TS_SECTION_ROWS(rows_)                                               \
+    .rows = (rows_), .n_rows = sizeof(rows_) / sizeof((rows_)[0])
+/* Ten years: generous upper bound for every duration setting, and small
+ * enough that millisecond arithmetic on it cannot overflow. */
+#define TS_MAX_DURATION_S 315360000LL
+
+/* ------------------------------------------------------------ sections */
+
+typedef struct ts_setting_section ts_setting_section;
+
+/* What a section's finish sees, provided by the loader (engine/config.c):
+ * the other sections' values and a way to report a problem at a key's
+ * place in the file. Sections use the three functions below. */
+typedef struct ts_setting_context {
+    void *loader;
+    const void *(*values)(void *loader, const ts_setting_section *section);
+    int (*given)(void *loader, const char *key);
+    void (*fail)(void *loader, const char *key, const char *message);
+} ts_setting_context;
+
+struct ts_setting_section {
+    const char *name;                /* the module, for messages */
+    const ts_setting_def *rows;
+    size_t n_rows;
+    size_t size;                     /* bytes of the values struct */
+    /* Optional: checks across rows and reading the files rows name (key
+     * files, token files), once every row of every section is read. A
+     * problem goes through ts_setting_fail, which fails the load. */
+    void (*finish)(void *values, ts_setting_context *context);
+    /* Optional: frees (and wipes) what finish loaded. */
+    void (*release)(void *values);
+    /* Optional, for the reload log: restart-only changes the rows cannot
+     * see (a key file's new content under the same path). Calls report
+     * for each; returns how many. */
+    size_t (*restart_changes)(const void *old, const void *new,
+                              void (*report)(const char *key, void *arg),
+                              void *arg);
+};
+
+/* Another section's values during finish (NULL when the catalog has no
+ * such section). */
+const void *ts_setting_context_values(const ts_setting_context *context,
+                                      const ts_setting_section *section);
+/* Fails the load with "WHERE: message", WHERE the place of `key` in the
+ * file or overrides (its group's, or the file's, when it is absent). */
+void ts_setting_fail(ts_setting_context *context, const char *key,
+                     const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Whether `key` is given (by the file or an override). */
+int ts_setting_given(const ts_setting_context *context, const char *key);
+
+/* The core rows (engine). */
+extern const ts_setting_section ts_core_setting_section;
+
+/* The row of `key` among `n` sections, and its section in *section (may
+ * be NULL); NULL when no section has it. */
+const ts_setting_def *ts_setting_find_in(const ts_setting_section *const
+                                             *sections,
+                                         size_t n, const char *key,
+                                         const ts_setting_section **section);
+
+/* Every field from its row's default. */
 void ts_settings_defaults(ts_settings *settings);
 
 /* The operations below work on any struct described by rows (`base` is
  * the struct; the profile keys common to every mechanism use them too). */
 void ts_setting_defaults(const ts_setting_def *rows, size_t n_rows,
                          void *base);
+/* A section's values struct from its rows' defaults (zeroed first). */
+void ts_setting_section_defaults(const ts_setting_section *section,
+                                 void *values);
 
 /* The loader's stores, for values already checked against the row:
  * an INT in the file's unit (scaled here), a BOOL or CHOICE index, a
@@ -202,30 +206,17 @@ void ts_setting_store_list(const ts_setting_def *row, void *base,
 void ts_setting_format(const ts_setting_def *row, const void *base,
                        char *buf, size_t len);
 
-/* Whether the row's value differs between two settings. */
+/* Whether the row's value differs between two values structs. */
 int ts_setting_differs(const ts_setting_def *row, const void *a,
                        const void *b);
 
-/* Calls report(key) for each TS_APPLY_RESTART row whose value differs,
- * and for the server key when its file's content changed under the same
- * path. Returns how many were reported. */
-size_t ts_settings_restart_changes(const ts_settings *old,
-                                   const ts_settings *new,
-                                   void (*report)(const char *key,
-                                                  void *arg),
-                                   void *arg);
-
-/* The input socket's per-frame cap (ZMQ_MAXMSGSIZE): 2 x
- * input.max_message_bytes. */
-size_t ts_input_frame_cap(const ts_settings *settings);
-/* The input socket's ZMQ_RCVHWM, in messages per producer connection:
- * input.max_queued_mb over the frame cap, at most input.hwm. */
-int ts_input_queue_messages(const ts_settings *settings);
-/* The output socket's high-water mark in messages. output.hwm counts
- * outcomes: with output.format = "batch" a message holds up to
- * input.max_batch_updates of them, so a slow subscriber may queue at most
- * output.hwm / max_batch_updates batches (at least 1), no more outcomes
- * than with per-point output. 0 stays 0 (unlimited). */
-int ts_output_queue_messages(const ts_settings *settings);
+/* Calls report(key) for each TS_APPLY_RESTART row of the section whose
+ * value differs, then the section's own restart_changes. Returns how many
+ * were reported. */
+size_t ts_setting_section_restart_changes(const ts_setting_section *section,
+                                          const void *old, const void *new,
+                                          void (*report)(const char *key,
+                                                         void *arg),
+                                          void *arg);
 
 #endif

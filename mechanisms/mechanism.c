@@ -6,24 +6,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "mechanisms/cip_gp.h"
-#include "mechanisms/delta_privacy.h"
-#include "mechanisms/geoind.h"
-#include "mechanisms/mi_channel.h"
-#include "mechanisms/predictive.h"
-#include "mechanisms/privic.h"
-
-/* The registry: adding a mechanism is one line here. */
-static const ts_mechanism_ops *const registry[] = {
-    &ts_geoind_ops,
-    &ts_predictive_ops,
-    &ts_pim_ops,
-    &ts_lm_delta_ops,
-    &ts_privic_ops,
-    &ts_mi_channel_ops,
-    &ts_cip_gp_ops,
-    NULL,
-};
 
 const ts_report_extra_def ts_report_extras[] = {
     { "predicted", TS_EXTRA_BOOL, offsetof(ts_report, has_predicted),
@@ -81,21 +63,6 @@ void ts_report_extra_set(ts_report *report, const ts_report_extra_def *extra,
     } else {
         memcpy(base + extra->value_offset, &value, sizeof value);
     }
-}
-
-const ts_mechanism_ops *ts_mechanism_find(const char *name)
-{
-    if (name == NULL)
-        return NULL;
-    for (size_t i = 0; registry[i] != NULL; i++)
-        if (strcmp(registry[i]->name, name) == 0)
-            return registry[i];
-    return NULL;
-}
-
-const ts_mechanism_ops *const *ts_mechanism_all(void)
-{
-    return registry;
 }
 
 int ts_budget_allows(const ts_budget_view *budget, double amount)

@@ -277,7 +277,8 @@ int ts_parse_box(const char *text, double box[4]);
 #define TS_PARAM_ROWS(rows) \
     .params = (rows), .n_params = sizeof(rows) / sizeof((rows)[0])
 
-/* NULL when no mechanism has that name. */
+/* The registry (mechanisms/mechanism_registry.c). NULL when no mechanism
+ * has that name. */
 const ts_mechanism_ops *ts_mechanism_find(const char *name);
 
 /* NULL-terminated list of all registered mechanisms. */

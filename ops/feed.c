@@ -65,6 +65,7 @@ typedef struct feed_stream {
 struct ts_feed {
     struct event_base *base;
     ts_feed_limits limits;
+    const ts_format *format;     /* what published bytes are in */
     feed_stream *streams;
     size_t n_streams;
     struct event *tick;
@@ -513,6 +514,19 @@ static int topic_is(const void *topic, size_t len, const char *name)
     return len == strlen(name) && memcmp(topic, name, len) == 0;
 }
 
+/* The published bytes back to a message, in the output's format. */
+static ProtobufCMessage *decode(ts_feed *feed,
+                                const ProtobufCMessageDescriptor *descriptor,
+                                const void *payload, size_t len)
+{
+    ProtobufCMessage *message = NULL;
+    if (feed->format->read(descriptor, payload, len, NULL, &message) != 0) {
+        feed->counters.encode_failures++;
+        return NULL;
+    }
+    return message;
+}
+
 void ts_feed_on_published(void *arg, const void *topic, size_t topic_len,
                           const void *payload, size_t len)
 {
@@ -520,49 +534,37 @@ void ts_feed_on_published(void *arg, const void *topic, size_t topic_len,
     if (feed == NULL || feed->streams == NULL)
         return;
     size_t prefix = strlen(TS_TOPIC_SANITIZED_PREFIX);
-    if (topic_len > prefix &&
-        memcmp(topic, TS_TOPIC_SANITIZED_PREFIX, prefix) == 0) {
+    int sanitized = topic_len > prefix &&
+                    memcmp(topic, TS_TOPIC_SANITIZED_PREFIX, prefix) == 0;
+    if (sanitized || topic_is(topic, topic_len, TS_TOPIC_REJECTED)) {
         if (!topic_has_takers(feed, topic, topic_len))
             return;
         if (!have_token(feed)) {
             skip_topic(feed, topic, topic_len);
             return;
         }
-        Tracesan__V1__SanitizedLocation *location =
-            tracesan__v1__sanitized_location__unpack(NULL, len, payload);
-        if (location == NULL) {
-            feed->counters.encode_failures++;
+        ProtobufCMessage *message = decode(
+            feed, sanitized ? &tracesan__v1__sanitized_location__descriptor
+                            : &tracesan__v1__rejection__descriptor,
+            payload, len);
+        if (message == NULL)
             return;
-        }
-        emit_sanitized(feed, location);
-        tracesan__v1__sanitized_location__free_unpacked(location, NULL);
-    } else if (topic_is(topic, topic_len, TS_TOPIC_REJECTED)) {
-        if (!topic_has_takers(feed, topic, topic_len))
+        if (sanitized)
+            emit_sanitized(feed, (Tracesan__V1__SanitizedLocation *)message);
+        else
+            emit_rejection(feed, (Tracesan__V1__Rejection *)message);
+        protobuf_c_message_free_unpacked(message, NULL);
+    } else if (topic_is(topic, topic_len, TS_TOPIC_BATCH)) {
+        Tracesan__V1__OutcomeBatch *batch = (Tracesan__V1__OutcomeBatch *)
+            decode(feed, &tracesan__v1__outcome_batch__descriptor, payload,
+                   len);
+        if (batch == NULL)
             return;
-        if (!have_token(feed)) {
-            skip_topic(feed, topic, topic_len);
-            return;
-        }
-        Tracesan__V1__Rejection *rejection =
-            tracesan__v1__rejection__unpack(NULL, len, payload);
-        if (rejection == NULL) {
-            feed->counters.encode_failures++;
-            return;
-        }
-        emit_rejection(feed, rejection);
-        tracesan__v1__rejection__free_unpacked(rejection, NULL);
-    } else if (topic_is(topic, topic_len, "batch")) {
-        Tracesan__V1__OutcomeBatch *batch =
-            tracesan__v1__outcome_batch__unpack(NULL, len, payload);
-        if (batch == NULL) {
-            feed->counters.encode_failures++;
-            return;
-        }
         for (size_t i = 0; i < batch->n_sanitized; i++)
             emit_sanitized(feed, batch->sanitized[i]);
         for (size_t i = 0; i < batch->n_rejected; i++)
             emit_rejection(feed, batch->rejected[i]);
-        tracesan__v1__outcome_batch__free_unpacked(batch, NULL);
+        protobuf_c_message_free_unpacked(&batch->base, NULL);
     }
 }
 
@@ -625,12 +627,14 @@ int ts_feed_open_stream(void *arg, const char *query,
     return 200;
 }
 
-ts_feed *ts_feed_new(struct event_base *base, const ts_feed_limits *limits)
+ts_feed *ts_feed_new(struct event_base *base, const ts_feed_limits *limits,
+                     const ts_format *format)
 {
     ts_feed *feed = calloc(1, sizeof *feed);
     if (feed == NULL)
         return NULL;
     feed->base = base;
+    feed->format = format;
     feed->limits = *limits;
     feed->tokens = (double)limits->max_rate;
     feed->tokens_at_ms = monotonic_ms();

@@ -1,8 +1,9 @@
 /* GET /feed: the published outcomes as Server-Sent Events, for browsers.
  *
- * The feed sees exactly what the output socket accepted: the outbox hands
- * it each message once the transport has taken it (after the group's
- * ledgers are durable). It decodes those bytes and writes each
+ * The feed sees exactly what the output accepted: the driver hands it each
+ * message once its output has taken it (after the group's ledgers are
+ * durable), whatever the driver. It decodes those bytes (in the output's
+ * format, wire/format.h) and writes each
  * SanitizedLocation or Rejection as one event,
  *
  *     event: sanitized            (or: rejected)
@@ -37,6 +38,7 @@
 #include <stdint.h>
 
 #include "wire/codec.h"
+#include "wire/format.h"
 
 struct event_base;
 struct bufferevent;
@@ -61,8 +63,10 @@ typedef struct ts_feed_counters {
     uint64_t encode_failures;    /* published messages not served */
 } ts_feed_counters;
 
-/* NULL when memory or the timer ran out. */
-ts_feed *ts_feed_new(struct event_base *base, const ts_feed_limits *limits);
+/* NULL when memory or the timer ran out. `format` is the output's
+ * (output.encoding): what the published bytes are decoded with. */
+ts_feed *ts_feed_new(struct event_base *base, const ts_feed_limits *limits,
+                     const ts_format *format);
 void ts_feed_free(ts_feed *feed);
 
 /* The route's ts_ops_stream_fn (`arg` is the feed): parses ?profile= and
@@ -73,7 +77,8 @@ int ts_feed_open_stream(void *arg, const char *query,
                         struct bufferevent *bev, const char *headers,
                         const char **message);
 
-/* The outbox's hook (`arg` is the feed): one message the transport took.
+/* The observer's published hook (`arg` is the feed): one message the
+ * output took.
  * Topics "sanitized.<profile>", "rejected" and "batch" (OutcomeBatch) are
  * served; others (density.<profile>) are not. Costs nothing when no
  * stream is open. */

@@ -98,7 +98,7 @@ void ts_http_token_free(char *token)
 
 /* The file's whole content, at most TS_HTTP_TOKEN_MAX_CHARS plus a line
  * end; NULL with `problem` filled. */
-static char *read_token_file(const char *path, char *problem, size_t len)
+char *ts_http_read_token_file(const char *path, char *problem, size_t len)
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
     if (fd < 0) {
@@ -155,50 +155,6 @@ static char *read_token_file(const char *path, char *problem, size_t len)
         return NULL;
     }
     return text;
-}
-
-int ts_http_access_load(ts_settings *settings, char **owned_token,
-                        const char **blamed_key, char *problem, size_t len)
-{
-    *owned_token = NULL;
-    for (size_t i = 0; i < settings->n_http_cors_origins; i++) {
-        if (ts_http_origin_check(settings->http_cors_origins[i], problem,
-                                 len) != 0) {
-            *blamed_key = "http.cors_origins";
-            return -1;
-        }
-    }
-    if (settings->http_token != NULL && settings->http_token_file != NULL) {
-        *blamed_key = "http.token_file";
-        snprintf(problem, len, "and http.token are both set: keep one "
-                 "(the file keeps the token out of the configuration)");
-        return -1;
-    }
-    if (settings->http_token_file != NULL) {
-        *blamed_key = "http.token_file";
-        char why[512];
-        char *token = read_token_file(settings->http_token_file, why,
-                                      sizeof why);
-        if (token == NULL) {
-            snprintf(problem, len, "%s", why);
-            return -1;
-        }
-        if (ts_http_token_check(token, why, sizeof why) != 0) {
-            snprintf(problem, len, "'%s': the token %s",
-                     settings->http_token_file, why);
-            ts_http_token_free(token);
-            return -1;
-        }
-        *owned_token = token;
-        settings->http_token = token;
-        return 0;
-    }
-    if (settings->http_token != NULL &&
-        ts_http_token_check(settings->http_token, problem, len) != 0) {
-        *blamed_key = "http.token";
-        return -1;
-    }
-    return 0;
 }
 
 void ts_http_token_digest(const char *token,

@@ -10,8 +10,6 @@
 
 #include <stddef.h>
 
-#include "engine/settings.h"
-
 /* Shorter tokens are refused: guessable over loopback in minutes. */
 #define TS_HTTP_TOKEN_MIN_CHARS 16
 #define TS_HTTP_TOKEN_MAX_CHARS 1024
@@ -29,14 +27,10 @@ int ts_http_token_check(const char *token, char *problem, size_t len);
  * path, no trailing '/'); else -1 with `problem`. */
 int ts_http_origin_check(const char *origin, char *problem, size_t len);
 
-/* Resolves http.token / http.token_file into settings->http_token: the
- * file (when set) must be readable by its owner only and hold one token
- * (a trailing newline is fine); the copy goes to *owned_token, which the
- * caller wipes and frees with ts_http_token_free. Checks every CORS
- * origin too. 0, or -1 with *blamed_key naming the offending key and
- * `problem` the reason (never the token). */
-int ts_http_access_load(ts_settings *settings, char **owned_token,
-                        const char **blamed_key, char *problem, size_t len);
+/* Reads a token file: readable by its owner only, one token (a trailing
+ * newline is fine). The copy is the caller's to wipe and free with
+ * ts_http_token_free. NULL with `problem` (never the token). */
+char *ts_http_read_token_file(const char *path, char *problem, size_t len);
 void ts_http_token_free(char *token);
 
 /* BLAKE2b-256 of the token: what requests are compared against. */

@@ -8,8 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define HEALTH_REASON_MAX 256
-
 typedef struct histogram {
     uint64_t buckets[TS_METRICS_BUCKETS]; /* non-cumulative; last is +Inf */
     uint64_t count;
@@ -39,11 +37,6 @@ static const double size_bounds[TS_METRICS_BUCKETS] = {
     16384, 32768, 65536, 131072, 262144, 524288, 1048576, 2097152,
     INFINITY,
 };
-
-static struct {
-    int unhealthy;
-    char reason[HEALTH_REASON_MAX];
-} health;
 
 static void observe(histogram *h, const double *bounds, double value)
 {
@@ -131,35 +124,6 @@ void ts_metrics_count_reload(ts_metrics *metrics, int succeeded)
         metrics->reloads++;
     else
         metrics->reload_failures++;
-}
-
-/* ------------------------------------------------------------ health */
-
-void ts_metrics_set_unhealthy(const char *reason)
-{
-    if (health.unhealthy)
-        return;
-    health.unhealthy = 1;
-    snprintf(health.reason, sizeof health.reason, "%s",
-             reason != NULL && reason[0] != '\0' ? reason : "unhealthy");
-}
-
-void ts_metrics_set_healthy(void)
-{
-    health.unhealthy = 0;
-    health.reason[0] = '\0';
-}
-
-int ts_metrics_healthy(char *reason, size_t size)
-{
-    if (!health.unhealthy) {
-        if (reason != NULL && size > 0)
-            reason[0] = '\0';
-        return 1;
-    }
-    if (reason != NULL && size > 0)
-        snprintf(reason, size, "%s", health.reason);
-    return 0;
 }
 
 /* --------------------------------------------------------- rendering */
@@ -264,6 +228,14 @@ static void histogram_samples(text *t, const char *name, const char *label,
         put(t, "%s_sum %.9g\n", name, h->sum);
         put(t, "%s_count %" PRIu64 "\n", name, h->count);
     }
+}
+
+/* A histogram without labels: its header and its samples. */
+static void put_histogram(text *t, const char *name, const char *help,
+                          const histogram *h, const double *bounds)
+{
+    header(t, name, "histogram", help);
+    histogram_samples(t, name, NULL, h, bounds);
 }
 
 static void render_profiles(text *t, const ts_metrics *metrics)
@@ -390,23 +362,20 @@ char *ts_metrics_render(const ts_metrics *metrics,
             "Configuration reloads refused (old configuration kept).",
             metrics->reload_failures);
 
-    header(&t, "tracesand_event_loop_lag_seconds", "histogram",
-           "How late a periodic timer fired: time the loop was busy.");
-    histogram_samples(&t, "tracesand_event_loop_lag_seconds", NULL,
-                      &metrics->loop_lag, latency_bounds);
+    put_histogram(&t, "tracesand_event_loop_lag_seconds",
+                  "How late a periodic timer fired: time the loop was busy.",
+                  &metrics->loop_lag, latency_bounds);
     header(&t, "tracesand_event_loop_lag_last_seconds", "gauge",
            "Lag of the most recent timer tick.");
     put(&t, "tracesand_event_loop_lag_last_seconds %.9g\n",
         metrics->loop_lag_last);
 
-    header(&t, "tracesand_store_commit_duration_seconds", "histogram",
-           "Duration of one durable group commit.");
-    histogram_samples(&t, "tracesand_store_commit_duration_seconds", NULL,
-                      &metrics->commit_latency, latency_bounds);
-    header(&t, "tracesand_store_commit_batch_size", "histogram",
-           "Updates covered by one durable group commit.");
-    histogram_samples(&t, "tracesand_store_commit_batch_size", NULL,
-                      &metrics->commit_batch_size, size_bounds);
+    put_histogram(&t, "tracesand_store_commit_duration_seconds",
+                  "Duration of one durable group commit.",
+                  &metrics->commit_latency, latency_bounds);
+    put_histogram(&t, "tracesand_store_commit_batch_size",
+                  "Updates covered by one durable group commit.",
+                  &metrics->commit_batch_size, size_bounds);
 
     render_profiles(&t, metrics);
 

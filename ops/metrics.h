@@ -16,6 +16,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "ops/health.h"
 #include "ops/ops_http.h"
 #include "engine/pipeline.h"
 
@@ -78,14 +79,5 @@ typedef struct ts_metrics_sources {
  * memory ran out. `*len` gets its length when len is not NULL. */
 char *ts_metrics_render(const ts_metrics *metrics,
                         const ts_metrics_sources *sources, size_t *len);
-
-/* Health is process-wide: any component (store, transport) can declare the
- * daemon unhealthy without holding the metrics object. The first reason
- * wins until ts_metrics_set_healthy() clears it. Reasons are operator text
- * (never coordinates or user ids). */
-void ts_metrics_set_unhealthy(const char *reason);
-void ts_metrics_set_healthy(void);
-/* 1 when healthy; otherwise 0 with the reason copied into `reason`. */
-int ts_metrics_healthy(char *reason, size_t size);
 
 #endif

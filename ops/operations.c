@@ -1,6 +1,4 @@
-/* The daemon's operations side: the exit summary, metrics rendering, the
- * loop-lag tick, systemd notifications and watchdog, and SIGHUP. */
-#include "ops/daemon_state.h"
+#include "ops/operations.h"
 
 #include <inttypes.h>
 #include <malloc.h>
@@ -11,21 +9,33 @@
 
 #include <systemd/sd-daemon.h>
 
-#include "drivers/jetstream/jetstream_mode.h"
 #include "ops/reload.h"
 
 #define ERR_MAX 512
 
-void ts_daemon_log_summary(const ts_daemon *daemon)
+static void driver_stats(const ts_daemon *daemon, ts_driver_stats *out)
 {
-    ts_log_rejections_summary(&daemon->log_limiter);
-    const ts_pipeline_stats *stats = ts_pipeline_get_stats(daemon->pipeline);
+    daemon->driver_ops->stats(daemon->driver, out);
+}
+
+static uint64_t rejected_total(const ts_pipeline_stats *stats)
+{
     uint64_t rejected = 0;
     for (int r = 0; r < TS_REASON_COUNT; r++)
         rejected += stats->rejected[r];
+    return rejected;
+}
+
+void ts_daemon_log_summary(const ts_daemon *daemon)
+{
+    ts_log_rejections_summary(&daemon->log_limiter);
+    ts_driver_stats totals;
+    driver_stats(daemon, &totals);
+    const ts_pipeline_stats *stats = &totals.pipeline;
+    uint64_t rejected = rejected_total(stats);
     /* ts_pipeline_process counts the updates it saw; the ones refused
      * before it (far-future timestamps) are updates too. */
-    uint64_t updates = stats->updates + daemon->clock_rejections;
+    uint64_t updates = stats->updates + totals.updates_before_pipeline;
 
     char line[2048];
     int n = snprintf(line, sizeof line,
@@ -33,8 +43,7 @@ void ts_daemon_log_summary(const ts_daemon *daemon)
                      " repeated=%" PRIu64 " rejected=%" PRIu64 " users=%zu"
                      " published=%" PRIu64,
                      updates, stats->sanitized, stats->repeated, rejected,
-                     ts_pipeline_user_count(daemon->pipeline),
-                     daemon->outbox.published);
+                     totals.users, totals.published);
     for (int r = 0; r < TS_REASON_COUNT && n > 0 && (size_t)n < sizeof line;
          r++) {
         if (stats->rejected[r] == 0)
@@ -44,13 +53,11 @@ void ts_daemon_log_summary(const ts_daemon *daemon)
                       stats->rejected[r]);
     }
     ts_log_always("%s", line);
-    if (daemon->outbox.encode_failures > 0 ||
-        daemon->outbox.publish_failures > 0)
+    if (totals.encode_failures > 0 || totals.publish_failures > 0)
         ts_log(TS_LOG_WARN,
                "outputs lost: encode_failures=%" PRIu64
                " publish_failures=%" PRIu64,
-               daemon->outbox.encode_failures,
-               daemon->outbox.publish_failures);
+               totals.encode_failures, totals.publish_failures);
 }
 
 /* ---------------------------------------------------------- operations */
@@ -63,35 +70,35 @@ void ts_daemon_log_summary(const ts_daemon *daemon)
 static char *render_metrics(void *arg, size_t *len)
 {
     ts_daemon *daemon = arg;
+    ts_driver_stats totals;
+    driver_stats(daemon, &totals);
     ts_metrics_sources sources = {
-        .pipeline = ts_pipeline_get_stats(daemon->pipeline),
-        .updates_before_pipeline = daemon->clock_rejections,
-        .users = ts_pipeline_user_count(daemon->pipeline),
-        .messages_in = daemon->messages_in,
-        .messages_published = daemon->outbox.published,
-        .publish_failures = daemon->outbox.publish_failures,
-        .encode_failures = daemon->outbox.encode_failures,
-        .dropped_uncommitted = daemon->commit.dropped_uncommitted,
-        .input_pauses_store = daemon->commit.pauses,
-        .store_commit_failures = daemon->commit.failures,
+        .pipeline = &totals.pipeline,
+        .updates_before_pipeline = totals.updates_before_pipeline,
+        .users = totals.users,
+        .messages_in = totals.messages_in,
+        .messages_published = totals.published,
+        .publish_failures = totals.publish_failures,
+        .encode_failures = totals.encode_failures,
+        .dropped_uncommitted = totals.dropped_uncommitted,
+        .input_pauses_store = totals.input_pauses_store,
+        .store_commit_failures = totals.store_commit_failures,
+        .dropped_output_hwm = totals.dropped_output_hwm,
+        .dropped_output_error = totals.transport.publish_dropped_error,
+        .subscriber_cutoffs = totals.transport.subscriber_cutoffs,
+        .input_pauses_output = totals.transport.input_pauses_output,
+        .has_zap = totals.transport.has_zap,
+        .zap_accepted = totals.transport.zap_accepted,
+        .zap_denied = totals.transport.zap_denied,
     };
-    ts_transport_counters transport;
-    daemon->transport_ops->get_counters(daemon->transport, &transport);
-    sources.dropped_output_hwm = daemon->commit.dropped_unsent;
-    sources.dropped_output_error = transport.publish_dropped_error;
-    sources.subscriber_cutoffs = transport.subscriber_cutoffs;
-    sources.input_pauses_output = transport.input_pauses_output;
-    sources.has_zap = transport.has_zap;
     if (daemon->http != NULL) {
         sources.has_http = 1;
         sources.http = ts_ops_http_get_counters(daemon->http);
     }
-    sources.zap_accepted = transport.zap_accepted;
-    sources.zap_denied = transport.zap_denied;
     char *text = ts_metrics_render(daemon->metrics, &sources, len);
     if (text == NULL ||
         (daemon->population == NULL && daemon->feed == NULL &&
-         daemon->jetstream == NULL))
+         daemon->driver_ops->render_metrics == NULL))
         return text;
     ts_buf body = { 0 };
     if (ts_buf_append(&body, text, *len) != 0 ||
@@ -99,8 +106,8 @@ static char *render_metrics(void *arg, size_t *len)
          ts_population_render_metrics(daemon->population, &body) != 0) ||
         (daemon->feed != NULL &&
          ts_feed_render_metrics(daemon->feed, &body) != 0) ||
-        (daemon->jetstream != NULL &&
-         ts_jetstream_render_metrics(daemon->jetstream, &body) != 0) ||
+        (daemon->driver_ops->render_metrics != NULL &&
+         daemon->driver_ops->render_metrics(daemon->driver, &body) != 0) ||
         ts_buf_append(&body, "", 1) != 0) {
         free(text);
         ts_buf_free(&body);
@@ -124,9 +131,6 @@ static void serve_density(void *arg, const char *rest, const char *query,
         reply->status = 500;
 }
 
-/* The dashboard's files, /dashboard.json and /feed, with the token and
- * CORS allow-list of http.*; the feed sees every message the outboxes
- * send. -1 (logged) on failure. */
 /* The pipeline's profile names (borrowed), in a calloc'd array; NULL
  * (logged) when memory runs out. */
 static const char **profile_names(const ts_pipeline *pipeline, size_t *n)
@@ -142,9 +146,12 @@ static const char **profile_names(const ts_pipeline *pipeline, size_t *n)
     return names;
 }
 
+/* The dashboard's files, /dashboard.json and /feed, with the token and
+ * CORS allow-list of http.*; the feed sees every message the driver
+ * publishes (the observer's published hook). -1 (logged) on failure. */
 static int start_dashboard(ts_daemon *daemon)
 {
-    const ts_settings *s = daemon->settings;
+    const ts_http_settings *s = daemon->http_settings;
     if (ts_ops_http_set_access(daemon->http, s->http_token,
                                s->http_cors_origins,
                                s->n_http_cors_origins) != 0) {
@@ -158,7 +165,10 @@ static int start_dashboard(ts_daemon *daemon)
             .stall_ms = s->http_feed_stall_ms,
             .max_rate = s->http_feed_max_rate,
         };
-        daemon->feed = ts_feed_new(daemon->base, &limits);
+        daemon->feed = ts_feed_new(
+            daemon->base, &limits,
+            ts_format_of(ts_config_section(daemon->config,
+                                           &ts_format_setting_section)));
         if (daemon->feed == NULL ||
             ts_ops_http_add_route(daemon->http, &(ts_ops_route){
                 .path = "/feed", .stream = ts_feed_open_stream,
@@ -166,12 +176,6 @@ static int start_dashboard(ts_daemon *daemon)
             ts_log(TS_LOG_ERROR, "cannot start the feed");
             return -1;
         }
-        /* In memory-only mode the outbox is published itself; with a
-         * store its groups are published from `committing`. */
-        daemon->outbox.on_sent = ts_feed_on_published;
-        daemon->outbox.on_sent_arg = daemon->feed;
-        daemon->commit.committing.on_sent = ts_feed_on_published;
-        daemon->commit.committing.on_sent_arg = daemon->feed;
     }
     size_t n_profiles = 0;
     const char **names = profile_names(daemon->pipeline, &n_profiles);
@@ -199,15 +203,14 @@ static int start_dashboard(ts_daemon *daemon)
 
 void ts_daemon_notify_status(const ts_daemon *daemon)
 {
-    const ts_pipeline_stats *stats = ts_pipeline_get_stats(daemon->pipeline);
-    uint64_t rejected = 0;
-    for (int r = 0; r < TS_REASON_COUNT; r++)
-        rejected += stats->rejected[r];
+    ts_driver_stats totals;
+    driver_stats(daemon, &totals);
+    const ts_pipeline_stats *stats = &totals.pipeline;
     sd_notifyf(0,
                "STATUS=updates=%" PRIu64 " sanitized=%" PRIu64
                " rejected=%" PRIu64 " users=%zu",
-               stats->updates + daemon->clock_rejections, stats->sanitized,
-               rejected, ts_pipeline_user_count(daemon->pipeline));
+               stats->updates + totals.updates_before_pipeline,
+               stats->sanitized, rejected_total(stats), totals.users);
 }
 
 static void timespec_add_ms(struct timespec *t, long ms)
@@ -242,12 +245,15 @@ static void on_ops_tick(evutil_socket_t fd, short what, void *arg)
     /* A burst leaves freed message buffers (up to input.max_queued_mb per
      * producer) in the allocator; glibc keeps them unless asked. Once the
      * input has gone quiet for a tick, hand them back to the system. */
-    if (daemon->messages_in == daemon->messages_at_last_tick &&
-        daemon->messages_in != daemon->messages_at_last_trim) {
+    ts_driver_stats totals;
+    driver_stats(daemon, &totals);
+    uint64_t messages_in = totals.messages_in;
+    if (messages_in == daemon->messages_at_last_tick &&
+        messages_in != daemon->messages_at_last_trim) {
         malloc_trim(0);
-        daemon->messages_at_last_trim = daemon->messages_in;
+        daemon->messages_at_last_trim = messages_in;
     }
-    daemon->messages_at_last_tick = daemon->messages_in;
+    daemon->messages_at_last_tick = messages_in;
     if (arm_ops_tick(daemon) != 0)
         ts_log(TS_LOG_ERROR, "cannot re-arm the metrics timer");
 }
@@ -280,15 +286,13 @@ static void reload_configuration(ts_daemon *daemon)
         .overrides = daemon->overrides,
         .n_overrides = daemon->n_overrides,
         .pipeline = daemon->pipeline,
+        .profiles_config = &daemon->profiles_config,
         .population = daemon->population,
-        .running = daemon->settings,
-        .transport_ops = daemon->transport_ops,
-        .transport = daemon->transport,
+        .running = daemon->config,
+        .driver_ops = daemon->driver_ops,
+        .driver = daemon->driver,
         .metrics = daemon->metrics,
         .program_name = TS_DAEMON_NAME,
-        .adopt_config = daemon->jetstream != NULL ? ts_jetstream_adopt_config
-                                                  : NULL,
-        .adopt_arg = daemon->jetstream,
     };
     ts_reload(&target);
     sd_notify(0, "READY=1");
@@ -301,16 +305,9 @@ static void on_sighup(evutil_socket_t signum, short what, void *arg)
     reload_configuration(arg);
 }
 
-int ts_daemon_start_operations(ts_daemon *daemon, const char *config_path,
-                               const char *const *overrides,
-                               size_t n_overrides,
-                               struct event **sighup_event)
+int ts_daemon_start_operations(ts_daemon *daemon)
 {
     char err[ERR_MAX];
-    daemon->config_path = config_path;
-    daemon->overrides = overrides;
-    daemon->n_overrides = n_overrides;
-
     size_t n_profiles = 0;
     const char **names = profile_names(daemon->pipeline, &n_profiles);
     if (names == NULL)
@@ -321,11 +318,11 @@ int ts_daemon_start_operations(ts_daemon *daemon, const char *config_path,
         ts_log(TS_LOG_ERROR, "out of memory");
         return -1;
     }
-
-    const char *listen = daemon->settings->http_listen;
+    const char *listen = daemon->http_settings->http_listen;
     if (listen != NULL && listen[0] != '\0') {
         daemon->http = ts_ops_http_start(daemon->base, listen,
-                                         daemon->settings->http_max_connections,
+                                         daemon->http_settings
+                                             ->http_max_connections,
                                          render_metrics,
                                          daemon, err, sizeof err);
         if (daemon->http == NULL) {
@@ -339,11 +336,12 @@ int ts_daemon_start_operations(ts_daemon *daemon, const char *config_path,
             return -1;
     }
 
-    *sighup_event = evsignal_new(daemon->base, SIGHUP, on_sighup, daemon);
+    struct event **sighup = &daemon->signal_events[2];
+    *sighup = evsignal_new(daemon->base, SIGHUP, on_sighup, daemon);
     daemon->ops_tick_event = event_new(daemon->base, -1, 0, on_ops_tick,
                                        daemon);
-    if (*sighup_event == NULL || daemon->ops_tick_event == NULL ||
-        evsignal_add(*sighup_event, NULL) != 0 ||
+    if (*sighup == NULL || daemon->ops_tick_event == NULL ||
+        evsignal_add(*sighup, NULL) != 0 ||
         arm_ops_tick(daemon) != 0) {
         ts_log(TS_LOG_ERROR, "cannot set up the SIGHUP and metrics events");
         return -1;
@@ -370,8 +368,7 @@ int ts_daemon_start_operations(ts_daemon *daemon, const char *config_path,
     return 0;
 }
 
-void ts_daemon_stop_operations(ts_daemon *daemon,
-                               struct event *sighup_event)
+void ts_daemon_stop_operations(ts_daemon *daemon)
 {
     if (daemon->watchdog_event != NULL)
         event_free(daemon->watchdog_event);
@@ -379,11 +376,10 @@ void ts_daemon_stop_operations(ts_daemon *daemon,
     if (daemon->ops_tick_event != NULL)
         event_free(daemon->ops_tick_event);
     daemon->ops_tick_event = NULL;
-    if (sighup_event != NULL)
-        event_free(sighup_event);
+    if (daemon->signal_events[2] != NULL)
+        event_free(daemon->signal_events[2]);
+    daemon->signal_events[2] = NULL;
     /* Streams go first: they hold bufferevents of the endpoint's loop. */
-    daemon->outbox.on_sent = NULL;
-    daemon->commit.committing.on_sent = NULL;
     ts_feed_free(daemon->feed);
     daemon->feed = NULL;
     ts_ops_http_free(daemon->http);

@@ -18,7 +18,7 @@
 
 #include "ops/http_access.h"
 #include "engine/log.h"
-#include "ops/metrics.h"
+#include "ops/health.h"
 
 #define HOST_MAX 256
 /* Scrapers send small GETs; a head larger than this is not one of them. */

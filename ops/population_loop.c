@@ -50,8 +50,8 @@ struct ts_population_set {
     ts_pipeline *pipeline;
     ts_store *store;
     struct event_base *base;
-    const ts_transport_ops *transport_ops;
-    ts_transport *transport;
+    const ts_format *format;
+    ts_publisher publisher;
     population_entry *entries;
     size_t n;
     struct event *publish_timer;
@@ -325,11 +325,11 @@ int ts_population_profile_has_loop(const ts_population_set *set,
     return -1;
 }
 
-void ts_population_on_committed(void *arg, ts_outbox *group)
+void ts_population_on_committed(ts_population_set *set,
+                                const ts_observation *observations, size_t n)
 {
-    ts_population_set *set = arg;
-    for (size_t i = 0; i < group->n_observations; i++) {
-        const ts_outbox_observation *o = &group->observations[i];
+    for (size_t i = 0; i < n; i++) {
+        const ts_observation *o = &observations[i];
         int k = ts_population_profile_has_loop(set, o->profile_index);
         if (k < 0)
             continue;
@@ -398,14 +398,14 @@ static void on_publish_tick(evutil_socket_t fd, short what, void *arg)
         fill_estimate(e, &m, bounds);
         ts_buf_reset(&topic);
         ts_buf_reset(&payload);
-        if (ts_codec_encode_density(&m, &topic, &payload) != 0) {
+        if (ts_format_density(set->format, &m, &topic, &payload) != 0) {
             e->densities_dropped++;
             continue;
         }
         /* A full output drops the estimate rather than holding it: the
          * next tick brings a fresher one. */
-        if (set->transport_ops->publish(set->transport, topic.data, topic.len,
-                                        payload.data, payload.len) ==
+        if (set->publisher.publish(set->publisher.arg, topic.data, topic.len,
+                                   payload.data, payload.len) ==
             TS_PUBLISH_SENT)
             e->densities_published++;
         else
@@ -566,9 +566,9 @@ static int bind_entry(population_entry *e, ts_profile *profile, char *err,
 
 int ts_population_set_new(ts_population_set **out, ts_pipeline *pipeline,
                           ts_store *store, struct event_base *base,
-                          int64_t publish_ms,
-                          const ts_transport_ops *transport_ops,
-                          ts_transport *transport, char *err, size_t errlen)
+                          int64_t publish_ms, const ts_format *format,
+                          const ts_publisher *publisher, char *err,
+                          size_t errlen)
 {
     *out = NULL;
     size_t count = ts_pipeline_profile_count(pipeline), n = 0;
@@ -583,8 +583,8 @@ int ts_population_set_new(ts_population_set **out, ts_pipeline *pipeline,
     set->pipeline = pipeline;
     set->store = store;
     set->base = base;
-    set->transport_ops = transport_ops;
-    set->transport = transport;
+    set->format = format;
+    set->publisher = *publisher;
     set->notify[0] = set->notify[1] = -1;
     set->entries = calloc(n, sizeof *set->entries);
     if (set->entries == NULL)

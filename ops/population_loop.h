@@ -2,7 +2,7 @@
  * whose mechanism has population ops.
  *
  * Reports are counted when their group's ledgers are committed (the
- * group commit's on_committed hook), so only reports that will be
+ * observer's committed hook), so only reports that will be
  * published, and whose budget is durably spent, ever reach an estimate.
  * At a cycle's end the counts go to a worker thread that runs IBU and BA
  * and writes the new estimate and channel version to the store; only then
@@ -22,10 +22,11 @@
 
 #include <event2/event.h>
 
-#include "engine/outbox.h"
+#include "datapath/io.h"
+#include "datapath/observer.h"
 #include "engine/pipeline.h"
 #include "state/store.h"
-#include "engine/transport.h"
+#include "wire/format.h"
 
 typedef struct ts_population_set ts_population_set;
 
@@ -34,15 +35,17 @@ typedef struct ts_population_set ts_population_set;
  * *out is NULL when no profile has population ops. 0, or -1 with err. */
 int ts_population_set_new(ts_population_set **out, ts_pipeline *pipeline,
                           ts_store *store, struct event_base *base,
-                          int64_t publish_ms,
-                          const ts_transport_ops *transport_ops,
-                          ts_transport *transport, char *err, size_t errlen);
+                          int64_t publish_ms, const ts_format *format,
+                          const ts_publisher *publisher, char *err,
+                          size_t errlen);
 /* Waits for a job in flight (its result is dropped), joins the worker,
  * frees the loops. NULL is fine. */
 void ts_population_set_free(ts_population_set *set);
 
-/* The group commit's on_committed hook (arg: the set). */
-void ts_population_on_committed(void *arg, ts_outbox *group);
+/* The reports of a group whose ledgers are now durable (the observer's
+ * committed hook, datapath/observer.h). */
+void ts_population_on_committed(ts_population_set *set,
+                                const ts_observation *observations, size_t n);
 
 /* The profile's index when it has a loop, else -1. */
 int ts_population_profile_has_loop(const ts_population_set *set,

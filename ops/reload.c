@@ -7,9 +7,9 @@
 #include <string.h>
 
 #include "engine/config.h"
-#include "drivers/zmq/curve_keys.h"
 #include "engine/log.h"
 #include "engine/pipeline_reload.h"
+#include "ops/catalog.h"
 
 #define ERR_MAX 512
 
@@ -108,7 +108,7 @@ int ts_reload(const ts_reload_target *t)
     ts_profile *profiles = NULL;
     size_t n_profiles = 0;
     size_t default_index = 0;
-    if (ts_config_build_profiles(fresh, &profiles, &n_profiles,
+    if (ts_config_share_profiles(fresh, &profiles, &n_profiles,
                                  &default_index, err, sizeof err) != 0) {
         ts_config_free(fresh);
         return refuse(t, err);
@@ -132,36 +132,24 @@ int ts_reload(const ts_reload_target *t)
     if (before != NULL)
         log_profile_changes(before, n_before, t->pipeline);
     free(before);
-    const ts_settings *settings = ts_config_settings(fresh);
-    ts_settings_restart_changes(t->running, settings, warn_restart_only,
-                                NULL);
-    /* Client keys apply to the next handshakes; connected peers stay. */
-    int keys = t->transport_ops->reload_allow_lists(t->transport, settings,
-                                                    err, sizeof err);
-    if (keys < 0) {
-        ts_log(TS_LOG_ERROR, "reload: client allow-lists not reloaded, the "
-               "running ones stay: %s", err);
+    /* The pipeline shares fresh's mechanisms now: the daemon keeps it for
+     * as long, and lets go of the one it replaced. */
+    ts_config_free(*t->profiles_config);
+    *t->profiles_config = fresh;
+    ts_config_restart_changes(t->running, fresh, warn_restart_only, NULL);
+    int level = ts_config_settings(fresh)->log_level;
+    if (t->driver_ops->adopt_config(t->driver, fresh, err, sizeof err) !=
+        0) {
+        ts_log(TS_LOG_ERROR, "reload: %s", err);
         if (t->metrics != NULL)
             ts_metrics_count_reload(t->metrics, 0);
-        ts_config_free(fresh);
         return -1;
     }
-    if (keys > 0)
-        ts_log(TS_LOG_INFO, "reload: client allow-lists reloaded "
-               "(input %zu keys, output %s)",
-               settings->curve_input_allow != NULL
-                   ? settings->curve_input_allow->n_keys : (size_t)0,
-               settings->curve_output_allow != NULL ? "restricted"
-                                                    : "open to any key");
-    if (settings->log_level != (int)ts_log_get_level()) {
+    if (level != (int)ts_log_get_level()) {
         ts_log(TS_LOG_INFO, "reload: log level changed");
-        ts_log_init(t->program_name, (ts_log_level)settings->log_level,
-                    t->running->log_syslog);
+        ts_log_init(t->program_name, (ts_log_level)level,
+                    ts_config_settings(t->running)->log_syslog);
     }
-    if (t->adopt_config != NULL)
-        t->adopt_config(t->adopt_arg, fresh);
-    else
-        ts_config_free(fresh);
     if (t->metrics != NULL)
         ts_metrics_count_reload(t->metrics, 1);
     ts_log_always("reload complete");

@@ -9,31 +9,34 @@
 
 #include <stddef.h>
 
+#include "datapath/driver.h"
 #include "ops/metrics.h"
 #include "engine/pipeline.h"
 #include "engine/settings.h"
-#include "engine/transport.h"
 
 typedef struct ts_reload_target {
     const char *config_path;             /* NULL: built-in defaults */
     const char *const *overrides;
     size_t n_overrides;
+    /* The pipeline the daemon built, whose profiles every driver releases
+     * by: its profiles are swapped here for ones shared from the new
+     * configuration, which then goes to *profiles_config (the reference
+     * the daemon holds for them; the one it held is dropped). */
     ts_pipeline *pipeline;
+    ts_config **profiles_config;
     /* PRIVIC loops bound to the pipeline's profiles (may be NULL): they
      * let go of the old profiles and rebind to the new ones. */
     struct ts_population_set *population;
-    /* The running settings stay those of the original file: the transport
-     * and store hold pointers into them. */
-    const ts_settings *running;
-    const ts_transport_ops *transport_ops;
-    ts_transport *transport;
+    /* The running configuration stays the original file's: the driver and
+     * store hold pointers into it. */
+    const ts_config *running;
+    /* The rest goes to the driver through its table: adopt_config sees
+     * the new configuration (its partitions' profiles, CURVE's
+     * allow-lists) and takes a reference if it keeps it. */
+    const ts_driver_ops *driver_ops;
+    ts_driver *driver;
     ts_metrics *metrics;                 /* counts reloads; may be NULL */
     const char *program_name;            /* for the log's ident */
-    /* When set, called once the reload is applied, with the new
-     * configuration, which it then owns (the JetStream mode rebuilds its
-     * partitions' profiles from it on its own thread); else it is freed. */
-    void (*adopt_config)(void *arg, struct ts_config *fresh);
-    void *adopt_arg;
 } ts_reload_target;
 
 /* 0 when applied; -1 when refused (logged and counted). */

@@ -243,8 +243,34 @@ size_t ts_changelog_output_subject(const char *topic, size_t topic_len,
     else if (topic_len == strlen(TS_TOPIC_REJECTED) &&
              memcmp(topic, TS_TOPIC_REJECTED, topic_len) == 0)
         n = snprintf(buf, size, "tracesan.rejected");
+    else if (topic_len == strlen(TS_CHANGELOG_TOPIC_BATCH) &&
+             memcmp(topic, TS_CHANGELOG_TOPIC_BATCH, topic_len) == 0)
+        n = snprintf(buf, size, "tracesan.batch");
     else
         n = snprintf(buf, size, "tracesan.other");
+    if (n < 0 || size == 0)
+        return 0;
+    return (size_t)n < size ? (size_t)n : size - 1;
+}
+
+size_t ts_changelog_output_topic(const char *subject, size_t subject_len,
+                                 char *buf, size_t size)
+{
+    static const char out[] = "tracesan.out.";
+    static const char rest[] = "tracesan.";
+    int n;
+    if (subject_len > sizeof out - 1 &&
+        memcmp(subject, out, sizeof out - 1) == 0)
+        n = snprintf(buf, size, "%s%.*s", TS_TOPIC_SANITIZED_PREFIX,
+                     (int)(subject_len - (sizeof out - 1)),
+                     subject + sizeof out - 1);
+    else if (subject_len > sizeof rest - 1 &&
+             memcmp(subject, rest, sizeof rest - 1) == 0)
+        n = snprintf(buf, size, "%.*s",
+                     (int)(subject_len - (sizeof rest - 1)),
+                     subject + sizeof rest - 1);
+    else
+        n = snprintf(buf, size, "%.*s", (int)subject_len, subject);
     if (n < 0 || size == 0)
         return 0;
     return (size_t)n < size ? (size_t)n : size - 1;

@@ -96,10 +96,15 @@ int ts_changelog_msg_id(char *buf, size_t size, uint32_t partition,
                         uint64_t input_seq, uint32_t index);
 
 /* Output subjects: "sanitized.<profile>" -> "tracesan.out.<profile>",
- * "rejected" -> "tracesan.rejected" (anything else: "tracesan.other").
- * Returns the length written (truncated to size - 1). */
+ * "rejected" -> "tracesan.rejected", "batch" (OutcomeBatch) ->
+ * "tracesan.batch" (anything else: "tracesan.other"). Returns the length
+ * written (truncated to size - 1). */
+#define TS_CHANGELOG_TOPIC_BATCH "batch"
 size_t ts_changelog_output_subject(const char *topic, size_t topic_len,
                                    char *buf, size_t size);
+/* The other way: the topic an output subject carries. */
+size_t ts_changelog_output_topic(const char *subject, size_t subject_len,
+                                 char *buf, size_t size);
 
 /* User id -> latest encoded record of one partition (what a new owner
  * rebuilds from the changelog and the pipeline loads users from). */

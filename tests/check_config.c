@@ -8,7 +8,10 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "drivers/driver_registry.h"
+#include "drivers/zmq/zmq_settings.h"
 #include "engine/config.h"
+#include "ops/catalog.h"
 #include "engine/log.h"
 #include "mechanisms/rng.h"
 #include "tests/support/check_run.h"
@@ -101,17 +104,18 @@ TS_TEST(test_shipped_config_loads)
     ts_config *config = load(shipped_config(), NULL, 0);
     ck_assert_msg(config != NULL, "%s", err);
     const ts_settings *s = ts_config_settings(config);
-    ck_assert_str_eq(s->input_endpoint, "tcp://127.0.0.1:7001");
-    ck_assert_int_eq(s->input_kind, TS_SOCKET_PULL);
-    ck_assert_int_eq(s->input_mode, TS_SOCKET_BIND);
-    ck_assert_str_eq(s->output_endpoint, "tcp://127.0.0.1:7002");
-    ck_assert_int_eq(s->output_mode, TS_SOCKET_BIND);
-    ck_assert_uint_eq(s->n_subscriptions, 1);
-    ck_assert_str_eq(s->subscriptions[0], "");
-    ck_assert_int_eq(s->input_hwm, 100000);
+    const ts_zmq_settings *z = ts_zmq_settings_of(config);
+    ck_assert_str_eq(z->input_endpoint, "tcp://127.0.0.1:7001");
+    ck_assert_str_eq(ts_driver_input_type(config), "pull");
+    ck_assert_int_eq(z->input_mode, TS_SOCKET_BIND);
+    ck_assert_str_eq(z->output_endpoint, "tcp://127.0.0.1:7002");
+    ck_assert_int_eq(z->output_mode, TS_SOCKET_BIND);
+    ck_assert_uint_eq(z->n_subscriptions, 1);
+    ck_assert_str_eq(z->subscriptions[0], "");
+    ck_assert_int_eq(z->input_hwm, 100000);
     ck_assert_uint_eq(s->max_message_bytes, 1048576);
     ck_assert_uint_eq(s->max_batch_updates, 10000);
-    ck_assert_uint_eq(s->read_budget, 256);
+    ck_assert_uint_eq(z->read_budget, 256);
     ck_assert_int_eq(s->max_future_ms, 600000);
     ck_assert_uint_eq(s->limits.max_users, 1000000);
     ck_assert_int_eq(s->limits.idle_ttl_ms, 3600000);
@@ -159,8 +163,9 @@ TS_TEST(test_defaults_without_file)
     ts_config *config = load(NULL, NULL, 0);
     ck_assert_msg(config != NULL, "%s", err);
     const ts_settings *s = ts_config_settings(config);
-    ck_assert_str_eq(s->input_endpoint, "tcp://127.0.0.1:7001");
-    ck_assert_str_eq(s->output_endpoint, "tcp://127.0.0.1:7002");
+    const ts_zmq_settings *z = ts_zmq_settings_of(config);
+    ck_assert_str_eq(z->input_endpoint, "tcp://127.0.0.1:7001");
+    ck_assert_str_eq(z->output_endpoint, "tcp://127.0.0.1:7002");
     ck_assert_str_eq(s->default_profile, "geoind");
     ts_profile *profiles;
     size_t n, def;
@@ -192,15 +197,16 @@ TS_TEST(test_overrides_of_existing_settings)
                              sizeof overrides / sizeof overrides[0]);
     ck_assert_msg(config != NULL, "%s", err);
     const ts_settings *s = ts_config_settings(config);
-    ck_assert_str_eq(s->input_endpoint, "tcp://127.0.0.1:7101");
-    ck_assert_str_eq(s->output_endpoint, "tcp://127.0.0.1:*");
+    const ts_zmq_settings *z = ts_zmq_settings_of(config);
+    ck_assert_str_eq(z->input_endpoint, "tcp://127.0.0.1:7101");
+    ck_assert_str_eq(z->output_endpoint, "tcp://127.0.0.1:*");
     ck_assert_uint_eq(s->limits.max_users, 7);
     ck_assert_int_eq(s->log_level, TS_LOG_DEBUG);
     ck_assert_int_eq(s->log_syslog, 1);
-    ck_assert_int_eq(s->input_kind, TS_SOCKET_SUB);
-    ck_assert_uint_eq(s->n_subscriptions, 2);
-    ck_assert_str_eq(s->subscriptions[0], "a.");
-    ck_assert_str_eq(s->subscriptions[1], "b.");
+    ck_assert_str_eq(ts_driver_input_type(config), "sub");
+    ck_assert_uint_eq(z->n_subscriptions, 2);
+    ck_assert_str_eq(z->subscriptions[0], "a.");
+    ck_assert_str_eq(z->subscriptions[1], "b.");
 
     ts_profile *profiles;
     size_t n, def;
@@ -230,7 +236,8 @@ TS_TEST(test_overrides_create_settings)
                              sizeof overrides / sizeof overrides[0]);
     ck_assert_msg(config != NULL, "%s", err);
     const ts_settings *s = ts_config_settings(config);
-    ck_assert_str_eq(s->input_endpoint, "tcp://127.0.0.1:7001");
+    const ts_zmq_settings *z = ts_zmq_settings_of(config);
+    ck_assert_str_eq(z->input_endpoint, "tcp://127.0.0.1:7001");
     ck_assert_int_eq(s->max_future_ms, 0);
     ts_profile *profiles;
     size_t n, def;
@@ -631,6 +638,47 @@ TS_TEST(test_errors_are_single_lines)
     ck_assert_ptr_null(load(shipped_config(), overrides, 1));
     ck_assert_ptr_null(strchr(err, '\n'));
     ck_assert_uint_gt(strlen(err), 0);
+}
+END_TEST
+
+/* Issue 26: the mechanisms the load built are the ones every shared
+ * pipeline releases through (built once, not once per pipeline or
+ * partition), and a reference keeps them alive after the loader's
+ * ts_config_free. */
+TS_TEST(test_shared_profiles_are_built_once)
+{
+    ts_config *config = load(shipped_config(), NULL, 0);
+    ck_assert_msg(config != NULL, "%s", err);
+    ts_rng *rng = ts_rng_new_seeded(3);
+    ts_pipeline *a = ts_config_make_shared_pipeline(config, rng, err,
+                                                    sizeof err);
+    ts_pipeline *b = ts_config_make_shared_pipeline(config, rng, err,
+                                                    sizeof err);
+    ts_pipeline *own = ts_config_make_pipeline(config, rng, err, sizeof err);
+    ck_assert_ptr_nonnull(a);
+    ck_assert_ptr_nonnull(b);
+    ck_assert_ptr_nonnull(own);
+    size_t n = ts_pipeline_profile_count(a);
+    ck_assert_uint_ge(n, 1);
+    for (size_t i = 0; i < n; i++) {
+        ck_assert_ptr_eq(ts_pipeline_profile_at(a, i)->mech,
+                         ts_pipeline_profile_at(b, i)->mech);
+        ck_assert_ptr_ne(ts_pipeline_profile_at(a, i)->mech,
+                         ts_pipeline_profile_at(own, i)->mech);
+    }
+    /* The holder's reference outlives the loader's. */
+    ts_config *held = ts_config_ref(config);
+    ts_config_free(config);
+    ts_input in = { .user_id = "u", .ts_ms = 1000, .lat = 48.85,
+                    .lon = 2.35 };
+    ts_outcome out;
+    ts_pipeline_process(a, &in, &out);
+    ck_assert(out.sanitized);
+    ts_pipeline_free(a);
+    ts_pipeline_free(b);
+    ts_pipeline_free(own);
+    ts_config_free(held);
+    ts_rng_free(rng);
 }
 END_TEST
 

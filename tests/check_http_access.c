@@ -9,7 +9,7 @@
 #include <unistd.h>
 
 #include "ops/http_access.h"
-#include "engine/settings.h"
+#include "ops/http_settings.h"
 #include "tests/support/check_run.h"
 
 #define GOOD_TOKEN "abcdefghijklmnop-0123456789_~+/=="
@@ -108,8 +108,8 @@ static const char *write_file(const char *name, const char *text,
 static int load_token_file(const char *path, char **token, char *problem,
                            size_t len)
 {
-    ts_settings settings;
-    ts_settings_defaults(&settings);
+    ts_http_settings settings;
+    ts_http_settings_defaults(&settings);
     settings.http_token_file = path;
     const char *blamed = NULL;
     int rc = ts_http_access_load(&settings, token, &blamed, problem, len);
@@ -165,8 +165,8 @@ TS_TEST(test_token_file)
                                      sizeof problem), -1);
     ck_assert(strstr(problem, "cannot read") != NULL);
 
-    ts_settings settings;
-    ts_settings_defaults(&settings);
+    ts_http_settings settings;
+    ts_http_settings_defaults(&settings);
     settings.http_token = GOOD_TOKEN;
     settings.http_token_file = missing;
     const char *blamed = NULL;
@@ -182,8 +182,8 @@ END_TEST
 
 TS_TEST(test_access_checks_origins)
 {
-    ts_settings settings;
-    ts_settings_defaults(&settings);
+    ts_http_settings settings;
+    ts_http_settings_defaults(&settings);
     settings.http_cors_origins[0] = "https://ok.example";
     settings.http_cors_origins[1] = "https://bad.example/";
     settings.n_http_cors_origins = 2;

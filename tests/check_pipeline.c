@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "engine/config.h"
+#include "ops/catalog.h"
 #include "engine/pipeline.h"
 #include "inference/model_file.h"
 #include "mechanisms/rng.h"

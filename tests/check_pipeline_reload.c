@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "engine/config.h"
+#include "ops/catalog.h"
 #include "engine/pipeline.h"
 #include "engine/pipeline_reload.h"
 #include "inference/model_file.h"

@@ -11,8 +11,10 @@
 
 #include <dirent.h>
 
+#include "drivers/zmq/zmq_settings.h"
 #include "engine/settings.h"
 #include "mechanisms/mechanism.h"
+#include "ops/catalog.h"
 #include "tests/support/check_run.h"
 
 #define MAX_LINES 4096
@@ -161,16 +163,43 @@ static void check_doc_row(const doc_row *rows, size_t n_rows,
         }
 }
 
+/* Every section of the catalog with its defaults (the one table the
+ * daemon loads): visit(row, defaults, arg) for each row. */
+static void each_row(void (*visit)(const ts_setting_def *row,
+                                   const void *defaults, void *arg),
+                     void *arg)
+{
+    size_t n;
+    const ts_setting_section *const *sections = ts_catalog(&n);
+    ck_assert_uint_gt(n, 1);
+    for (size_t s = 0; s < n; s++) {
+        void *defaults = calloc(1, sections[s]->size);
+        ck_assert_ptr_nonnull(defaults);
+        ts_setting_section_defaults(sections[s], defaults);
+        for (size_t i = 0; i < sections[s]->n_rows; i++)
+            visit(&sections[s]->rows[i], defaults, arg);
+        free(defaults);
+    }
+}
+
+typedef struct doc_rows_arg {
+    const doc_row *rows;
+    size_t n;
+} doc_rows_arg;
+
+static void check_documented(const ts_setting_def *row, const void *defaults,
+                             void *arg)
+{
+    const doc_rows_arg *docs = arg;
+    check_doc_row(docs->rows, docs->n, row, defaults, row->key);
+}
+
 TS_TEST(test_every_row_documented)
 {
     static doc_row rows[512];
     size_t n_docs = doc_rows(rows, 512);
-    ts_settings defaults;
-    ts_settings_defaults(&defaults);
-    size_t n;
-    const ts_setting_def *table = ts_setting_table(&n);
-    for (size_t i = 0; i < n; i++)
-        check_doc_row(rows, n_docs, &table[i], &defaults, table[i].key);
+    doc_rows_arg docs = { rows, n_docs };
+    each_row(check_documented, &docs);
 
     ts_profile_settings profile_defaults;
     memset(&profile_defaults, 0, sizeof profile_defaults);
@@ -196,7 +225,7 @@ TS_TEST(test_docs_name_no_unknown_key)
         const char *key = rows[i].key;
         if (strncmp(key, "profiles", 8) == 0 || strchr(key, '.') == NULL)
             continue; /* profile keys and mechanism parameters */
-        ck_assert_msg(ts_setting_find(key) != NULL,
+        ck_assert_msg(ts_catalog_find(key, NULL) != NULL,
                       "docs/configuration.md documents `%s`, which is not "
                       "in the settings table", key);
     }
@@ -252,33 +281,40 @@ static size_t conf_keys(conf_key *keys, size_t max)
     return n;
 }
 
+typedef struct conf_keys_arg {
+    const conf_key *keys;
+    size_t n;
+} conf_keys_arg;
+
+static void check_shipped(const ts_setting_def *row, const void *defaults,
+                          void *arg)
+{
+    const conf_keys_arg *conf = arg;
+    const conf_key *found = NULL;
+    for (size_t k = 0; k < conf->n && found == NULL; k++)
+        if (strcmp(conf->keys[k].key, row->key) == 0)
+            found = &conf->keys[k];
+    ck_assert_msg(found != NULL, "conf/tracesand.conf does not show %s",
+                  row->key);
+    char want[300];
+    if (row->shipped_value != NULL)
+        snprintf(want, sizeof want, "\"%s\"", row->shipped_value);
+    else
+        ts_setting_format(row, defaults, want, sizeof want);
+    if (row->type == TS_SETTING_STRING && row->default_value == NULL &&
+        row->shipped_value == NULL)
+        return; /* no default: the file shows an example path */
+    ck_assert_msg(strcmp(found->value, want) == 0,
+                  "conf/tracesand.conf sets %s = %s, the table says %s",
+                  row->key, found->value, want);
+}
+
 TS_TEST(test_every_row_in_shipped_conf)
 {
     static conf_key keys[512];
     size_t n_keys = conf_keys(keys, 512);
-    ts_settings defaults;
-    ts_settings_defaults(&defaults);
-    size_t n;
-    const ts_setting_def *table = ts_setting_table(&n);
-    for (size_t i = 0; i < n; i++) {
-        const conf_key *found = NULL;
-        for (size_t k = 0; k < n_keys && found == NULL; k++)
-            if (strcmp(keys[k].key, table[i].key) == 0)
-                found = &keys[k];
-        ck_assert_msg(found != NULL, "conf/tracesand.conf does not show %s",
-                      table[i].key);
-        char want[300];
-        if (table[i].shipped_value != NULL)
-            snprintf(want, sizeof want, "\"%s\"", table[i].shipped_value);
-        else
-            ts_setting_format(&table[i], &defaults, want, sizeof want);
-        if (table[i].type == TS_SETTING_STRING &&
-            table[i].default_value == NULL && table[i].shipped_value == NULL)
-            continue; /* no default: the file shows an example path */
-        ck_assert_msg(strcmp(found->value, want) == 0,
-                      "conf/tracesand.conf sets %s = %s, the table says %s",
-                      table[i].key, found->value, want);
-    }
+    conf_keys_arg conf = { keys, n_keys };
+    each_row(check_shipped, &conf);
 }
 END_TEST
 
@@ -288,7 +324,7 @@ TS_TEST(test_shipped_conf_names_no_unknown_key)
     size_t n_keys = conf_keys(keys, 512);
     ck_assert_uint_gt(n_keys, 0);
     for (size_t k = 0; k < n_keys; k++)
-        ck_assert_msg(ts_setting_find(keys[k].key) != NULL,
+        ck_assert_msg(ts_catalog_find(keys[k].key, NULL) != NULL,
                       "conf/tracesand.conf shows %s, which is not in the "
                       "settings table", keys[k].key);
 }
@@ -300,10 +336,12 @@ TS_TEST(test_detects_a_wrong_default)
 {
     static doc_row rows[512];
     size_t n_docs = doc_rows(rows, 512);
-    const ts_setting_def *hwm = ts_setting_find("input.hwm");
+    const ts_setting_section *section = NULL;
+    const ts_setting_def *hwm = ts_catalog_find("input.hwm", &section);
     ck_assert_ptr_nonnull(hwm);
-    ts_settings altered;
-    ts_settings_defaults(&altered);
+    ck_assert_ptr_eq(section, &ts_zmq_setting_section);
+    ts_zmq_settings altered;
+    ts_setting_section_defaults(section, &altered);
     altered.input_hwm = 99999;
     char want[300];
     default_cell(hwm, &altered, want, sizeof want);

@@ -2,6 +2,8 @@
 # Every class of bad input gets a Rejection with its reason, a counter in the
 # daemon's summary, a log line without coordinates, and the daemon stays up:
 # a valid point sent after all of them is still sanitized.
+# The ZeroMQ driver; the rate-limited rejection log through the JetStream
+# driver is checked by integration_jetstream_parity.sh.
 . "${top_srcdir:-$(dirname "$0")/..}/tests/lib.sh"
 
 require_programs "$ZMQ_SEND_RAW"

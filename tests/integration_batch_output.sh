@@ -5,6 +5,8 @@
 # rejections; the batched daemon publishes one message per input message;
 # a malformed message is a batch of one rejection; no coordinate of the
 # input appears in the batched output.
+# The ZeroMQ driver; the JetStream driver's batch output (the same group
+# body and format table) is checked by integration_jetstream_parity.sh.
 . "${top_srcdir:-$(dirname "$0")/..}/tests/lib.sh"
 
 require_programs "$ZMQ_SEND_RAW"

@@ -8,6 +8,9 @@
 # cap, a client that stops reading (dropped and cut off, both counted),
 # and hostile requests that must neither crash the daemon nor stall its
 # data path.
+# The ZeroMQ driver; /feed and /dashboard.json through the JetStream driver
+# are checked by integration_jetstream_parity.sh (access control is the
+# endpoint's, the same for every driver).
 . "${top_srcdir:-$(dirname "$0")/..}/tests/lib.sh"
 
 command -v curl >/dev/null 2>&1 || fatal "curl is not installed (scripts/setup.sh installs it)"

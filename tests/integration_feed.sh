@@ -3,6 +3,8 @@
 # tail, and check the contract on every message: one output per input, no
 # input point published, ledger arithmetic, budget exhaustion (drop and
 # repeat), and the SUB input variant.
+# The ZeroMQ driver; /feed through the JetStream driver is checked by
+# integration_jetstream_parity.sh.
 . "${top_srcdir:-$(dirname "$0")/..}/tests/lib.sh"
 
 FEED=$TEST_DATA/feed.csv

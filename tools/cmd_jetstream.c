@@ -17,6 +17,7 @@
 
 #include "state/changelog.h"
 #include "drivers/jetstream/jetstream_setup.h"
+#include "ops/catalog.h"
 #include "state/store.h"
 #include "tools/commands.h"
 #include "tools/csv.h"
@@ -85,6 +86,7 @@ static int nats_settings(const ts_tool_common *common,
     ts_settings defaults;
     const ts_settings *settings = &defaults;
     ts_settings_defaults(&defaults);
+    ts_nats_settings_defaults(nats);
     if (common->config_path != NULL || common->n_overrides > 0) {
         char err[ERR_MAX];
         *config = ts_config_load(common->config_path, common->overrides,
@@ -94,8 +96,8 @@ static int nats_settings(const ts_tool_common *common,
             return -1;
         }
         settings = ts_config_settings(*config);
+        *nats = *ts_nats_settings_of(*config);
     }
-    *nats = settings->nats;
     limits->max_message_bytes = settings->max_message_bytes;
     limits->max_batch_updates = settings->max_batch_updates;
     if (o->servers != NULL)

@@ -8,8 +8,10 @@
 
 #include <gsl/gsl_errno.h>
 
+#include "drivers/zmq/zmq_settings.h"
 #include "engine/config.h"
 #include "engine/log.h"
+#include "ops/catalog.h"
 #include "tools/commands.h"
 
 #define ERR_MAX 512
@@ -189,13 +191,13 @@ int ts_tool_endpoint(const ts_tool_common *common, int want_input, char *out,
         fprintf(stderr, TS_TOOL_NAME ": %s\n", err);
         return -1;
     }
-    const ts_settings *settings = ts_config_settings(config);
-    input_limits_of(settings, limits);
+    input_limits_of(ts_config_settings(config), limits);
     if (common->endpoint != NULL) {
         snprintf(out, outlen, "%s", common->endpoint);
         ts_config_free(config);
         return 0;
     }
+    const ts_zmq_settings *settings = ts_zmq_settings_of(config);
     const char *endpoint =
         want_input ? settings->input_endpoint : settings->output_endpoint;
     int rc = 0;
@@ -240,8 +242,8 @@ int ts_tool_pipeline_open(const ts_tool_common *common, ts_tool_pipeline *out)
                                    : "secure random generator unavailable");
         goto fail;
     }
-    out->pipeline = ts_config_make_pipeline(out->config, out->rng, err,
-                                            sizeof err);
+    out->pipeline = ts_config_make_shared_pipeline(out->config, out->rng,
+                                                   err, sizeof err);
     if (out->pipeline == NULL) {
         fprintf(stderr, TS_TOOL_NAME ": %s\n", err);
         goto fail;

@@ -334,7 +334,7 @@ void ts_codec_input_from_update(const Tracesan__V1__LocationUpdate *update,
     out->has_wire_lengths = 0;
 }
 
-static int pack_message(const ProtobufCMessage *message, ts_buf *payload)
+int ts_codec_pack(const ProtobufCMessage *message, ts_buf *payload)
 {
     size_t size = protobuf_c_message_get_packed_size(message);
     if (ts_buf_reserve(payload, size) != 0)
@@ -353,10 +353,10 @@ static char *optional_string(const char *text)
     return (text != NULL && text[0] != '\0') ? (char *)text : NULL;
 }
 
-int ts_codec_encode_rejection(ts_reason reason, const char *user_id,
-                              int64_t ts_ms, const char *profile,
-                              const char *detail, ts_buf *topic,
-                              ts_buf *payload)
+int ts_codec_write_rejection(ts_reason reason, const char *user_id,
+                             int64_t ts_ms, const char *profile,
+                             const char *detail, ts_codec_writer write,
+                             ts_buf *topic, ts_buf *payload)
 {
     Tracesan__V1__Rejection rejection = TRACESAN__V1__REJECTION__INIT;
     rejection.user_id = optional_string(user_id);
@@ -373,7 +373,7 @@ int ts_codec_encode_rejection(ts_reason reason, const char *user_id,
     size_t payload_mark = payload->len;
     if (ts_buf_append(topic, TS_TOPIC_REJECTED,
                       sizeof TS_TOPIC_REJECTED - 1) != 0 ||
-        pack_message(&rejection.base, payload) != 0) {
+        write(&rejection.base, payload) != 0) {
         topic->len = topic_mark;
         payload->len = payload_mark;
         return -1;
@@ -461,8 +461,8 @@ int ts_codec_get_extras(const Tracesan__V1__SanitizedLocation *location,
     return 0;
 }
 
-static int encode_sanitized(const ts_outcome *outcome, ts_buf *topic,
-                            ts_buf *payload)
+static int write_sanitized(const ts_outcome *outcome, ts_codec_writer write,
+                           ts_buf *topic, ts_buf *payload)
 {
     const ts_profile *profile = outcome->profile;
     Tracesan__V1__SanitizedLocation location =
@@ -495,7 +495,7 @@ static int encode_sanitized(const ts_outcome *outcome, ts_buf *topic,
     if (ts_buf_append(topic, TS_TOPIC_SANITIZED_PREFIX,
                       sizeof TS_TOPIC_SANITIZED_PREFIX - 1) != 0 ||
         ts_buf_append(topic, profile->name, name_len) != 0 ||
-        pack_message(&location.base, payload) != 0) {
+        write(&location.base, payload) != 0) {
         topic->len = topic_mark;
         payload->len = payload_mark;
         return -1;
@@ -503,8 +503,8 @@ static int encode_sanitized(const ts_outcome *outcome, ts_buf *topic,
     return 0;
 }
 
-int ts_codec_encode_outcome(const ts_outcome *outcome, ts_buf *topic,
-                            ts_buf *payload)
+int ts_codec_write_outcome(const ts_outcome *outcome, ts_codec_writer write,
+                           ts_buf *topic, ts_buf *payload)
 {
     if (outcome->sanitized) {
         /* A sanitized outcome always carries its profile; without one there
@@ -512,17 +512,39 @@ int ts_codec_encode_outcome(const ts_outcome *outcome, ts_buf *topic,
         if (outcome->profile == NULL || outcome->profile->name == NULL ||
             outcome->profile->ops == NULL)
             return -1;
-        return encode_sanitized(outcome, topic, payload);
+        return write_sanitized(outcome, write, topic, payload);
     }
     const char *profile =
         outcome->profile != NULL ? outcome->profile->name : NULL;
-    return ts_codec_encode_rejection(outcome->reason, outcome->user_id,
-                                     outcome->ts_ms, profile, outcome->detail,
-                                     topic, payload);
+    return ts_codec_write_rejection(outcome->reason, outcome->user_id,
+                                    outcome->ts_ms, profile, outcome->detail,
+                                    write, topic, payload);
+}
+
+int ts_codec_encode_outcome(const ts_outcome *outcome, ts_buf *topic,
+                            ts_buf *payload)
+{
+    return ts_codec_write_outcome(outcome, ts_codec_pack, topic, payload);
+}
+
+int ts_codec_encode_rejection(ts_reason reason, const char *user_id,
+                              int64_t ts_ms, const char *profile,
+                              const char *detail, ts_buf *topic,
+                              ts_buf *payload)
+{
+    return ts_codec_write_rejection(reason, user_id, ts_ms, profile, detail,
+                                    ts_codec_pack, topic, payload);
 }
 
 int ts_codec_encode_density(const Tracesan__V1__DensityEstimate *estimate,
                             ts_buf *topic, ts_buf *payload)
+{
+    return ts_codec_write_density(estimate, ts_codec_pack, topic, payload);
+}
+
+int ts_codec_write_density(const Tracesan__V1__DensityEstimate *estimate,
+                           ts_codec_writer write, ts_buf *topic,
+                           ts_buf *payload)
 {
     size_t topic_mark = topic->len;
     size_t payload_mark = payload->len;
@@ -531,7 +553,7 @@ int ts_codec_encode_density(const Tracesan__V1__DensityEstimate *estimate,
                       sizeof TS_TOPIC_DENSITY_PREFIX - 1) != 0 ||
         ts_buf_append(topic, estimate->profile, strlen(estimate->profile)) !=
             0 ||
-        pack_message(&estimate->base, payload) != 0) {
+        write(&estimate->base, payload) != 0) {
         topic->len = topic_mark;
         payload->len = payload_mark;
         return -1;

@@ -105,13 +105,28 @@ int ts_codec_encode_rejection(ts_reason reason, const char *user_id,
                               const char *detail, ts_buf *topic,
                               ts_buf *payload);
 
-/* Producer side (tracesan replay, tests, bench): pack a batch. */
+/* The encoders above are these with the protobuf writer: each builds the
+ * message and hands it to `write` (protobuf's pack, or another format's
+ * writer, wire/format.h), which appends it to the payload. */
+typedef int (*ts_codec_writer)(const ProtobufCMessage *message, ts_buf *out);
+int ts_codec_pack(const ProtobufCMessage *message, ts_buf *out);
+int ts_codec_write_outcome(const ts_outcome *outcome, ts_codec_writer write,
+                           ts_buf *topic, ts_buf *payload);
+int ts_codec_write_rejection(ts_reason reason, const char *user_id,
+                             int64_t ts_ms, const char *profile,
+                             const char *detail, ts_codec_writer write,
+                             ts_buf *topic, ts_buf *payload);
+int ts_codec_write_density(const Tracesan__V1__DensityEstimate *estimate,
+                           ts_codec_writer write, ts_buf *topic,
+                           ts_buf *payload);
+
 /* A tracesan.v1.DensityEstimate on topic "density.<profile>" (the caller
  * fills everything but the topic). 0, or -1 on allocation failure (both
  * buffers then as they were). */
 int ts_codec_encode_density(const Tracesan__V1__DensityEstimate *estimate,
                             ts_buf *topic, ts_buf *payload);
 
+/* Producer side (tracesan replay, tests, bench): pack a batch. */
 int ts_codec_encode_batch(const ts_input *inputs, size_t n, ts_buf *payload);
 
 #endif

@@ -160,6 +160,47 @@ void ts_js_close(ts_js_conn *conn)
     conn->nc = NULL;
 }
 
+#define MAX_STREAM_SUBJECTS 16
+
+/* A stream made by an older version may lack a subject this one
+ * publishes on (tracesan.batch): it is added, the rest of the stream's
+ * configuration kept. 0, or -1 with err. */
+static int add_missing_subjects(ts_js_conn *conn, const jsStreamConfig *have,
+                                const jsStreamConfig *want, char *err,
+                                size_t errlen)
+{
+    const char *merged[MAX_STREAM_SUBJECTS];
+    int n = 0, added = 0;
+    for (int i = 0; i < have->SubjectsLen && n < MAX_STREAM_SUBJECTS; i++)
+        merged[n++] = have->Subjects[i];
+    for (int j = 0; j < want->SubjectsLen && n < MAX_STREAM_SUBJECTS; j++) {
+        int found = 0;
+        for (int i = 0; i < have->SubjectsLen && !found; i++)
+            found = strcmp(have->Subjects[i], want->Subjects[j]) == 0;
+        if (!found) {
+            merged[n++] = want->Subjects[j];
+            added = 1;
+        }
+    }
+    if (!added)
+        return 0;
+    jsStreamConfig update = *have;
+    update.Subjects = merged;
+    update.SubjectsLen = n;
+    jsStreamInfo *info = NULL;
+    jsErrCode code = 0;
+    natsStatus s = js_UpdateStream(&info, conn->js, &update, NULL, &code);
+    if (info != NULL)
+        jsStreamInfo_Destroy(info);
+    if (s == NATS_OK)
+        return 0;
+    char what[128];
+    snprintf(what, sizeof what, "cannot add subjects to stream %s",
+             want->Name);
+    ts_js_describe(err, errlen, what, s, code);
+    return -1;
+}
+
 static int add_stream(ts_js_conn *conn, jsStreamConfig *cfg, char *err,
                       size_t errlen)
 {
@@ -167,8 +208,9 @@ static int add_stream(ts_js_conn *conn, jsStreamConfig *cfg, char *err,
     jsErrCode code = 0;
     natsStatus s = js_GetStreamInfo(&info, conn->js, cfg->Name, NULL, &code);
     if (s == NATS_OK) {
+        int rc = add_missing_subjects(conn, info->Config, cfg, err, errlen);
         jsStreamInfo_Destroy(info);
-        return 0;
+        return rc;
     }
     s = js_AddStream(&info, conn->js, cfg, NULL, &code);
     if (s == NATS_OK || code == JSStreamNameExistErr) {
@@ -185,39 +227,39 @@ static int add_stream(ts_js_conn *conn, jsStreamConfig *cfg, char *err,
 int ts_js_ensure_streams(ts_js_conn *conn, const struct ts_nats_settings *nats,
                          char *err, size_t errlen)
 {
-    jsStreamConfig cfg;
-    const char *in_subjects[] = { TS_JS_SUBJECT_IN ".*" };
-    jsStreamConfig_Init(&cfg);
-    cfg.Name = TS_JS_STREAM_IN;
-    cfg.Subjects = in_subjects;
-    cfg.SubjectsLen = 1;
-    cfg.Storage = js_FileStorage;
-    cfg.Replicas = (int64_t)nats->replicas;
-    if (add_stream(conn, &cfg, err, errlen) != 0)
-        return -1;
-    const char *out_subjects[] = { "tracesan.out.>", "tracesan.rejected",
-                                   "tracesan.other" };
-    jsStreamConfig_Init(&cfg);
-    cfg.Name = TS_JS_STREAM_OUT;
-    cfg.Subjects = out_subjects;
-    cfg.SubjectsLen = 3;
-    cfg.Storage = js_FileStorage;
-    cfg.Replicas = (int64_t)nats->replicas;
-    cfg.Duplicates = nats->dedupe_window_ms * 1000000;  /* nanoseconds */
-    if (add_stream(conn, &cfg, err, errlen) != 0)
-        return -1;
-    const char *state_subjects[] = { TS_JS_SUBJECT_STATE ".*" };
-    jsStreamConfig_Init(&cfg);
-    cfg.Name = TS_JS_STREAM_STATE;
-    cfg.Subjects = state_subjects;
-    cfg.SubjectsLen = 1;
-    cfg.Storage = js_FileStorage;
-    cfg.Replicas = (int64_t)nats->replicas;
-    /* Snapshots replace a partition's older records atomically. */
-    cfg.AllowRollup = true;
-    cfg.DenyDelete = true;
-    if (add_stream(conn, &cfg, err, errlen) != 0)
-        return -1;
+    static const char *const in_subjects[] = { TS_JS_SUBJECT_IN ".*" };
+    static const char *const out_subjects[] = {
+        "tracesan.out.>", "tracesan.rejected", "tracesan.other",
+        "tracesan.batch"
+    };
+    static const char *const state_subjects[] = { TS_JS_SUBJECT_STATE ".*" };
+    static const struct {
+        const char *name;
+        const char *const *subjects;
+        int n_subjects;
+        int dedupes;         /* the output's duplicate window */
+        int rolls_up;        /* snapshots replace a partition's older
+                                records atomically */
+    } streams[] = {
+        { TS_JS_STREAM_IN, in_subjects, 1, 0, 0 },
+        { TS_JS_STREAM_OUT, out_subjects, 4, 1, 0 },
+        { TS_JS_STREAM_STATE, state_subjects, 1, 0, 1 },
+    };
+    for (size_t i = 0; i < sizeof streams / sizeof streams[0]; i++) {
+        jsStreamConfig cfg;
+        jsStreamConfig_Init(&cfg);
+        cfg.Name = streams[i].name;
+        cfg.Subjects = (const char **)streams[i].subjects;
+        cfg.SubjectsLen = streams[i].n_subjects;
+        cfg.Storage = js_FileStorage;
+        cfg.Replicas = (int64_t)nats->replicas;
+        if (streams[i].dedupes)  /* nanoseconds */
+            cfg.Duplicates = nats->dedupe_window_ms * 1000000;
+        cfg.AllowRollup = streams[i].rolls_up != 0;
+        cfg.DenyDelete = streams[i].rolls_up != 0;
+        if (add_stream(conn, &cfg, err, errlen) != 0)
+            return -1;
+    }
     kvStore *kv = NULL;
     natsStatus s = js_KeyValue(&kv, conn->js, TS_JS_LEASE_BUCKET);
     if (s != NATS_OK) {

@@ -11,7 +11,7 @@
 
 #include <nats/nats.h>
 
-#include "engine/settings.h"
+#include "drivers/jetstream/nats_settings.h"
 
 #define TS_JS_STREAM_IN "TRACESAN_IN"
 #define TS_JS_STREAM_OUT "TRACESAN_OUT"

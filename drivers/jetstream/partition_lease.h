@@ -1,5 +1,5 @@
 /* Partition leases of the JetStream mode, the decisions only: the KV
- * calls are in drivers/jetstream/jetstream_mode.c. Kept free of I/O so the rules that
+ * calls are in drivers/jetstream/js_lease.c. Kept free of I/O so the rules that
  * keep two instances off one partition are unit-tested on their own.
  *
  * A lease is the KV key "p.<partition>" whose value names its owner ("-"

@@ -15,6 +15,8 @@
 #include <unistd.h>
 
 #include "engine/config.h"
+#include "drivers/zmq/zmq_settings.h"
+#include "ops/catalog.h"
 #include "engine/log.h"
 #include "engine/pipeline.h"
 #include "mechanisms/rng.h"
@@ -73,10 +75,12 @@ static void try_load(const char *path, const char *const *overrides,
         return;
     }
     const ts_settings *settings = ts_config_settings(config);
-    if (settings == NULL || settings->default_profile == NULL ||
-        settings->input_endpoint == NULL || settings->output_endpoint == NULL)
+    const ts_zmq_settings *zmq = ts_zmq_settings_of(config);
+    if (settings == NULL || zmq == NULL ||
+        settings->default_profile == NULL || zmq->input_endpoint == NULL ||
+        zmq->output_endpoint == NULL)
         die("loaded configuration lacks a required setting");
-    if (settings->n_subscriptions > TS_MAX_SUBSCRIPTIONS)
+    if (zmq->n_subscriptions > TS_SETTING_MAX_LIST)
         die("too many subscriptions accepted");
 
     /* The pipeline may legitimately refuse (say, a table size too large to

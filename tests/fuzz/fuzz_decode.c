@@ -15,6 +15,7 @@
 
 #include "wire/codec.h"
 #include "engine/config.h"
+#include "ops/catalog.h"
 #include "engine/log.h"
 #include "engine/pipeline.h"
 #include "mechanisms/rng.h"

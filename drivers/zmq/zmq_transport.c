@@ -7,7 +7,7 @@
  * (read budget spent) it must re-activate itself, because no new edge will
  * come for the messages already queued.
  */
-#include "engine/transport.h"
+#include "drivers/zmq/zmq_transport.h"
 
 #include <errno.h>
 #include <event2/event.h>
@@ -67,7 +67,7 @@ static int set_int_option(void *socket, int option, int value)
 
 /* Makes `socket` a CURVE server whose clients the ZAP handler vets under
  * `domain`. The secret key only passes through libzmq's copy. */
-static int enable_curve(void *socket, const ts_settings *settings,
+static int enable_curve(void *socket, const ts_zmq_settings *settings,
                         const char *domain, const char *what, char *err,
                         size_t errlen)
 {
@@ -112,19 +112,21 @@ static int attach(void *socket, ts_socket_mode mode, const char *endpoint,
     return 0;
 }
 
-static int open_input(ts_transport *t, const ts_settings *settings,
+static int open_input(ts_transport *t, const ts_transport_options *options,
                       char *err, size_t errlen)
 {
-    int type = settings->input_kind == TS_SOCKET_SUB ? ZMQ_SUB : ZMQ_PULL;
+    const ts_zmq_settings *settings = options->zmq;
+    int type = options->sub_input ? ZMQ_SUB : ZMQ_PULL;
     t->input = zmq_socket(t->context, type);
     if (t->input == NULL) {
         snprintf(err, errlen, "input: cannot create socket: %s",
                  zmq_strerror(zmq_errno()));
         return -1;
     }
-    int64_t hard_cap = (int64_t)ts_input_frame_cap(settings);
+    int64_t hard_cap = (int64_t)ts_input_frame_cap(options->core);
     if (set_int_option(t->input, ZMQ_RCVHWM,
-                       ts_input_queue_messages(settings)) != 0 ||
+                       ts_input_queue_messages(options->core,
+                                               settings)) != 0 ||
         zmq_setsockopt(t->input, ZMQ_MAXMSGSIZE, &hard_cap,
                        sizeof hard_cap) != 0 ||
         set_int_option(t->input, ZMQ_LINGER, 0) != 0) {
@@ -159,10 +161,11 @@ static int open_input(ts_transport *t, const ts_settings *settings,
                   errlen);
 }
 
-static int open_output(ts_transport *t, const ts_settings *settings,
+static int open_output(ts_transport *t, const ts_transport_options *options,
                        char *err, size_t errlen)
 {
-    t->lossless_output = settings->output_kind == TS_OUTPUT_PUSH;
+    const ts_zmq_settings *settings = options->zmq;
+    t->lossless_output = options->push_output;
     t->subscriber_output = !t->lossless_output;
     /* XPUB, not PUB: a PUB drops a message for a subscriber at its HWM
      * without a trace. XPUB with NODROP refuses the send instead (EAGAIN),
@@ -176,7 +179,8 @@ static int open_output(ts_transport *t, const ts_settings *settings,
         return -1;
     }
     if (set_int_option(t->output, ZMQ_SNDHWM,
-                       ts_output_queue_messages(settings)) != 0 ||
+                       ts_output_queue_messages(settings,
+                                                options->format)) != 0 ||
         set_int_option(t->output, ZMQ_LINGER, OUTPUT_LINGER_MS) != 0 ||
         (t->subscriber_output &&
          set_int_option(t->output, ZMQ_XPUB_NODROP, 1) != 0)) {
@@ -187,7 +191,7 @@ static int open_output(ts_transport *t, const ts_settings *settings,
     if (enable_curve(t->output, settings, TS_ZAP_DOMAIN_OUTPUT, "output",
                      err, errlen) != 0)
         return -1;
-    if (settings->output_kind == TS_OUTPUT_PUSH) {
+    if (t->lossless_output) {
         int fd = -1;
         size_t fd_len = sizeof fd;
         if (zmq_getsockopt(t->output, ZMQ_FD, &fd, &fd_len) != 0) {
@@ -207,7 +211,7 @@ static int open_output(ts_transport *t, const ts_settings *settings,
                   err, errlen);
 }
 
-static void zmq_transport_close(ts_transport *t)
+void ts_transport_close(ts_transport *t)
 {
     if (t == NULL)
         return;
@@ -235,10 +239,10 @@ static void zmq_transport_close(ts_transport *t)
     free(t);
 }
 
-static int zmq_transport_open(ts_transport **out, const ts_settings *settings,
-                              struct event_base *base, char *err,
-                              size_t errlen)
+int ts_transport_open(ts_transport **out, const ts_transport_options *options,
+                      struct event_base *base, char *err, size_t errlen)
 {
+    const ts_zmq_settings *settings = options->zmq;
     *out = NULL;
     ts_transport *t = calloc(1, sizeof *t);
     if (t == NULL) {
@@ -252,7 +256,7 @@ static int zmq_transport_open(ts_transport **out, const ts_settings *settings,
     if (t->context == NULL) {
         snprintf(err, errlen, "cannot create ZeroMQ context: %s",
                  zmq_strerror(zmq_errno()));
-        zmq_transport_close(t);
+        ts_transport_close(t);
         return -1;
     }
     zmq_ctx_set(t->context, ZMQ_IO_THREADS, 1);
@@ -262,21 +266,21 @@ static int zmq_transport_open(ts_transport **out, const ts_settings *settings,
         if (!zmq_has("curve")) {
             snprintf(err, errlen, "security.curve is on but this libzmq "
                      "was built without CURVE support");
-            zmq_transport_close(t);
+            ts_transport_close(t);
             return -1;
         }
         t->zap = ts_zap_start(t->context, base, settings->curve_input_allow,
                               settings->curve_output_allow, err, errlen);
         if (t->zap == NULL) {
-            zmq_transport_close(t);
+            ts_transport_close(t);
             return -1;
         }
     }
     /* Output first: once input is bound, producers may start sending, and
      * every accepted update must have somewhere to go. */
-    if (open_output(t, settings, err, errlen) != 0 ||
-        open_input(t, settings, err, errlen) != 0) {
-        zmq_transport_close(t);
+    if (open_output(t, options, err, errlen) != 0 ||
+        open_input(t, options, err, errlen) != 0) {
+        ts_transport_close(t);
         return -1;
     }
     int fd = -1;
@@ -284,13 +288,13 @@ static int zmq_transport_open(ts_transport **out, const ts_settings *settings,
     if (zmq_getsockopt(t->input, ZMQ_FD, &fd, &fd_len) != 0) {
         snprintf(err, errlen, "input: cannot get ZMQ_FD: %s",
                  zmq_strerror(zmq_errno()));
-        zmq_transport_close(t);
+        ts_transport_close(t);
         return -1;
     }
     t->readable = event_new(base, fd, EV_READ | EV_PERSIST, on_readable, t);
     if (t->readable == NULL) {
         snprintf(err, errlen, "input: cannot create event");
-        zmq_transport_close(t);
+        ts_transport_close(t);
         return -1;
     }
     *out = t;
@@ -436,7 +440,7 @@ static void on_readable(evutil_socket_t fd, short what, void *arg)
         event_active(t->readable, EV_READ, 0);
 }
 
-static void zmq_transport_pause_input(ts_transport *t)
+void ts_transport_pause_input(ts_transport *t)
 {
     if (t->held)
         return;
@@ -450,7 +454,7 @@ static void zmq_transport_pause_input(ts_transport *t)
     }
 }
 
-static void zmq_transport_resume_input(ts_transport *t)
+void ts_transport_resume_input(ts_transport *t)
 {
     if (!t->held)
         return;
@@ -464,10 +468,9 @@ static void zmq_transport_resume_input(ts_transport *t)
     event_active(t->readable, EV_READ, 0);
 }
 
-static void zmq_transport_start(ts_transport *t, ts_on_message_fn on_message,
-                                ts_on_batch_end_fn on_batch_end,
-                                ts_on_output_ready_fn on_output_ready,
-                                void *arg)
+void ts_transport_start(ts_transport *t, ts_on_message_fn on_message,
+                        ts_on_batch_end_fn on_batch_end,
+                        ts_on_output_ready_fn on_output_ready, void *arg)
 {
     t->on_message = on_message;
     t->on_batch_end = on_batch_end;
@@ -518,10 +521,9 @@ static int publish_to_subscribers(ts_transport *t, const void *topic,
     return rc;
 }
 
-static ts_publish_result zmq_transport_publish(ts_transport *t,
-                                               const void *topic,
-                                               size_t topic_len,
-                                               const void *payload, size_t len)
+ts_publish_result ts_transport_publish(ts_transport *t, const void *topic,
+                                       size_t topic_len, const void *payload,
+                                       size_t len)
 {
     int rc;
     if (t->subscriber_output) {
@@ -545,9 +547,21 @@ static ts_publish_result zmq_transport_publish(ts_transport *t,
     return TS_PUBLISH_FAILED;
 }
 
-static int zmq_transport_reload_allow_lists(ts_transport *t,
-                                            const ts_settings *settings,
-                                            char *err, size_t errlen)
+static ts_publish_result publish_to(void *arg, const void *topic,
+                                    size_t topic_len, const void *payload,
+                                    size_t len)
+{
+    return ts_transport_publish(arg, topic, topic_len, payload, len);
+}
+
+ts_publisher ts_transport_publisher(ts_transport *t)
+{
+    return (ts_publisher){ t, publish_to };
+}
+
+int ts_transport_reload_allow_lists(ts_transport *t,
+                                    const ts_zmq_settings *settings,
+                                    char *err, size_t errlen)
 {
     if (t->zap == NULL || !settings->curve_enabled)
         return 0;
@@ -558,8 +572,8 @@ static int zmq_transport_reload_allow_lists(ts_transport *t,
     return 1;
 }
 
-static void zmq_transport_get_counters(const ts_transport *t,
-                                       ts_transport_counters *out)
+void ts_transport_get_counters(const ts_transport *t,
+                               ts_transport_counters *out)
 {
     *out = t->counters;
     if (t->zap != NULL) {
@@ -570,26 +584,12 @@ static void zmq_transport_get_counters(const ts_transport *t,
     }
 }
 
-static const char *zmq_transport_input_endpoint(const ts_transport *t)
+const char *ts_transport_input_endpoint(const ts_transport *t)
 {
     return t->input_endpoint;
 }
 
-static const char *zmq_transport_output_endpoint(const ts_transport *t)
+const char *ts_transport_output_endpoint(const ts_transport *t)
 {
     return t->output_endpoint;
 }
-
-const ts_transport_ops ts_transport_zmq_ops = {
-    .name = "zmq",
-    .open = zmq_transport_open,
-    .start = zmq_transport_start,
-    .publish = zmq_transport_publish,
-    .input_endpoint = zmq_transport_input_endpoint,
-    .output_endpoint = zmq_transport_output_endpoint,
-    .close = zmq_transport_close,
-    .pause_input = zmq_transport_pause_input,
-    .resume_input = zmq_transport_resume_input,
-    .get_counters = zmq_transport_get_counters,
-    .reload_allow_lists = zmq_transport_reload_allow_lists,
-};

@@ -9,19 +9,19 @@
  * the loop keeps processing into the outbox, and group N+1 is committed
  * when N is done and published. The group being committed waits in
  * `committing`; `outbox` takes the next. */
-#ifndef TRACESAN_ENGINE_GROUP_COMMIT_H
-#define TRACESAN_ENGINE_GROUP_COMMIT_H
+#ifndef TRACESAN_DATAPATH_GROUP_COMMIT_H
+#define TRACESAN_DATAPATH_GROUP_COMMIT_H
 
 #include <stdint.h>
 
 #include <event2/event.h>
 
-#include "ops/metrics.h"
-#include "engine/outbox.h"
+#include "datapath/io.h"
+#include "datapath/observer.h"
+#include "datapath/outbox.h"
 #include "engine/pipeline.h"
 #include "state/store.h"
 #include "state/store_writer.h"
-#include "engine/transport.h"
 
 /* A failed commit is retried after 1 s, doubling to at most 30 s: quick
  * enough to recover soon after an operator frees space, slow enough not to
@@ -42,14 +42,17 @@ typedef struct ts_group_commit {
     int paused_for_writer;       /* input paused: outbox full mid-commit */
     ts_pipeline *pipeline;
     ts_outbox *outbox;
-    const ts_transport_ops *transport_ops;
-    ts_transport *transport;
-    ts_metrics *metrics;         /* may be NULL */
-    /* Optional: runs once per group when its ledgers are durable (or, in
-     * memory only, when it is about to be published), before it is
-     * published; takes the group's observations. */
-    void (*on_committed)(void *arg, ts_outbox *group);
-    void *on_committed_arg;
+    ts_publisher publisher;
+    /* The driver's input: stopped while a commit fails or the outbox is
+     * full mid-commit, started again once it can go on. */
+    void (*pause_input)(void *arg);
+    void (*resume_input)(void *arg);
+    void *input_arg;
+    /* May be NULL. Its `committed` runs once per group when the group's
+     * ledgers are durable (or, in memory only, when it is about to be
+     * published), before it is published, with the group's observations;
+     * `commit` times each commit; `health` hears of a held group. */
+    const ts_observer *observer;
     struct event_base *base;
     struct event *retry_event;
     long retry_ms;               /* delay before the next retry */
@@ -61,7 +64,7 @@ typedef struct ts_group_commit {
                                     held at shutdown */
 } ts_group_commit;
 
-/* The fields above `writer` must be set; creates the retry timer and,
+/* The fields above `writer` must be set (observer may be NULL); creates the retry timer and,
  * with a store, the writer thread. 0, or -1 (logged) when either cannot be
  * created. */
 int ts_group_commit_start(ts_group_commit *gc);

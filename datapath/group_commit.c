@@ -1,4 +1,4 @@
-#include "engine/group_commit.h"
+#include "datapath/group_commit.h"
 
 #include <stdio.h>
 #include <time.h>
@@ -44,11 +44,12 @@ static void hold(ts_group_commit *gc, const char *err)
     char reason[ERR_MAX + 64];
     snprintf(reason, sizeof reason,
              "state store commit failed (%s); input paused", err);
-    ts_metrics_set_unhealthy(reason);
+    if (gc->observer != NULL && gc->observer->health != NULL)
+        gc->observer->health(gc->observer->arg, reason);
     ts_log(TS_LOG_ERROR, "%s; the batch is not published (%zu outcomes "
            "held), input paused: daemon unhealthy, retrying in %ld ms",
            err, gc->committing.count, gc->retry_ms);
-    gc->transport_ops->pause_input(gc->transport);
+    gc->pause_input(gc->input_arg);
     arm_retry(gc);
 }
 
@@ -64,10 +65,11 @@ static void retry_failed(ts_group_commit *gc, const char *err)
 static void recovered(ts_group_commit *gc)
 {
     gc->held = 0;
-    ts_metrics_set_healthy();
+    if (gc->observer != NULL && gc->observer->health != NULL)
+        gc->observer->health(gc->observer->arg, NULL);
     ts_log(TS_LOG_INFO, "commit retry succeeded: held batch published, "
            "input resumed, daemon healthy");
-    gc->transport_ops->resume_input(gc->transport);
+    gc->resume_input(gc->input_arg);
 }
 
 /* ------------------------------------------------- pipelined (writer) */
@@ -76,15 +78,15 @@ static void recovered(ts_group_commit *gc)
  * rest of the daemon reads. Returns 1 while the output is blocked. */
 static void committed(ts_group_commit *gc, ts_outbox *group)
 {
-    if (gc->on_committed != NULL && group->n_observations > 0)
-        gc->on_committed(gc->on_committed_arg, group);
+    const ts_observer *o = gc->observer;
+    if (o != NULL && o->committed != NULL && group->n_observations > 0)
+        o->committed(o->arg, group->observations, group->n_observations);
     group->n_observations = 0;
 }
 
 static int publish_committing(ts_group_commit *gc)
 {
-    int blocked = ts_outbox_publish(&gc->committing, gc->transport_ops,
-                                    gc->transport);
+    int blocked = ts_outbox_publish(&gc->committing, &gc->publisher);
     gc->outbox->published += gc->committing.published;
     gc->outbox->publish_failures += gc->committing.publish_failures;
     gc->committing.published = gc->committing.publish_failures = 0;
@@ -143,15 +145,16 @@ static void on_writer_done(void *arg, int ok, const char *err, double seconds)
     gc->batch_submitted = 0;
     ts_record_batch_clear(ts_store_writer_batch(gc->writer));
     ts_pipeline_mark_durable(gc->pipeline);
-    if (gc->metrics != NULL)
-        ts_metrics_observe_commit(gc->metrics, seconds, gc->committing.count);
+    if (gc->observer != NULL && gc->observer->commit != NULL)
+        gc->observer->commit(gc->observer->arg, seconds,
+                             gc->committing.count);
     if (gc->held)
         recovered(gc);
     committed(gc, &gc->committing);
     publish_committing(gc);
     if (gc->paused_for_writer) {
         gc->paused_for_writer = 0;
-        gc->transport_ops->resume_input(gc->transport);
+        gc->resume_input(gc->input_arg);
     }
     ts_group_commit_flush(gc);
 }
@@ -165,7 +168,7 @@ static void flush_pipelined(ts_group_commit *gc)
         if (gc->outbox->count >= TS_COMMIT_MAX_PENDING &&
             !gc->paused_for_writer) {
             gc->paused_for_writer = 1;
-            gc->transport_ops->pause_input(gc->transport);
+            gc->pause_input(gc->input_arg);
         }
         return;
     }
@@ -209,7 +212,9 @@ int ts_group_commit_start(ts_group_commit *gc)
         ts_log(TS_LOG_ERROR, "%s", err);
         return -1;
     }
-    gc->committing.batched = gc->outbox->batched;
+    /* What `committing` publishes reaches the same hook. */
+    gc->committing.on_sent = gc->outbox->on_sent;
+    gc->committing.on_sent_arg = gc->outbox->on_sent_arg;
     return 0;
 }
 
@@ -231,7 +236,7 @@ void ts_group_commit_flush(ts_group_commit *gc)
         flush_pipelined(gc);
     else if (gc->outbox->count > 0) { /* memory only: nothing to commit */
         committed(gc, gc->outbox);
-        ts_outbox_publish(gc->outbox, gc->transport_ops, gc->transport);
+        ts_outbox_publish(gc->outbox, &gc->publisher);
     }
 }
 
@@ -241,8 +246,7 @@ int ts_group_commit_output_ready(ts_group_commit *gc)
         return 0;
     if (gc->writer == NULL)
         return ts_outbox_unsent(gc->outbox) > 0
-                   ? ts_outbox_publish(gc->outbox, gc->transport_ops,
-                                       gc->transport)
+                   ? ts_outbox_publish(gc->outbox, &gc->publisher)
                    : 0;
     if (ts_store_writer_busy(gc->writer))
         return 0;  /* `done` publishes the group */
@@ -278,6 +282,13 @@ static void finish_pipelined(ts_group_commit *gc)
     }
 }
 
+static void clear_both(ts_outbox *ahead, ts_outbox *behind)
+{
+    ts_outbox_clear(ahead);
+    if (behind != NULL)
+        ts_outbox_clear(behind);
+}
+
 int ts_group_commit_finish(ts_group_commit *gc)
 {
     if (gc->writer != NULL)
@@ -293,9 +304,7 @@ int ts_group_commit_finish(ts_group_commit *gc)
         ts_log(TS_LOG_ERROR, "shutting down with an uncommitted batch: %zu "
                "outcomes not published", lost);
         gc->dropped_uncommitted += lost;
-        ts_outbox_clear(ahead);
-        if (behind != NULL)
-            ts_outbox_clear(behind);
+        clear_both(ahead, behind);
     }
     size_t unsent = ts_outbox_unsent(ahead) +
                     (behind != NULL ? ts_outbox_unsent(behind) : 0);
@@ -303,9 +312,7 @@ int ts_group_commit_finish(ts_group_commit *gc)
         ts_log(TS_LOG_WARN, "shutting down with the output full: %zu "
                "committed outcomes not published", unsent);
         gc->dropped_unsent += unsent;
-        ts_outbox_clear(ahead);
-        if (behind != NULL)
-            ts_outbox_clear(behind);
+        clear_both(ahead, behind);
     }
     return gc->held ? 1 : 0;
 }

@@ -10,6 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "wire/json_schema.h"
+
 /* Longest number token: 17 significant digits suffice for a double, but a
  * correct writer may print many more (e.g. an exact decimal expansion). */
 #define NUMBER_MAX 128
@@ -17,380 +19,6 @@
 #define PATH_MAX_BYTES 160
 /* Longest unknown field name an error repeats. */
 #define ECHOED_NAME_MAX 48
-
-/* Length of the well-formed UTF-8 sequence at s (len > 0 bytes left), 0
- * when there is none: overlong forms, surrogates and code points past
- * U+10FFFF are not well-formed. */
-static size_t utf8_length(const unsigned char *s, size_t len)
-{
-    unsigned char c = s[0];
-    if (c < 0x80)
-        return 1;
-    size_t n;
-    uint32_t cp, min;
-    if (c >= 0xc2 && c <= 0xdf) {
-        n = 2;
-        cp = c & 0x1f;
-        min = 0x80;
-    } else if ((c & 0xf0) == 0xe0) {
-        n = 3;
-        cp = c & 0x0f;
-        min = 0x800;
-    } else if (c >= 0xf0 && c <= 0xf4) {
-        n = 4;
-        cp = c & 0x07;
-        min = 0x10000;
-    } else {
-        return 0;
-    }
-    if (len < n)
-        return 0;
-    for (size_t k = 1; k < n; k++) {
-        if ((s[k] & 0xc0) != 0x80)
-            return 0;
-        cp = cp << 6 | (uint32_t)(s[k] & 0x3f);
-    }
-    if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
-        return 0;
-    return n;
-}
-
-static size_t element_size(ProtobufCType type)
-{
-    switch (type) {
-    case PROTOBUF_C_TYPE_INT32:
-    case PROTOBUF_C_TYPE_SINT32:
-    case PROTOBUF_C_TYPE_SFIXED32:
-    case PROTOBUF_C_TYPE_UINT32:
-    case PROTOBUF_C_TYPE_FIXED32:
-        return sizeof(int32_t);
-    case PROTOBUF_C_TYPE_INT64:
-    case PROTOBUF_C_TYPE_SINT64:
-    case PROTOBUF_C_TYPE_SFIXED64:
-    case PROTOBUF_C_TYPE_UINT64:
-    case PROTOBUF_C_TYPE_FIXED64:
-        return sizeof(int64_t);
-    case PROTOBUF_C_TYPE_FLOAT:
-        return sizeof(float);
-    case PROTOBUF_C_TYPE_DOUBLE:
-        return sizeof(double);
-    case PROTOBUF_C_TYPE_BOOL:
-        return sizeof(protobuf_c_boolean);
-    case PROTOBUF_C_TYPE_ENUM:
-        return sizeof(int);
-    case PROTOBUF_C_TYPE_STRING:
-        return sizeof(char *);
-    case PROTOBUF_C_TYPE_BYTES:
-        return sizeof(ProtobufCBinaryData);
-    case PROTOBUF_C_TYPE_MESSAGE:
-        return sizeof(ProtobufCMessage *);
-    }
-    return 0;
-}
-
-static int is_64bit_integer(ProtobufCType type)
-{
-    return type == PROTOBUF_C_TYPE_INT64 || type == PROTOBUF_C_TYPE_SINT64 ||
-           type == PROTOBUF_C_TYPE_SFIXED64 ||
-           type == PROTOBUF_C_TYPE_UINT64 || type == PROTOBUF_C_TYPE_FIXED64;
-}
-
-static int is_unsigned_integer(ProtobufCType type)
-{
-    return type == PROTOBUF_C_TYPE_UINT32 || type == PROTOBUF_C_TYPE_FIXED32 ||
-           type == PROTOBUF_C_TYPE_UINT64 || type == PROTOBUF_C_TYPE_FIXED64;
-}
-
-static int is_integer(ProtobufCType type)
-{
-    return type <= PROTOBUF_C_TYPE_FIXED64;
-}
-
-/* ================================================================ writing */
-
-static const char BASE64_ALPHABET[] =
-    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-
-static int put(ts_buf *out, const void *data, size_t len)
-{
-    return ts_buf_append(out, data, len);
-}
-
-static int put_string(ts_buf *out, const unsigned char *s, size_t len)
-{
-    if (put(out, "\"", 1) != 0)
-        return -1;
-    size_t i = 0;
-    while (i < len) {
-        size_t run = i;
-        while (run < len && s[run] >= 0x20 && s[run] < 0x7f &&
-               s[run] != '"' && s[run] != '\\')
-            run++;
-        if (run > i) {
-            if (put(out, s + i, run - i) != 0)
-                return -1;
-            i = run;
-            continue;
-        }
-        unsigned char c = s[i];
-        if (c == '"' || c == '\\') {
-            const char escaped[2] = { '\\', (char)c };
-            if (put(out, escaped, 2) != 0)
-                return -1;
-            i++;
-        } else if (c < 0x20 || c == 0x7f) {
-            /* Control characters escaped, so a JSON line stays one line
-             * and nothing reaches a terminal raw. */
-            char escaped[8];
-            snprintf(escaped, sizeof escaped, "\\u%04x", c);
-            if (put(out, escaped, 6) != 0)
-                return -1;
-            i++;
-        } else {
-            size_t n = utf8_length(s + i, len - i);
-            if (n == 0 || put(out, s + i, n) != 0)
-                return -1;
-            i += n;
-        }
-    }
-    return put(out, "\"", 1);
-}
-
-int ts_json_put_string(ts_buf *out, const char *text)
-{
-    return put_string(out, (const unsigned char *)text, strlen(text));
-}
-
-static int put_base64(ts_buf *out, const ProtobufCBinaryData *bytes)
-{
-    if (put(out, "\"", 1) != 0)
-        return -1;
-    for (size_t i = 0; i < bytes->len; i += 3) {
-        uint32_t group = (uint32_t)bytes->data[i] << 16;
-        size_t have = bytes->len - i < 3 ? bytes->len - i : 3;
-        if (have > 1)
-            group |= (uint32_t)bytes->data[i + 1] << 8;
-        if (have > 2)
-            group |= bytes->data[i + 2];
-        char quad[4] = {
-            BASE64_ALPHABET[group >> 18 & 63],
-            BASE64_ALPHABET[group >> 12 & 63],
-            have > 1 ? BASE64_ALPHABET[group >> 6 & 63] : '=',
-            have > 2 ? BASE64_ALPHABET[group & 63] : '=',
-        };
-        if (put(out, quad, 4) != 0)
-            return -1;
-    }
-    return put(out, "\"", 1);
-}
-
-static int put_message(ts_buf *out, const ProtobufCMessage *message,
-                       unsigned depth);
-
-/* The shortest of "%.15g", "%.16g" and "%.17g" that reads back as the
- * same double: exact like "%.17g" alone, without its noise digits
- * (40.7283974, not 40.728397399999999). */
-static int format_double(double value, char *text, size_t size)
-{
-    int n = 0;
-    for (int digits = 15; digits <= 17; digits++) {
-        n = snprintf(text, size, "%.*g", digits, value);
-        if (n < 0 || (size_t)n >= size || strtod(text, NULL) == value)
-            break;
-    }
-    return n;
-}
-
-/* As format_double for floats: 6 to 9 significant digits. */
-static int format_float(float value, char *text, size_t size)
-{
-    int n = 0;
-    for (int digits = 6; digits <= 9; digits++) {
-        n = snprintf(text, size, "%.*g", digits, (double)value);
-        if (n < 0 || (size_t)n >= size || strtof(text, NULL) == value)
-            break;
-    }
-    return n;
-}
-
-/* One value of `field` stored at `member` (an element, for a repeated
- * field). */
-static int put_value(ts_buf *out, const ProtobufCFieldDescriptor *field,
-                     const void *member, unsigned depth)
-{
-    char number[64];
-    int n;
-    switch (field->type) {
-    case PROTOBUF_C_TYPE_INT32:
-    case PROTOBUF_C_TYPE_SINT32:
-    case PROTOBUF_C_TYPE_SFIXED32:
-        n = snprintf(number, sizeof number, "%" PRId32,
-                     *(const int32_t *)member);
-        break;
-    case PROTOBUF_C_TYPE_UINT32:
-    case PROTOBUF_C_TYPE_FIXED32:
-        n = snprintf(number, sizeof number, "%" PRIu32,
-                     *(const uint32_t *)member);
-        break;
-    case PROTOBUF_C_TYPE_INT64:
-    case PROTOBUF_C_TYPE_SINT64:
-    case PROTOBUF_C_TYPE_SFIXED64:
-        n = snprintf(number, sizeof number, "%" PRId64,
-                     *(const int64_t *)member);
-        break;
-    case PROTOBUF_C_TYPE_UINT64:
-    case PROTOBUF_C_TYPE_FIXED64:
-        n = snprintf(number, sizeof number, "%" PRIu64,
-                     *(const uint64_t *)member);
-        break;
-    case PROTOBUF_C_TYPE_FLOAT: {
-        float value = *(const float *)member;
-        if (!isfinite(value))
-            return -1;
-        n = format_float(value, number, sizeof number);
-        break;
-    }
-    case PROTOBUF_C_TYPE_DOUBLE: {
-        double value = *(const double *)member;
-        if (!isfinite(value))
-            return -1;
-        n = format_double(value, number, sizeof number);
-        break;
-    }
-    case PROTOBUF_C_TYPE_BOOL:
-        return *(const protobuf_c_boolean *)member
-                   ? put(out, "true", 4)
-                   : put(out, "false", 5);
-    case PROTOBUF_C_TYPE_ENUM: {
-        int value = *(const int *)member;
-        const ProtobufCEnumValue *named =
-            protobuf_c_enum_descriptor_get_value(field->descriptor, value);
-        if (named != NULL)
-            return put_string(out, (const unsigned char *)named->name,
-                              strlen(named->name));
-        n = snprintf(number, sizeof number, "%d", value);
-        break;
-    }
-    case PROTOBUF_C_TYPE_STRING: {
-        const char *s = *(const char *const *)member;
-        if (s == NULL)
-            s = "";
-        return put_string(out, (const unsigned char *)s, strlen(s));
-    }
-    case PROTOBUF_C_TYPE_BYTES:
-        return put_base64(out, member);
-    case PROTOBUF_C_TYPE_MESSAGE: {
-        const ProtobufCMessage *sub = *(const ProtobufCMessage *const *)member;
-        if (sub == NULL)
-            return -1;
-        return put_message(out, sub, depth + 1);
-    }
-    default:
-        return -1;
-    }
-    if (n < 0 || (size_t)n >= sizeof number)
-        return -1;
-    return put(out, number, (size_t)n);
-}
-
-static int is_zero(const void *member, size_t size)
-{
-    const unsigned char *bytes = member;
-    for (size_t i = 0; i < size; i++)
-        if (bytes[i] != 0)
-            return 0;
-    return 1;
-}
-
-/* Whether `field` is set in `message`; *count is its number of values. */
-static int field_is_set(const ProtobufCMessage *message,
-                        const ProtobufCFieldDescriptor *field, size_t *count)
-{
-    const char *base = (const char *)message;
-    const void *member = base + field->offset;
-    *count = 1;
-    if (field->flags & PROTOBUF_C_FIELD_FLAG_ONEOF)
-        return *(const uint32_t *)(base + field->quantifier_offset) ==
-               field->id;
-    switch (field->label) {
-    case PROTOBUF_C_LABEL_REQUIRED:
-        return 1;
-    case PROTOBUF_C_LABEL_REPEATED:
-        *count = *(const size_t *)(base + field->quantifier_offset);
-        return *count > 0;
-    case PROTOBUF_C_LABEL_OPTIONAL:
-        if (field->type == PROTOBUF_C_TYPE_STRING ||
-            field->type == PROTOBUF_C_TYPE_MESSAGE) {
-            const void *p = *(const void *const *)member;
-            return p != NULL && p != field->default_value;
-        }
-        return *(const protobuf_c_boolean *)(base + field->quantifier_offset);
-    case PROTOBUF_C_LABEL_NONE:
-        /* proto3 without presence: set means different from zero. */
-        if (field->type == PROTOBUF_C_TYPE_STRING) {
-            const char *s = *(const char *const *)member;
-            return s != NULL && s[0] != '\0';
-        }
-        if (field->type == PROTOBUF_C_TYPE_MESSAGE)
-            return *(const void *const *)member != NULL;
-        if (field->type == PROTOBUF_C_TYPE_BYTES)
-            return ((const ProtobufCBinaryData *)member)->len > 0;
-        return !is_zero(member, element_size(field->type));
-    }
-    return 0;
-}
-
-static int put_message(ts_buf *out, const ProtobufCMessage *message,
-                       unsigned depth)
-{
-    if (depth >= TS_JSON_MAX_DEPTH)
-        return -1;
-    const ProtobufCMessageDescriptor *descriptor = message->descriptor;
-    if (put(out, "{", 1) != 0)
-        return -1;
-    int first = 1;
-    for (unsigned i = 0; i < descriptor->n_fields; i++) {
-        const ProtobufCFieldDescriptor *field = &descriptor->fields[i];
-        size_t count;
-        if (!field_is_set(message, field, &count))
-            continue;
-        if ((!first && put(out, ",", 1) != 0) ||
-            put_string(out, (const unsigned char *)field->name,
-                       strlen(field->name)) != 0 ||
-            put(out, ":", 1) != 0)
-            return -1;
-        first = 0;
-        const char *member = (const char *)message + field->offset;
-        if (field->label != PROTOBUF_C_LABEL_REPEATED) {
-            if (put_value(out, field, member, depth) != 0)
-                return -1;
-            continue;
-        }
-        const char *values = *(const char *const *)member;
-        size_t size = element_size(field->type);
-        if (values == NULL || put(out, "[", 1) != 0)
-            return -1;
-        for (size_t k = 0; k < count; k++)
-            if ((k > 0 && put(out, ",", 1) != 0) ||
-                put_value(out, field, values + k * size, depth + 1) != 0)
-                return -1;
-        if (put(out, "]", 1) != 0)
-            return -1;
-    }
-    return put(out, "}", 1);
-}
-
-int ts_json_from_message(const ProtobufCMessage *message, ts_buf *out)
-{
-    size_t mark = out->len;
-    if (put_message(out, message, 0) != 0) {
-        out->len = mark;
-        return -1;
-    }
-    return 0;
-}
-
-/* ================================================================ reading */
 
 typedef struct parser {
     const unsigned char *start;
@@ -618,7 +246,7 @@ static int read_string(parser *ps, int *has_nul)
             return fail(ps, "control character in a string (it must be "
                             "escaped)");
         if (c != '\\') {
-            size_t n = utf8_length(ps->p, (size_t)(ps->end - ps->p));
+            size_t n = ts_json_utf8_length(ps->p, (size_t)(ps->end - ps->p));
             if (n == 0)
                 return fail(ps, "string is not valid UTF-8");
             if (scratch_put(ps, ps->p, n) != 0)
@@ -685,6 +313,34 @@ static int read_string(parser *ps, int *has_nul)
     if (scratch_put(ps, "", 1) != 0)
         return -1;
     ps->scratch.len--;
+    return 0;
+}
+
+/* What a name stands for in a descriptor: an enum's value, a message's
+ * field; NULL when nothing. */
+typedef const void *(*name_lookup)(const void *descriptor, const char *name);
+
+static const void *enum_value_named(const void *descriptor, const char *name)
+{
+    return protobuf_c_enum_descriptor_get_value_by_name(descriptor, name);
+}
+
+static const void *field_named(const void *descriptor, const char *name)
+{
+    return protobuf_c_message_descriptor_get_field_by_name(descriptor, name);
+}
+
+/* A quoted name, left in the scratch buffer, and what it names: 0 with
+ * *found (NULL for no such name, or a string holding a NUL, which no name
+ * does), or -1. */
+static int read_name(parser *ps, name_lookup lookup, const void *descriptor,
+                     const void **found)
+{
+    int has_nul;
+    if (read_string(ps, &has_nul) != 0)
+        return -1;
+    *found = has_nul ? NULL
+                     : lookup(descriptor, (const char *)ps->scratch.data);
     return 0;
 }
 
@@ -757,13 +413,13 @@ static int store_integer(parser *ps, ProtobufCType type, const char *token,
 {
     char *stop;
     errno = 0;
-    if (is_unsigned_integer(type)) {
+    if (ts_json_is_unsigned_integer(type)) {
         if (token[0] == '-')
             return fail(ps, "negative number for an unsigned field");
         unsigned long long value = strtoull(token, &stop, 10);
         if (errno == ERANGE || *stop != '\0')
             return fail(ps, "number out of range for the field");
-        if (is_64bit_integer(type)) {
+        if (ts_json_is_64bit_integer(type)) {
             *(uint64_t *)dest = (uint64_t)value;
         } else {
             if (value > UINT32_MAX)
@@ -775,7 +431,7 @@ static int store_integer(parser *ps, ProtobufCType type, const char *token,
     long long value = strtoll(token, &stop, 10);
     if (errno == ERANGE || *stop != '\0')
         return fail(ps, "number out of range for the field");
-    if (is_64bit_integer(type)) {
+    if (ts_json_is_64bit_integer(type)) {
         *(int64_t *)dest = (int64_t)value;
     } else {
         if (value < INT32_MIN || value > INT32_MAX)
@@ -789,7 +445,7 @@ static int read_integer(parser *ps, ProtobufCType type, void *dest)
 {
     char token[NUMBER_MAX];
     int integral;
-    if (ps->p < ps->end && *ps->p == '"' && is_64bit_integer(type)) {
+    if (ps->p < ps->end && *ps->p == '"' && ts_json_is_64bit_integer(type)) {
         /* The canonical proto3 JSON form of a 64-bit integer. */
         const unsigned char *quote = ps->p;
         int has_nul;
@@ -866,13 +522,10 @@ static int read_enum(parser *ps, const ProtobufCFieldDescriptor *field,
     const ProtobufCEnumDescriptor *descriptor = field->descriptor;
     if (*ps->p == '"') {
         const unsigned char *quote = ps->p;
-        int has_nul;
-        if (read_string(ps, &has_nul) != 0)
+        const void *found;
+        if (read_name(ps, enum_value_named, descriptor, &found) != 0)
             return -1;
-        const ProtobufCEnumValue *value =
-            has_nul ? NULL
-                    : protobuf_c_enum_descriptor_get_value_by_name(
-                          descriptor, (const char *)ps->scratch.data);
+        const ProtobufCEnumValue *value = found;
         if (value == NULL) {
             ps->p = quote;
             return fail(ps, "not a name of enum %s", descriptor->name);
@@ -894,8 +547,8 @@ static int read_enum(parser *ps, const ProtobufCFieldDescriptor *field,
 
 static int base64_value(unsigned char c)
 {
-    const char *at = c != 0 ? strchr(BASE64_ALPHABET, c) : NULL;
-    return at != NULL ? (int)(at - BASE64_ALPHABET) : -1;
+    const char *at = c != 0 ? strchr(TS_JSON_BASE64_ALPHABET, c) : NULL;
+    return at != NULL ? (int)(at - TS_JSON_BASE64_ALPHABET) : -1;
 }
 
 static int read_bytes(parser *ps, void *dest)
@@ -954,7 +607,7 @@ static int read_value(parser *ps, const ProtobufCFieldDescriptor *field,
 {
     if (at_end(ps))
         return -1;
-    if (is_integer(field->type))
+    if (ts_json_is_integer(field->type))
         return read_integer(ps, field->type, dest);
     switch (field->type) {
     case PROTOBUF_C_TYPE_FLOAT:
@@ -997,7 +650,7 @@ static int read_repeated(parser *ps, ProtobufCMessage *message,
     char *base = (char *)message;
     size_t *count = (size_t *)(base + field->quantifier_offset);
     char **values = (char **)(base + field->offset);
-    size_t size = element_size(field->type);
+    size_t size = ts_json_element_size(field->type);
     size_t capacity = 0;
     if (*ps->p != '[')
         return fail_type(ps, "an array");
@@ -1102,13 +755,10 @@ static int read_members(parser *ps,
         if (*ps->p != '"')
             return fail(ps, "expected a field name");
         const unsigned char *key = ps->p;
-        int has_nul;
-        if (read_string(ps, &has_nul) != 0)
+        const void *found;
+        if (read_name(ps, field_named, descriptor, &found) != 0)
             return -1;
-        const ProtobufCFieldDescriptor *field =
-            has_nul ? NULL
-                    : protobuf_c_message_descriptor_get_field_by_name(
-                          descriptor, (const char *)ps->scratch.data);
+        const ProtobufCFieldDescriptor *field = found;
         if (field == NULL) {
             ps->p = key;
             if (!echoable_name(&ps->scratch))

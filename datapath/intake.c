@@ -1,4 +1,4 @@
-#include "engine/intake.h"
+#include "datapath/intake.h"
 
 #include <inttypes.h>
 #include <stdio.h>

@@ -2,15 +2,15 @@
  * update in it reaches the pipeline, and the wall-clock bounds on event
  * time. Pure checks on bytes and settings; the caller publishes the
  * rejection. */
-#ifndef TRACESAN_ENGINE_INTAKE_H
-#define TRACESAN_ENGINE_INTAKE_H
+#ifndef TRACESAN_DATAPATH_INTAKE_H
+#define TRACESAN_DATAPATH_INTAKE_H
 
 #include <stddef.h>
 #include <stdint.h>
 
 #include "wire/codec.h"
 #include "engine/settings.h"
-#include "engine/transport.h"
+#include "datapath/io.h"
 
 /* 0 with *batch decoded into `arena` (NULL: the heap; release with
  * ts_codec_batch_release) and wire[] filled for its updates; or -1 with

@@ -1,0 +1,217 @@
+#include "drivers/jetstream/js_state.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "engine/log.h"
+
+/* Publish attempts of a committed group's outcomes before the partition
+ * is rebuilt (which republishes them). */
+#define PUBLISH_ATTEMPTS 2
+
+/* ------------------------------------------------ partition's backend */
+
+int ts_js_backend_load(void *ctx, const char *user_id, size_t id_len,
+                        ts_user_record *record)
+{
+    partition *p = ctx;
+    const void *bytes;
+    size_t len;
+    if (ts_record_map_get(p->records, user_id, id_len, &bytes, &len) == 0)
+        return 0;
+    return ts_record_decode(bytes, len, record) == 0 ? 1 : -1;
+}
+
+/* The group's changed users go into its changelog record, and into the
+ * map a later load (after expiry) reads. */
+int ts_js_backend_save(void *ctx, const char *user_id, size_t id_len,
+                        const ts_user_record *record)
+{
+    partition *p = ctx;
+    ts_jetstream *m = p->mode;
+    size_t need = ts_record_encode(record, m->encode_buf, m->encode_cap);
+    if (need > m->encode_cap) {
+        unsigned char *bigger = realloc(m->encode_buf, need);
+        if (bigger == NULL)
+            return -1;
+        m->encode_buf = bigger;
+        m->encode_cap = need;
+        need = ts_record_encode(record, m->encode_buf, m->encode_cap);
+    }
+    if (need == 0 ||
+        ts_changelog_add_user(&m->builder, user_id, id_len, m->encode_buf,
+                              need) != 0 ||
+        ts_record_map_put(p->records, user_id, id_len, m->encode_buf,
+                          need) != 0)
+        return -1;
+    return 0;
+}
+
+/* --------------------------------------------------------- publishing */
+
+typedef struct publish_ctx {
+    ts_jetstream *m;
+    uint32_t partition;
+    size_t queued;
+    int failed;
+} publish_ctx;
+
+static int publish_one(void *arg, uint64_t input_seq, uint32_t index,
+                       const char *subject, size_t subject_len,
+                       const void *payload, size_t len)
+{
+    publish_ctx *ctx = arg;
+    char subj[SUBJECT_MAX];
+    char id[64];
+    snprintf(subj, sizeof subj, "%.*s", (int)subject_len, subject);
+    ts_changelog_msg_id(id, sizeof id, ctx->partition, input_seq, index);
+    natsMsg *msg = NULL;
+    natsStatus s = natsMsg_Create(&msg, subj, NULL, payload, (int)len);
+    if (s == NATS_OK)
+        s = natsMsgHeader_Set(msg, "Nats-Msg-Id", id);
+    if (s == NATS_OK)
+        s = js_PublishMsgAsync(ctx->m->conn.js, &msg, NULL);
+    if (msg != NULL)
+        natsMsg_Destroy(msg);
+    if (s != NATS_OK) {
+        ctx->failed = 1;
+        return 1;
+    }
+    ctx->queued++;
+    return 0;
+}
+
+/* What the stream acknowledged, to the observer (the feed sees what this
+ * instance published, under the topics the other drivers use). */
+static int announce_one(void *arg, uint64_t input_seq, uint32_t index,
+                        const char *subject, size_t subject_len,
+                        const void *payload, size_t len)
+{
+    (void)input_seq;
+    (void)index;
+    const ts_observer *o = arg;
+    char topic[SUBJECT_MAX];
+    size_t n = ts_changelog_output_topic(subject, subject_len, topic,
+                                         sizeof topic);
+    o->published(o->arg, topic, n, payload, len);
+    return 0;
+}
+
+static void announce_published(ts_jetstream *m, const void *record,
+                               size_t len, size_t published)
+{
+    pthread_mutex_lock(&m->lock);
+    m->totals.published += published;
+    pthread_mutex_unlock(&m->lock);
+    const ts_observer *o = m->group.observer;
+    if (o == NULL || o->published == NULL)
+        return;
+    ts_changelog_visitor visitor = { (void *)o, NULL, announce_one };
+    ts_changelog_header header;
+    ts_changelog_decode(record, len, &header, &visitor);
+}
+
+/* Publishes a committed record's outcomes and waits until the stream has
+ * acknowledged every one. Repeating it is harmless: the message ids make
+ * the server drop copies. 0, or -1. */
+int ts_js_publish_outcomes(ts_jetstream *m, uint32_t partition,
+                            const void *record, size_t len)
+{
+    for (int attempt = 0; attempt < PUBLISH_ATTEMPTS; attempt++) {
+        pthread_mutex_lock(&m->publish_lock);
+        m->publish_errors = 0;
+        pthread_mutex_unlock(&m->publish_lock);
+        publish_ctx ctx = { m, partition, 0, 0 };
+        ts_changelog_visitor visitor = { &ctx, NULL, publish_one };
+        ts_changelog_header header;
+        if (ts_changelog_decode(record, len, &header, &visitor) < 0)
+            return -1;
+        jsPubOptions po;
+        jsPubOptions_Init(&po);
+        po.MaxWait = ts_js_wait_ms(m);
+        natsStatus s = js_PublishAsyncComplete(m->conn.js, &po);
+        pthread_mutex_lock(&m->publish_lock);
+        uint64_t errors = m->publish_errors;
+        pthread_mutex_unlock(&m->publish_lock);
+        if (s == NATS_OK && !ctx.failed && errors == 0) {
+            announce_published(m, record, len, ctx.queued);
+            return 0;
+        }
+        /* Messages whose answer was lost (a server went away) stay pending
+         * in the context for ever and would time out every later wait:
+         * take them back; the next attempt sends the record again. */
+        natsMsgList pending = { 0 };
+        if (js_PublishAsyncGetPendingList(&pending, m->conn.js) == NATS_OK)
+            natsMsgList_Destroy(&pending);
+        ts_log(TS_LOG_WARN, "partition %u: publishing outcomes failed (%s, "
+               "%" PRIu64 " rejected), retrying", partition,
+               natsStatus_GetText(s), errors);
+        /* A stream electing a new leader answers nothing for a moment. */
+        usleep(200000);
+    }
+    return -1;
+}
+
+/* Appends a record to the partition's changelog, fenced on the sequence
+ * the partition last saw. 1 appended, 0 fenced out (someone else wrote),
+ * -1 unknown (timeout: it may or may not be stored). */
+int ts_js_append_record(ts_jetstream *m, partition *p, const ts_buf *record,
+                         int rollup)
+{
+    char subj[SUBJECT_MAX];
+    snprintf(subj, sizeof subj, TS_JS_SUBJECT_STATE ".%u", p->index);
+    natsMsg *msg = NULL;
+    natsStatus s = natsMsg_Create(&msg, subj, NULL,
+                                  (const char *)record->data,
+                                  (int)record->len);
+    if (s == NATS_OK && rollup)
+        s = natsMsgHeader_Set(msg, "Nats-Rollup", "sub");
+    if (s != NATS_OK) {
+        natsMsg_Destroy(msg);
+        return -1;
+    }
+    jsPubOptions po;
+    jsPubOptions_Init(&po);
+    po.MaxWait = ts_js_wait_ms(m);
+    if (p->changelog_seq > 0)
+        po.ExpectLastSubjectSeq = p->changelog_seq;
+    else
+        po.ExpectNoMessage = true;
+    jsPubAck *ack = NULL;
+    jsErrCode code = 0;
+    s = js_PublishMsg(&ack, m->conn.js, msg, &po, &code);
+    natsMsg_Destroy(msg);
+    if (s == NATS_OK) {
+        p->changelog_seq = ack->Sequence;
+        jsPubAck_Destroy(ack);
+        return 1;
+    }
+    if (code == JSStreamWrongLastSequenceErr)
+        return 0;
+    char err[ERR_MAX];
+    ts_js_describe(err, sizeof err, "changelog append", s, code);
+    ts_log(TS_LOG_WARN, "partition %u: %s", p->index, err);
+    return -1;
+}
+
+/* ------------------------------------------------------------ the sink */
+
+int ts_js_sink_put(void *arg, const void *topic, size_t topic_len,
+                   const void *payload, size_t len)
+{
+    ts_js_sink *sink = arg;
+    char subj[SUBJECT_MAX];
+    size_t n = ts_changelog_output_subject(topic, topic_len, subj,
+                                           sizeof subj);
+    if (ts_changelog_add_outcome(&sink->m->builder, sink->input_seq,
+                                 sink->index++, subj, n, payload,
+                                 len) != 0) {
+        ts_log(TS_LOG_ERROR, "partition %u: out of memory for an outcome",
+               sink->partition);
+        return -1;
+    }
+    return 0;
+}
