@@ -344,8 +344,12 @@ static int run(const options *opts)
         goto out;
     }
     if (daemon.population != NULL) {
-        daemon.commit.on_committed = ts_population_on_committed;
-        daemon.commit.on_committed_arg = daemon.population;
+        /* Memory only the outbox publishes; with a store, the group in
+         * its commit does. */
+        daemon.outbox.on_observed = ts_population_on_sent;
+        daemon.outbox.on_observed_arg = daemon.population;
+        daemon.commit.committing.on_observed = ts_population_on_sent;
+        daemon.commit.committing.on_observed_arg = daemon.population;
     }
 
     if (ts_daemon_start_operations(&daemon, path, opts->overrides, opts->n_overrides,

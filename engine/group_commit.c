@@ -74,13 +74,6 @@ static void recovered(ts_group_commit *gc)
 
 /* Publishes what `committing` holds; the counters stay on the outbox the
  * rest of the daemon reads. Returns 1 while the output is blocked. */
-static void committed(ts_group_commit *gc, ts_outbox *group)
-{
-    if (gc->on_committed != NULL && group->n_observations > 0)
-        gc->on_committed(gc->on_committed_arg, group);
-    group->n_observations = 0;
-}
-
 static int publish_committing(ts_group_commit *gc)
 {
     int blocked = ts_outbox_publish(&gc->committing, gc->transport_ops,
@@ -99,7 +92,6 @@ static int start_commit(ts_group_commit *gc, char *err, size_t errlen)
 {
     gc->batch_submitted = 0;
     if (ts_pipeline_dirty_count(gc->pipeline) == 0) {
-        committed(gc, &gc->committing);
         publish_committing(gc);
         return 0;
     }
@@ -147,7 +139,6 @@ static void on_writer_done(void *arg, int ok, const char *err, double seconds)
         ts_metrics_observe_commit(gc->metrics, seconds, gc->committing.count);
     if (gc->held)
         recovered(gc);
-    committed(gc, &gc->committing);
     publish_committing(gc);
     if (gc->paused_for_writer) {
         gc->paused_for_writer = 0;
@@ -230,7 +221,6 @@ void ts_group_commit_flush(ts_group_commit *gc)
     if (gc->writer != NULL)
         flush_pipelined(gc);
     else if (gc->outbox->count > 0) { /* memory only: nothing to commit */
-        committed(gc, gc->outbox);
         ts_outbox_publish(gc->outbox, gc->transport_ops, gc->transport);
     }
 }

@@ -45,11 +45,6 @@ typedef struct ts_group_commit {
     const ts_transport_ops *transport_ops;
     ts_transport *transport;
     ts_metrics *metrics;         /* may be NULL */
-    /* Optional: runs once per group when its ledgers are durable (or, in
-     * memory only, when it is about to be published), before it is
-     * published; takes the group's observations. */
-    void (*on_committed)(void *arg, ts_outbox *group);
-    void *on_committed_arg;
     struct event_base *base;
     struct event *retry_event;
     long retry_ms;               /* delay before the next retry */

@@ -126,6 +126,18 @@ int ts_outbox_add_rejection(ts_outbox *box, ts_reason reason,
     return finish_add(box, encoded, topic_mark, payload_mark);
 }
 
+/* The observations of `entry` (and of any entry before it) leave the
+ * queue: to on_observed when the entry was sent, nowhere when not. */
+static void settle_observations(ts_outbox *box, size_t entry, int sent)
+{
+    for (; box->observed < box->n_observations &&
+           box->observations[box->observed].entry <= entry;
+         box->observed++)
+        if (sent && box->on_observed != NULL)
+            box->on_observed(box->on_observed_arg,
+                             &box->observations[box->observed]);
+}
+
 int ts_outbox_publish(ts_outbox *box, const ts_transport_ops *ops,
                       ts_transport *transport)
 {
@@ -149,6 +161,7 @@ int ts_outbox_publish(ts_outbox *box, const ts_transport_ops *ops,
                              entry->payload_len);
         } else
             box->publish_failures++;
+        settle_observations(box, box->sent, result == TS_PUBLISH_SENT);
     }
     ts_outbox_clear(box);
     return 0;
@@ -157,6 +170,8 @@ int ts_outbox_publish(ts_outbox *box, const ts_transport_ops *ops,
 int ts_outbox_add_observation(ts_outbox *box,
                               const ts_outbox_observation *observation)
 {
+    if (box->count == 0)
+        return -1;
     if (box->n_observations == box->observations_cap) {
         size_t cap = box->observations_cap ? 2 * box->observations_cap : 256;
         ts_outbox_observation *grown =
@@ -166,13 +181,15 @@ int ts_outbox_add_observation(ts_outbox *box,
         box->observations = grown;
         box->observations_cap = cap;
     }
-    box->observations[box->n_observations++] = *observation;
+    box->observations[box->n_observations] = *observation;
+    box->observations[box->n_observations++].entry = box->count - 1;
     return 0;
 }
 
 void ts_outbox_clear(ts_outbox *box)
 {
     box->n_observations = 0;
+    box->observed = 0;
     ts_buf_reset(&box->topics);
     ts_buf_reset(&box->payloads);
     box->count = 0;

@@ -18,13 +18,14 @@ typedef struct ts_outbox_entry {
 } ts_outbox_entry;
 
 /* A sanitized report of a profile with a population loop
- * (ops/population_loop.h): what the loop counts once the report's group is
- * committed. Published values only. */
+ * (ops/population_loop.h): what the loop counts once the message carrying
+ * the report was sent. Published values only. */
 typedef struct ts_outbox_observation {
     uint32_t profile_index;
     uint32_t channel_version;
     double lat, lon;
     int64_t ts_ms;
+    size_t entry;                /* the entry that carries the report */
 } ts_outbox_observation;
 
 typedef struct ts_outbox {
@@ -38,6 +39,9 @@ typedef struct ts_outbox {
     size_t sent;
     ts_outbox_observation *observations;
     size_t n_observations, observations_cap;
+    /* Observations before `observed` were handed to on_observed (their
+     * entry was sent) or dropped (it was not). */
+    size_t observed;
     /* output.format = "batch" (`batched`): the outcomes of one input
      * message go into one OutcomeBatch entry on topic "batch", framed as
      * its repeated fields; batch_open says the last entry still takes
@@ -55,6 +59,12 @@ typedef struct ts_outbox {
     void (*on_sent)(void *arg, const void *topic, size_t topic_len,
                     const void *payload, size_t len);
     void *on_sent_arg;
+    /* Optional: sees each observation whose entry the transport took, after
+     * on_sent, on the loop. One whose entry failed to send, or that a full
+     * output still held at shutdown, is never seen: the population loop
+     * estimates from what readers received (docs/privic.md). */
+    void (*on_observed)(void *arg, const ts_outbox_observation *observation);
+    void *on_observed_arg;
 } ts_outbox;
 
 /* Encoding fails only on allocation; the outcome is then lost (the
@@ -64,8 +74,10 @@ int ts_outbox_add_outcome(ts_outbox *box, const ts_outcome *outcome);
 int ts_outbox_add_rejection(ts_outbox *box, ts_reason reason,
                             const char *detail);
 
-/* 0, or -1 when memory ran out (the observation is lost: the loop then
- * estimates from one report fewer). */
+/* Queues the observation of the report the last added outcome carries
+ * (its entry is the outbox's last). 0, or -1 when memory ran out or no
+ * outcome was added (the observation is lost: the loop then estimates
+ * from one report fewer). */
 int ts_outbox_add_observation(ts_outbox *box,
                               const ts_outbox_observation *observation);
 

@@ -325,21 +325,18 @@ int ts_population_profile_has_loop(const ts_population_set *set,
     return -1;
 }
 
-void ts_population_on_committed(void *arg, ts_outbox *group)
+void ts_population_on_sent(void *arg, const ts_outbox_observation *o)
 {
     ts_population_set *set = arg;
-    for (size_t i = 0; i < group->n_observations; i++) {
-        const ts_outbox_observation *o = &group->observations[i];
-        int k = ts_population_profile_has_loop(set, o->profile_index);
-        if (k < 0)
-            continue;
-        population_entry *e = &set->entries[k];
-        if (e->profile == NULL)
-            continue;
-        if (ts_population_observe(&e->loop, o->lat, o->lon,
-                                  o->channel_version, o->ts_ms))
-            start_job(set, e);
-    }
+    int k = ts_population_profile_has_loop(set, o->profile_index);
+    if (k < 0)
+        return;
+    population_entry *e = &set->entries[k];
+    if (e->profile == NULL)
+        return;
+    if (ts_population_observe(&e->loop, o->lat, o->lon, o->channel_version,
+                              o->ts_ms))
+        start_job(set, e);
 }
 
 /* ------------------------------------------------------ density feed */

@@ -1,9 +1,10 @@
 /* The PRIVIC loop online (mechanisms/population.h), for every profile
  * whose mechanism has population ops.
  *
- * Reports are counted when their group's ledgers are committed (the
- * group commit's on_committed hook), so only reports that will be
- * published, and whose budget is durably spent, ever reach an estimate.
+ * A report is counted once the transport took the message carrying it
+ * (the outbox's on_observed hook): after its group's ledgers are
+ * committed, so only reports whose budget is durably spent and that were
+ * sent ever reach an estimate; a failed send is not counted.
  * At a cycle's end the counts go to a worker thread that runs IBU and BA
  * and writes the new estimate and channel version to the store; only then
  * does the loop install the channel, so no published report ever carries a
@@ -41,8 +42,8 @@ int ts_population_set_new(ts_population_set **out, ts_pipeline *pipeline,
  * frees the loops. NULL is fine. */
 void ts_population_set_free(ts_population_set *set);
 
-/* The group commit's on_committed hook (arg: the set). */
-void ts_population_on_committed(void *arg, ts_outbox *group);
+/* The outbox's on_observed hook (arg: the set). */
+void ts_population_on_sent(void *arg, const ts_outbox_observation *o);
 
 /* The profile's index when it has a loop, else -1. */
 int ts_population_profile_has_loop(const ts_population_set *set,
