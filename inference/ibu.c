@@ -79,5 +79,11 @@ int ts_gibu(const ts_ibu_source *sources, size_t n_sources, size_t n,
     }
     free(weight);
     free(next);
+    /* Each step is a ratio of positive sums, so the estimate stays a
+     * distribution; refuse rather than hand a broken one to BA. */
+    for (size_t x = 0; x < n; x++)
+        if (!(theta[x] >= 0.0) || !isfinite(theta[x]))
+            return ts_fail(err, errlen, "IBU: the estimate left the simplex "
+                           "(cell %zu has %g)", x, theta[x]);
     return 0;
 }
