@@ -5,12 +5,16 @@
 # taxis as the population (the paper used Gowalla check-ins in that box):
 #
 #   Fig. 3     BA (the channel for the true distribution) against planar
-#              Laplace at the same geo-indistinguishability (eps = 2 beta),
-#              each estimated by IBU from a uniform start: EMD to the truth
-#              for each beta in BETAS, mean over SEEDS seeds, with
-#              `tracesan privic --compare-laplace`. Also BA stopped after
-#              BA_EARLY iterations (the paper reports 5 BA iterations a
-#              cycle on SF), still 2 beta geo-indistinguishable.
+#              Laplace at the same level (eps = 2 beta per km), and
+#              against Laplace followed by BA (issue 24's option (a):
+#              randomising the cell with Laplace before the channel), each
+#              estimated by IBU from a uniform start: EMD to the truth in
+#              metres and in grid cells, and the mean distance from the
+#              true cell to the report, for each beta in BETAS, mean over
+#              SEEDS seeds, with `tracesan privic --compare-laplace`. Also
+#              BA stopped after BA_EARLY iterations (the paper reports 5
+#              BA iterations a cycle on SF), still 2 beta metric-private
+#              between cell centres.
 #   Figs. 8-9  the PRIVIC loop at beta = 0.5 and 1 (LOOP_BETAS) with
 #              `tracesan privic`: EMD per cycle, for cycles of
 #              CYCLE_REPORTS reports (default 1000, the shipped profile's)
@@ -151,25 +155,39 @@ wait_all
 fig3_s=$(($(date +%s) - start))
 
 [ -z "$betas" ] || {
-echo "Fig. 3: EMD (m) between the true PMF and its IBU estimate, $fig3_rows" \
-     "reports, mean over $seeds seeds (eps = 2 beta)"
-printf "%6s %6s %12s %12s %12s %10s %10s\n" beta eps_km ba_emd_m laplace_emd_m \
-    "ba${ba_early}it_emd_m" ba/laplace winner
+echo "Fig. 3: EMD between the true PMF and its IBU estimate, $fig3_rows" \
+     "reports, mean over $seeds seeds, every mechanism at eps = 2 beta per km"
+echo "  ba: BA for the true PMF (eps d + eps_floor on true points);" \
+     "laplace: planar Laplace (eps d, geoind with density = true);"
+echo "  lap+ba: Laplace at eps, then BA from the cell it lands in (option (a)" \
+     "of issue 24: eps d, no floor); ba${ba_early}it: BA stopped after" \
+     "$ba_early iterations"
+printf "%6s %6s | %8s %8s %8s %8s | %6s %6s %6s %6s | %7s %7s %7s %7s | %8s\n" \
+    beta eps_km ba_m lap_m lap+ba_m "ba${ba_early}it_m" ba_c lap_c lap+ba_c \
+    "ba${ba_early}_c" ba_err lap_err lpba_err "ba${ba_early}err" ba/lap
 for b in $betas; do
-    cat "$tmp"/cmp."$b".*.csv | awk -F, '$1 != "mechanism" { s[$1] += $3; n[$1]++ }
-        END { printf "%s %s\n", s["ba"] / n["ba"], s["laplace"] / n["laplace"] }' \
-        >"$tmp/m.$b"
-    early=nan
+    # columns: mechanism beta emd_true_m ibu_iterations emd_true_cells mean_error_m
+    cat "$tmp"/cmp."$b".*.csv | awk -F, '$1 != "mechanism" {
+            m[$1] += $3; c[$1] += $5; e[$1] += $6; k[$1]++ }
+        END { for (x in k) printf "%s %.1f %.3f %.0f\n", x, m[x] / k[x],
+                  c[x] / k[x], e[x] / k[x] }' >"$tmp/m.$b"
     if [ "$ba_early" -gt 0 ]; then
-        early=$(cat "$tmp"/cmpe."$b".*.csv | awk -F, '$1 == "ba" { s += $3; n++ }
-            END { printf "%.1f", s / n }')
+        cat "$tmp"/cmpe."$b".*.csv | awk -F, '$1 == "ba" { m += $3; c += $5; e += $6; k++ }
+            END { printf "early %.1f %.3f %.0f\n", m / k, c / k, e / k }' >>"$tmp/m.$b"
+    else
+        echo "early nan nan nan" >>"$tmp/m.$b"
     fi
-    read -r ba lap <"$tmp/m.$b"
-    awk -v b="$b" -v ba="$ba" -v lap="$lap" -v e="$early" 'BEGIN {
-        printf "%6.2f %6.2f %12.1f %12.1f %12s %10.2f %10s\n", b, 2 * b, ba, lap, e,
-            ba / lap, (ba < lap) ? "BA" : "Laplace" }'
+    awk -v b="$b" '{ m[$1] = $2; c[$1] = $3; e[$1] = $4 }
+        END {
+            printf "%6.2f %6.2f | %8.1f %8.1f %8.1f %8s | %6.3f %6.3f %6.3f %6s | %7.0f %7.0f %7.0f %7s | %8.2f\n",
+                b, 2 * b, m["ba"], m["laplace"], m["laplace_then_ba"], m["early"],
+                c["ba"], c["laplace"], c["laplace_then_ba"], c["early"],
+                e["ba"], e["laplace"], e["laplace_then_ba"], e["early"],
+                m["ba"] / m["laplace"] }' "$tmp/m.$b"
 done
-echo "(Fig. 3 runs: ${fig3_s} s wall, $jobs at a time)"
+echo "(_m: EMD in metres; _c: EMD in grid cells; _err: mean distance in m" \
+     "from the true cell's centre to the report's; Fig. 3 runs: ${fig3_s} s" \
+     "wall, $jobs at a time)"
 echo
 }
 

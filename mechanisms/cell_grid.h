@@ -43,6 +43,17 @@ void ts_cell_grid_free(ts_cell_grid *grid);
 int ts_cell_grid_locate(const ts_cell_grid *grid, double lat, double lon,
                         int clamp, uint32_t *cell);
 
+/* The constant, in nats, that a channel metric-private between cell
+ * centres at eps per metre of the plane adds to eps * d per report on
+ * continuous locations: eps times the cell diagonal. Each true point lies
+ * within half a diagonal of its cell's centre (a point outside the grid is
+ * first clamped onto the grid's rectangle, a projection that brings no two
+ * points further apart), so two points p, p' have centres at most
+ * d(p, p') + diagonal apart, and C(x, y) <= e^{eps d(x, x')} C(x', y)
+ * gives e^{eps d(p, p') + eps diagonal}. Two points a metre apart across
+ * a corner come within the channel's own slack of it (docs/privic.md). */
+double ts_cell_grid_floor(const ts_cell_grid *grid, double eps);
+
 /* A cell's bounds in degrees {lat_min, lon_min, lat_max, lon_max}. */
 void ts_cell_grid_bounds(const ts_cell_grid *grid, uint32_t cell,
                          double bounds[4]);

@@ -3,7 +3,8 @@
 #   1. Replayed in chunks with a short cycle, the privic profile's channel
 #      version advances, reports carry it (never going back in publish
 #      order), every report is a cell centre inside the region with
-#      eps_point = 2 beta / 1000 per metre.
+#      eps_point = 2 beta / 1000 per metre and eps_floor = eps_point times
+#      the cell diagonal.
 #   2. density.privic estimates arrive on the feed and sum to 1, and GET
 #      /density/privic serves GeoJSON whose 408 cells' probabilities sum
 #      to 1.
@@ -96,6 +97,12 @@ check "privic1: reports are cell centres" \
         c = ($4 + 122.5153) / ((122.5153 - 122.3789) / 24) - 0.5
         if (r - int(r + 0.5) > 1e-3 || int(r + 0.5) - r > 1e-3 ||
             c - int(c + 0.5) > 1e-3 || int(c + 0.5) - c > 1e-3) exit 1 }' "$OUT1"
+FCOL=$(col eps_floor "$OUT1")
+check "privic1: the feed has an eps_floor column" test -n "$FCOL"
+# 0.002 per metre times the 499.6 m x 469.6 m cells' diagonal, 685.7 m.
+check "privic1: every report books eps_floor 1.3714 nats beside eps_point" \
+    awk -F, -v c="$FCOL" 'NR > 1 && ($c < 1.3713 || $c > 1.3715) { exit 1 }' \
+    "$OUT1"
 no_input_point_published "$TMPD/chunk1.csv" "$OUT1"
 
 # ------------------------------------------------- 2. the density feed

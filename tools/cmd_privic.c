@@ -62,8 +62,13 @@ static void usage(FILE *out)
         "  emd_true_m: the estimate vs the distribution of all the trace's\n"
         "  rows inside the region (metres); emd_prev_m: vs the previous\n"
         "  cycle's estimate (the first: vs uniform)\n"
-        "or with --compare-laplace:\n"
-        "  mechanism,beta,emd_true_m,ibu_iterations   (beta per km)\n",
+        "or with --compare-laplace, one row per mechanism at eps = 2 beta\n"
+        "(ba; laplace; laplace_then_ba: Laplace at eps, then BA from the\n"
+        "cell it lands in):\n"
+        "  mechanism,beta,emd_true_m,ibu_iterations,emd_true_cells,"
+        "mean_error_m\n"
+        "  (beta per km; emd_true_cells in grid cells; mean_error_m from\n"
+        "  the true cell's centre to the reported one's)\n",
         out);
 }
 
@@ -147,21 +152,38 @@ static int read_trace(const char *path, const ts_population_ops *pop,
 
 typedef struct grid_points {
     size_t n;
-    ts_vec2 *centres;
+    ts_vec2 *centres;        /* metres of the grid's plane */
+    /* The same centres in cells: column and row, so that an EMD over them
+     * is in grid cells (the PRIVIC paper's unit: its Table IV matches in
+     * cells, not km). */
+    ts_vec2 *cells;
 } grid_points;
+
+static double emd_over(const ts_vec2 *points, size_t n, const double *p,
+                       const double *q)
+{
+    ts_emd_result result;
+    char err[ERR_MAX];
+    if (ts_emd(points, n, p, q, &result, err, sizeof err) != 0) {
+        fprintf(stderr, TS_TOOL_NAME " privic: emd: %s\n", err);
+        return NAN;
+    }
+    return result.distance;
+}
 
 /* EMD in metres between two distributions on the grid's cells; NAN (and
  * a message) when the solver fails. */
 static double emd_between(const grid_points *g, const double *p,
                           const double *q)
 {
-    ts_emd_result result;
-    char err[ERR_MAX];
-    if (ts_emd(g->centres, g->n, p, q, &result, err, sizeof err) != 0) {
-        fprintf(stderr, TS_TOOL_NAME " privic: emd: %s\n", err);
-        return NAN;
-    }
-    return result.distance;
+    return emd_over(g->centres, g->n, p, q);
+}
+
+/* The same in grid cells. */
+static double emd_cells(const grid_points *g, const double *p,
+                        const double *q)
+{
+    return emd_over(g->cells, g->n, p, q);
 }
 
 static void normalise(double *v, size_t n)
@@ -334,13 +356,15 @@ out:
 
 /* ------------------------------------------- BA against planar Laplace */
 
-/* IBU from a uniform start on one channel's reports, then EMD to truth. */
+/* IBU from a uniform start on one channel's reports, then EMD to truth in
+ * metres and in cells. */
 static double estimate_distance(const grid_points *g, const double *channel,
                                 const double *counts, const double *truth,
                                 const ts_ibu_params *ibu,
-                                unsigned *iterations)
+                                unsigned *iterations, double *in_cells)
 {
     *iterations = 0;
+    *in_cells = NAN;
     size_t n = g->n;
     double *theta = malloc(n * sizeof *theta);
     if (theta == NULL)
@@ -353,6 +377,7 @@ static double estimate_distance(const grid_points *g, const double *channel,
     if (ts_ibu(channel, counts, n, theta, ibu, &result, err, sizeof err) ==
         0) {
         d = emd_between(g, truth, theta);
+        *in_cells = emd_cells(g, truth, theta);
         *iterations = result.iterations;
     } else
         fprintf(stderr, TS_TOOL_NAME " privic: ibu: %s\n", err);
@@ -376,14 +401,74 @@ static double report_eps(const ts_profile *profile, const trace *t,
     return report.eps_point;
 }
 
+/* The grid's shape, for binning planar Laplace draws. */
+typedef struct grid_shape {
+    uint32_t cols, rows;
+    double cell_w, cell_h;
+    ts_vec2 origin;          /* the south-west corner, metres */
+} grid_shape;
+
+/* Planar Laplace at eps from `from`, reported as the cell the noisy point
+ * falls in (the border cells take what falls beyond): the channel
+ * ts_laplace_grid_channel computes, from a cell's centre. */
+static uint32_t laplace_cell(const grid_shape *s, ts_vec2 from, double eps,
+                             ts_rng *rng)
+{
+    double radius, angle;
+    ts_planar_laplace_sample(rng, eps, &radius, &angle);
+    double col = floor((from.x + radius * cos(angle) - s->origin.x) /
+                       s->cell_w);
+    double row = floor((from.y + radius * sin(angle) - s->origin.y) /
+                       s->cell_h);
+    col = col < 0 ? 0 : col >= s->cols ? s->cols - 1 : col;
+    row = row < 0 ? 0 : row >= s->rows ? s->rows - 1 : row;
+    return (uint32_t)row * s->cols + (uint32_t)col;
+}
+
+/* The report cell of one release of the profile's installed channel from
+ * the centre of `cell`; UINT32_MAX on failure. */
+static uint32_t channel_cell(const ts_profile *profile, uint32_t cell,
+                             const trace *t, size_t r, ts_rng *rng)
+{
+    const ts_population_ops *pop = profile->ops->population;
+    double b[4];
+    pop->cell_bounds(profile->mech, cell, b);
+    ts_point at = { .lat = 0.5 * (b[0] + b[2]), .lon = 0.5 * (b[1] + b[3]),
+                    .ts_ms = t->ts_ms[r], .accuracy_m = NAN };
+    ts_report report;
+    memset(&report, 0, sizeof report);
+    ts_budget_view unlimited = { INFINITY, 0.0 };
+    uint32_t out;
+    if (profile->ops->release(profile->mech, NULL, &at, &unlimited, rng,
+                              &report) != TS_RELEASE_OK ||
+        pop->cell_of(profile->mech, report.lat, report.lon, &out) != 0)
+        return UINT32_MAX;
+    return out;
+}
+
+/* The mechanisms compared at one level eps = 2 beta per metre:
+ *   ba               BA fitted to the true distribution, from the true cell
+ *                    (eps_point d + eps_floor on true points);
+ *   laplace          planar Laplace at eps from the true cell's centre,
+ *                    binned (eps per metre: geoind with density = true);
+ *   laplace_then_ba  planar Laplace at eps first, then BA from the cell it
+ *                    lands in: option (a) of issue 24, a true per-metre
+ *                    eps with no floor, since everything after the
+ *                    Laplace draw is post-processing. */
+enum { CMP_BA, CMP_LAPLACE, CMP_LAPLACE_BA, CMP_N };
+static const char *const compared_names[CMP_N] = { "ba", "laplace",
+                                                   "laplace_then_ba" };
+
 static int compare_laplace(const ts_profile *profile, const trace *t,
                            const grid_points *g, ts_rng *rng)
 {
     const ts_population_ops *pop = profile->ops->population;
     size_t n = g->n;
-    uint32_t cols, rows;
-    double cell_w, cell_h;
-    pop->grid_shape(profile->mech, &cols, &rows, &cell_w, &cell_h);
+    grid_shape shape;
+    pop->grid_shape(profile->mech, &shape.cols, &shape.rows, &shape.cell_w,
+                    &shape.cell_h);
+    shape.origin = (ts_vec2){ g->centres[0].x - shape.cell_w / 2,
+                              g->centres[0].y - shape.cell_h / 2 };
     double eps = report_eps(profile, t, rng);
     double beta = eps * 1000.0 / 2.0;
     ts_population_cycle cycle;
@@ -391,13 +476,14 @@ static int compare_laplace(const ts_profile *profile, const trace *t,
 
     double *truth = calloc(n, sizeof *truth);
     double *prior = malloc(n * sizeof *prior);
-    double *counts_ba = calloc(n, sizeof *counts_ba);
-    double *counts_lap = calloc(n, sizeof *counts_lap);
+    double *counts = calloc(CMP_N * n, sizeof *counts);
     double *laplace = malloc(n * n * sizeof *laplace);
+    double *composed = calloc(n * n, sizeof *composed);
+    double error_m[CMP_N] = { 0 };
     void *ba = NULL;
     char err[ERR_MAX];
     int status = -1;
-    if (!truth || !prior || !counts_ba || !counts_lap || !laplace ||
+    if (!truth || !prior || !counts || !laplace || !composed ||
         !isfinite(eps))
         goto out;
     for (size_t r = 0; r < t->n; r++)
@@ -411,61 +497,62 @@ static int compare_laplace(const ts_profile *profile, const trace *t,
     normalise(prior, n);
     ba = pop->channel_build(profile->mech, prior, NULL, err, sizeof err);
     if (ba == NULL ||
-        ts_laplace_grid_channel(eps, cols, rows, cell_w, cell_h, laplace, err,
+        ts_laplace_grid_channel(eps, shape.cols, shape.rows, shape.cell_w,
+                                shape.cell_h, laplace, err,
                                 sizeof err) != 0) {
         fprintf(stderr, TS_TOOL_NAME " privic: %s\n", err);
         goto out;
     }
+    /* What IBU inverts for laplace_then_ba: the two channels in turn. */
+    const double *c = pop->channel_matrix(ba);
+    for (size_t x = 0; x < n; x++)
+        for (size_t z = 0; z < n; z++) {
+            double l = laplace[x * n + z];
+            for (size_t y = 0; y < n; y++)
+                composed[x * n + y] += l * c[z * n + y];
+        }
     uint32_t version;
     const void *was = pop->channel_current(profile->mech, &version);
     pop->channel_install(profile->mech, ba, version);
-    ts_vec2 origin = g->centres[0];
-    ts_budget_view unlimited = { INFINITY, 0.0 };
     for (size_t r = 0; r < t->n; r++) {
-        ts_point truth_point = { .lat = t->lat[r], .lon = t->lon[r],
-                                 .ts_ms = t->ts_ms[r], .accuracy_m = NAN };
-        ts_report report;
-        memset(&report, 0, sizeof report);
-        uint32_t cell;
-        if (profile->ops->release(profile->mech, NULL, &truth_point,
-                                  &unlimited, rng, &report) != TS_RELEASE_OK ||
-            pop->cell_of(profile->mech, report.lat, report.lon, &cell) != 0) {
-            pop->channel_install(profile->mech, was, version);
-            fprintf(stderr, TS_TOOL_NAME " privic: release failed\n");
-            goto out;
+        uint32_t x = t->cell[r];
+        uint32_t report[CMP_N];
+        report[CMP_BA] = channel_cell(profile, x, t, r, rng);
+        report[CMP_LAPLACE] = laplace_cell(&shape, g->centres[x], eps, rng);
+        uint32_t landed = laplace_cell(&shape, g->centres[x], eps, rng);
+        report[CMP_LAPLACE_BA] = channel_cell(profile, landed, t, r, rng);
+        for (int m = 0; m < CMP_N; m++) {
+            if (report[m] >= n) {
+                pop->channel_install(profile->mech, was, version);
+                fprintf(stderr, TS_TOOL_NAME " privic: release failed\n");
+                goto out;
+            }
+            counts[(size_t)m * n + report[m]] += 1.0;
+            error_m[m] += hypot(g->centres[report[m]].x - g->centres[x].x,
+                                g->centres[report[m]].y - g->centres[x].y);
         }
-        counts_ba[cell] += 1.0;
-        /* Planar Laplace from the true cell's centre, the report being
-         * the cell the noisy point falls in (the border cells take what
-         * falls beyond): the channel ts_laplace_grid_channel computes. */
-        double radius, angle;
-        ts_planar_laplace_sample(rng, eps, &radius, &angle);
-        ts_vec2 c = g->centres[t->cell[r]];
-        double px = c.x + radius * cos(angle) - (origin.x - cell_w / 2);
-        double py = c.y + radius * sin(angle) - (origin.y - cell_h / 2);
-        double col = floor(px / cell_w), row = floor(py / cell_h);
-        col = col < 0 ? 0 : col >= cols ? cols - 1 : col;
-        row = row < 0 ? 0 : row >= rows ? rows - 1 : row;
-        counts_lap[(size_t)row * cols + (size_t)col] += 1.0;
     }
     pop->channel_install(profile->mech, was, version);
-    unsigned it_ba, it_lap;
-    double d_ba = estimate_distance(g, pop->channel_matrix(ba), counts_ba,
-                                    truth, &cycle.ibu, &it_ba);
-    double d_lap = estimate_distance(g, laplace, counts_lap, truth,
-                                     &cycle.ibu, &it_lap);
-    printf("mechanism,beta,emd_true_m,ibu_iterations\n");
-    printf("ba,%g,%.3f,%u\n", beta, d_ba, it_ba);
-    printf("laplace,%g,%.3f,%u\n", beta, d_lap, it_lap);
+    const double *channels[CMP_N] = { c, laplace, composed };
+    printf("mechanism,beta,emd_true_m,ibu_iterations,emd_true_cells,"
+           "mean_error_m\n");
+    for (int m = 0; m < CMP_N; m++) {
+        unsigned iterations;
+        double cells;
+        double d = estimate_distance(g, channels[m], counts + (size_t)m * n,
+                                     truth, &cycle.ibu, &iterations, &cells);
+        printf("%s,%g,%.3f,%u,%.4f,%.1f\n", compared_names[m], beta, d,
+               iterations, cells, error_m[m] / (double)t->n);
+    }
     status = 0;
 out:
     if (ba != NULL)
         pop->channel_free(ba);
     free(truth);
     free(prior);
-    free(counts_ba);
-    free(counts_lap);
+    free(counts);
     free(laplace);
+    free(composed);
     return status;
 }
 
@@ -533,8 +620,16 @@ int cmd_privic(int argc, char **argv)
     g.centres = malloc(g.n * sizeof *g.centres);
     if (g.centres == NULL)
         goto out;
-    for (size_t i = 0; i < g.n; i++)
+    g.cells = malloc(g.n * sizeof *g.cells);
+    if (g.cells == NULL)
+        goto out;
+    uint32_t cols, rows;
+    double cell_w, cell_h;
+    pop->grid_shape(profile->mech, &cols, &rows, &cell_w, &cell_h);
+    for (size_t i = 0; i < g.n; i++) {
         g.centres[i] = pop->cell_centre(profile->mech, (uint32_t)i);
+        g.cells[i] = (ts_vec2){ (double)(i % cols), (double)(i / cols) };
+    }
     fprintf(stderr, "privic: %zu rows inside the region, %zu outside, %zu "
             "cells\n", t.n, t.outside, g.n);
     if (compare) {
@@ -553,6 +648,7 @@ int cmd_privic(int argc, char **argv)
 out:
     cycle_log_free(&log);
     free(g.centres);
+    free(g.cells);
     trace_free(&t);
     ts_tool_pipeline_close(&tool);
     return status;
