@@ -107,7 +107,8 @@ int ts_ba_channel(const ts_vec2 *centres, size_t n, const double *prior,
     memset(result, 0, sizeof *result);
     if (n == 0 || !(p->beta > 0.0) || !isfinite(p->beta) ||
         !(p->unit_m > 0.0) || !isfinite(p->unit_m) ||
-        !(p->precision > 0.0) || p->max_iterations == 0) {
+        !(p->precision > 0.0) ||
+        (p->max_iterations == 0 && p->plain_steps == 0)) {
         snprintf(err, errlen, "BA needs cells, beta > 0, a unit > 0, a "
                  "precision > 0 and at least one iteration");
         return -1;
@@ -175,7 +176,12 @@ int ts_ba_channel(const ts_vec2 *centres, size_t n, const double *prior,
      * step moved no entry by more than the precision. */
     unsigned steps = 0;
     double change = INFINITY;
-    while (steps < p->max_iterations) {
+    /* The paper's truncated BA: plain steps only, a fixed number. */
+    for (; steps < p->plain_steps; steps++) {
+        change = ba_step(kernel, n, prior, c, next, scratch);
+        memcpy(c, next, n * sizeof *c);
+    }
+    while (p->plain_steps == 0 && steps < p->max_iterations) {
         if (p->max_iterations - steps < 3) {
             change = ba_step(kernel, n, prior, c, next, scratch);
             memcpy(c, next, n * sizeof *c);

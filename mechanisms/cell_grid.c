@@ -173,4 +173,5 @@ void ts_grid_density_cycle(const void *profile, ts_population_cycle *out)
     out->seconds = d->cycle_s;
     out->ibu.precision = d->ibu_precision;
     out->ibu.max_iterations = (unsigned)d->ibu_max_iterations;
+    out->ibu.fixed_steps = (unsigned)d->ibu_max_steps;
 }

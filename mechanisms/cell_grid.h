@@ -66,7 +66,7 @@ void ts_cell_grid_centre_latlon(const ts_cell_grid *grid, uint32_t cell,
  *
  * What every profile that keeps a density estimate configures (the keys
  * region, cell_m, rows, cols, cycle_reports, cycle_s, ibu_precision,
- * ibu_max_iterations) and derives (the grid). A profile struct whose
+ * ibu_max_iterations, ibu_max_steps) and derives (the grid). A profile struct whose
  * first member is a ts_grid_density lists TS_GRID_DENSITY_PARAMS among
  * its parameter rows and uses the ts_grid_density_* functions below in
  * its ts_population_ops. */
@@ -78,6 +78,7 @@ typedef struct ts_grid_density {
     double cycle_s;
     double ibu_precision;
     long long ibu_max_iterations;
+    long long ibu_max_steps;     /* 0: converge */
     ts_cell_grid grid;       /* derived by ts_grid_density_init */
 } ts_grid_density;
 
@@ -115,7 +116,12 @@ typedef struct ts_grid_density {
     { .key = "ibu_max_iterations", .type = TS_PARAM_INT,                    \
       TS_GRID_DENSITY_FIELD(profile_type, ibu_max_iterations), .min = 1,            \
       .max = 1e7, .default_value = "2000",                                  \
-      .doc = "cap on IBU iterations per cycle" }
+      .doc = "cap on IBU iterations per cycle while converging" },          \
+    { .key = "ibu_max_steps", .type = TS_PARAM_INT,                         \
+      TS_GRID_DENSITY_FIELD(profile_type, ibu_max_steps), .min = 0,         \
+      .max = 1e7, .default_value = "0",                                     \
+      .doc = "0: IBU converges each cycle (to ibu_precision); N: exactly "  \
+             "N IBU steps per cycle, from the previous estimate" }
 
 /* Checks that a cycle can end and builds the grid (errors name the key). */
 int ts_grid_density_init(ts_grid_density *density, size_t max_cells,

@@ -26,6 +26,7 @@ typedef struct privic_profile {
     long long points_per_window;
     double ba_precision;
     long long ba_max_iterations;
+    long long ba_max_steps;      /* 0: converge */
     int reject_outside;
     /* derived */
     double eps_point;            /* per metre of the grid's plane */
@@ -63,7 +64,12 @@ static const ts_param_spec privic_params[] = {
       .doc = "BA stops when no output probability moves more than this" },
     { .key = "ba_max_iterations", .type = TS_PARAM_INT,
       FIELD(ba_max_iterations), .min = 1, .max = 1e7,
-      .default_value = "10000", .doc = "cap on BA iterations per channel" },
+      .default_value = "10000",
+      .doc = "cap on BA iterations per channel while converging" },
+    { .key = "ba_max_steps", .type = TS_PARAM_INT, FIELD(ba_max_steps),
+      .min = 0, .max = 1e7, .default_value = "0",
+      .doc = "0: BA converges (to ba_precision, accelerated); N: exactly N "
+             "plain BA steps per channel, as the paper runs it (5 on SF)" },
     { .key = "on_outside", .type = TS_PARAM_CHOICE, FIELD(reject_outside),
       .choices = outside_names, .default_value = "clamp",
       .doc = "a true point outside the region: released from the nearest "
@@ -117,6 +123,7 @@ static privic_channel *channel_from_prior(const privic_profile *p,
         .unit_m = p->unit_m,
         .precision = p->ba_precision,
         .max_iterations = (unsigned)p->ba_max_iterations,
+        .plain_steps = (unsigned)p->ba_max_steps,
     };
     if (ts_ba_channel(p->density.grid.centres, n, theta, &ba, ch->matrix,
                       NULL, &result, err, errlen) != 0)

@@ -179,6 +179,75 @@ TS_TEST(test_uniform_prior_channel_nearly_reaches_the_bound)
 }
 END_TEST
 
+/* ba_max_steps: exactly N plain steps of Algorithm 2 from c_0 uniform,
+ * against the algorithm written out here (c_t+1(y) = sum_x pi(x)
+ * C_t(x, y), C_t of c_t), and IBU's fixed budget runs its N steps even
+ * when its precision is met at once. */
+TS_TEST(test_fixed_steps_are_the_paper_s_algorithm)
+{
+    enum { STEPS = 5 };
+    static ts_vec2 centres[SF_COLS * SF_ROWS];
+    static double prior[SF_COLS * SF_ROWS];
+    size_t n = grid_centres(SF_COLS, SF_ROWS, SF_CELL_X, SF_CELL_Y, centres);
+    lumpy_prior(centres, n, prior);
+    double *channel = malloc(n * n * sizeof *channel);
+    double *mine = malloc(n * n * sizeof *mine);
+    double *c = malloc(n * sizeof *c);
+    double *next = malloc(n * sizeof *next);
+    ck_assert(channel && mine && c && next);
+    ts_ba_params params = { .beta = 1.0, .unit_m = 1000.0, .precision = 0.5,
+                            .max_iterations = 1, .plain_steps = STEPS };
+    ts_ba_result result;
+    char err[256];
+    ck_assert_msg(ts_ba_channel(centres, n, prior, &params, channel, NULL,
+                                &result, err, sizeof err) == 0, "%s", err);
+    ck_assert_uint_eq(result.iterations, STEPS);
+    for (size_t y = 0; y < n; y++)
+        c[y] = 1.0 / (double)n;
+    for (int t = 0; t <= STEPS; t++) {
+        for (size_t x = 0; x < n; x++) {
+            double sum = 0.0;
+            for (size_t y = 0; y < n; y++) {
+                double d = hypot(centres[x].x - centres[y].x,
+                                 centres[x].y - centres[y].y) / 1000.0;
+                mine[x * n + y] = c[y] * exp(-d);
+                sum += mine[x * n + y];
+            }
+            for (size_t y = 0; y < n; y++)
+                mine[x * n + y] /= sum;
+        }
+        if (t == STEPS)
+            break;
+        for (size_t y = 0; y < n; y++) {
+            next[y] = 0.0;
+            for (size_t x = 0; x < n; x++)
+                next[y] += prior[x] * mine[x * n + y];
+        }
+        memcpy(c, next, n * sizeof *c);
+    }
+    double worst = 0.0;
+    for (size_t i = 0; i < n * n; i++)
+        worst = fmax(worst, fabs(channel[i] - mine[i]) / mine[i]);
+    ck_assert_msg(worst < 1e-9, "relative difference %g", worst);
+
+    double counts[SF_COLS * SF_ROWS], theta[SF_COLS * SF_ROWS];
+    for (size_t y = 0; y < n; y++) {
+        counts[y] = 1.0 + (double)(y % 5);
+        theta[y] = 1.0 / (double)n;
+    }
+    ts_ibu_params ibu = { .precision = 1.0, .max_iterations = 1,
+                          .fixed_steps = 7 };
+    ts_ibu_result ibu_result;
+    ck_assert_msg(ts_ibu(channel, counts, n, theta, &ibu, &ibu_result, err,
+                         sizeof err) == 0, "%s", err);
+    ck_assert_uint_eq(ibu_result.iterations, 7);
+    free(channel);
+    free(mine);
+    free(c);
+    free(next);
+}
+END_TEST
+
 /* Issue 25's rule: every iteration stops at its cap. A precision no
  * double reaches makes BA and IBU run to their caps and report it; what
  * they return is still a channel of the elastic form and a distribution

@@ -13,6 +13,8 @@
 #   4. A geoind profile with density = true estimates its own feed's
 #      distribution: GET /density/geoind serves cells summing to 1, and
 #      its points carry no channel version.
+#   5. Offline, `tracesan privic` honours ba_max_steps and ibu_max_steps
+#      on every cycle, and --control never re-fits BA.
 . "${top_srcdir:-$(dirname "$0")/..}/tests/lib.sh"
 
 command -v curl >/dev/null 2>&1 || fatal "curl is not installed (scripts/setup.sh installs it)"
@@ -194,4 +196,35 @@ total = sum(f["properties"]["probability"] for f in cells)
 assert abs(total - 1.0) < 1e-9, total
 ' "$TMPD/geoind.geojson"
 stop_daemon geoind1
+
+# ------------------------ 5. the paper's budgets, and the loop's control
+# tracesan privic on the bundled sample with the paper's truncated BA
+# (ba_max_steps = 5) and a fixed IBU budget (ibu_max_steps = 40): every
+# cycle runs exactly those steps; --control never re-fits BA (no BA step
+# after the first channel); both start from the same channel, so their
+# first cycles agree.
+SAMPLE=$top_srcdir/data/sample/gowalla-nyc-sample.csv
+BOX=$(awk -F, 'NR > 1 { if (n++ == 0) { a = c = $3; b = d = $4 }
+    if ($3 < a) a = $3; if ($3 > c) c = $3; if ($4 < b) b = $4; if ($4 > d) d = $4 }
+    END { printf "%.6f,%.6f,%.6f,%.6f", a, b, c, d }' "$SAMPLE")
+offline=(--config "$SHIPPED_CONF" --profile privic --seed 5
+         -o "profiles.privic.region=\"$BOX\"" -o profiles.privic.cycle_reports=500
+         -o profiles.privic.ba_max_steps=5 -o profiles.privic.ibu_max_steps=40)
+"$TRACESAN" privic "${offline[@]}" "$SAMPLE" >"$TMPD/loop.csv" 2>"$TMPD/loop.log" ||
+    fail "tracesan privic with ba_max_steps and ibu_max_steps: exit status $?"
+"$TRACESAN" privic --control "${offline[@]}" "$SAMPLE" >"$TMPD/control.csv" \
+    2>"$TMPD/control.log" || fail "tracesan privic --control: exit status $?"
+check_eq "offline: 3 cycles of the loop" 3 "$(data_rows "$TMPD/loop.csv")"
+check_eq "offline: 3 cycles of the control" 3 "$(data_rows "$TMPD/control.csv")"
+check "offline: the loop re-fits BA with exactly 5 steps and runs 40 IBU steps" \
+    awk -F, 'NR > 1 && ($5 != 5 || $7 != 40) { exit 1 }' "$TMPD/loop.csv"
+check "offline: the control never re-fits BA, and runs 40 IBU steps" \
+    awk -F, 'NR > 1 && ($5 != 0 || $7 != 40) { exit 1 }' "$TMPD/control.csv"
+check_eq "offline: the first cycle is the same channel's in both" \
+    "$(awk -F, 'NR == 2 { print $3 }' "$TMPD/loop.csv")" \
+    "$(awk -F, 'NR == 2 { print $3 }' "$TMPD/control.csv")"
+rc=0
+"$TRACESAN" privic --control --compare-laplace "${offline[@]}" "$SAMPLE" \
+    >/dev/null 2>&1 || rc=$?
+check_eq "offline: --control with --compare-laplace is refused" 1 "$rc"
 finish

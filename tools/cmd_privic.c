@@ -3,15 +3,18 @@
  *
  * Every row inside the profile's region is released once through the
  * profile's mechanism (no ledger: this measures the mechanism's
- * statistical utility, not a user's budget); the cycle length comes from
- * the profile. Per cycle: EMD between the true distribution of the cycle's
- * rows and the IBU estimate, EMD between the estimate and the previous
- * one, and what BA and IBU cost. With --compare-laplace, the BA channel
- * and the planar Laplace at the same geo-indistinguishability level
- * (eps = 2 beta) each release every row once, IBU estimates the
- * distribution from each one's reports, and EMD says how far each estimate
- * is from the truth (the paper's Figure 3). --plot draws both EMDs per
- * cycle (tools/plot.h). */
+ * statistical utility, not a user's budget); the cycle length, BA's and
+ * IBU's budgets come from the profile. Per cycle: EMD (metres and grid
+ * cells) between the distribution of the trace's rows and the estimate,
+ * EMD between the estimate and the previous one, and what BA and IBU
+ * cost. --control runs the same loop with BA never re-fitted, so that a
+ * reader sees what the re-fit adds; a geoind profile with density = true
+ * runs the same loop through its fixed Laplace channel. With
+ * --compare-laplace, BA, planar Laplace at the same level (eps = 2 beta)
+ * and Laplace followed by BA each release every row once, IBU estimates
+ * the distribution from each one's reports, and EMD says how far each
+ * estimate is from the truth (the paper's Figure 3). --plot draws both
+ * EMDs per cycle (tools/plot.h). */
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -34,21 +37,29 @@ static void usage(FILE *out)
     fputs(
         "usage: " TS_TOOL_NAME " privic --config FILE --profile NAME "
         "[-o PATH=VALUE]... [--seed N]\n"
-        "                       [--compare-laplace |\n"
+        "                       [--control] [--compare-laplace |\n"
         "                        --plot FILE.svg|FILE.png [--plot-size WxH]]\n"
         "                       TRUE.csv\n"
         "\n"
         "Runs the PRIVIC loop of a privic profile over a CSV trace (header\n"
         "user,ts,lat,lon): every row inside the profile's region is released\n"
         "once through the profile's channel, and at each cycle's end IBU\n"
-        "estimates the distribution (combined with the earlier cycles' in\n"
-        "proportion to their reports) and BA builds the next channel.\n"
+        "estimates the distribution from the previous estimate (combined\n"
+        "with the earlier cycles' in proportion to their reports) and BA\n"
+        "builds the next channel. The profile's ba_max_steps and\n"
+        "ibu_max_steps give the paper's truncated BA and IBU budgets. A\n"
+        "geoind profile with density = true runs the same loop through its\n"
+        "fixed planar Laplace channel.\n"
         "\n"
         "options:\n"
         "  -c, --config FILE       tracesand configuration\n"
         "  -o, --override PATH=VALUE\n"
-        "  -p, --profile NAME      a privic profile (default: the default one)\n"
+        "  -p, --profile NAME      a privic profile, or geoind with density\n"
+        "                          (default: the default profile)\n"
         "  -s, --seed N            deterministic noise (testing only)\n"
+        "      --control           the same loop with BA never re-fitted:\n"
+        "                          every report goes through channel version\n"
+        "                          1, only the estimate moves\n"
         "      --compare-laplace   BA against planar Laplace at eps = 2 beta\n"
         "      --plot FILE         also draw emd_true_m and emd_prev_m per\n"
         "                          cycle, SVG or PNG by FILE's extension\n"
@@ -58,10 +69,11 @@ static void usage(FILE *out)
         "\n"
         "stdout: CSV, one row per completed cycle:\n"
         "  cycle,reports,emd_true_m,emd_prev_m,ba_iterations,ba_ms,"
-        "ibu_iterations,ibu_ms\n"
+        "ibu_iterations,ibu_ms,emd_true_cells\n"
         "  emd_true_m: the estimate vs the distribution of all the trace's\n"
-        "  rows inside the region (metres); emd_prev_m: vs the previous\n"
-        "  cycle's estimate (the first: vs uniform)\n"
+        "  rows inside the region (metres; emd_true_cells: the same in grid\n"
+        "  cells); emd_prev_m: vs the previous cycle's estimate (the first:\n"
+        "  vs uniform)\n"
         "or with --compare-laplace, one row per mechanism at eps = 2 beta\n"
         "(ba; laplace; laplace_then_ba: Laplace at eps, then BA from the\n"
         "cell it lands in):\n"
@@ -283,8 +295,13 @@ static int plot_cycles(const cycle_log *log, const char *profile,
 
 /* ------------------------------------------------------ the loop */
 
+/* control: BA is never re-fitted, every report goes through the first
+ * channel (version 1), and only the estimate moves, by IBU from the
+ * previous estimate and more reports: what the loop would do without
+ * PRIVIC's feedback. */
 static int run_loop(const ts_profile *profile, const trace *t,
-                    const grid_points *g, ts_rng *rng, cycle_log *log)
+                    const grid_points *g, ts_rng *rng, int control,
+                    cycle_log *log)
 {
     const ts_population_ops *pop = profile->ops->population;
     ts_population_loop loop;
@@ -305,7 +322,7 @@ static int run_loop(const ts_profile *profile, const trace *t,
         population[t->cell[r]] += 1.0;
     normalise(population, n);
     printf("cycle,reports,emd_true_m,emd_prev_m,ba_iterations,ba_ms,"
-           "ibu_iterations,ibu_ms\n");
+           "ibu_iterations,ibu_ms,emd_true_cells\n");
     ts_budget_view unlimited = { INFINITY, 0.0 };
     for (size_t r = 0; r < t->n; r++) {
         ts_point truth_point = { .lat = t->lat[r], .lon = t->lon[r],
@@ -324,6 +341,8 @@ static int run_loop(const ts_profile *profile, const trace *t,
         if (ts_population_close(&loop, &job) != 0)
             goto out;
         uint64_t reports = job.reports;
+        if (control)
+            job.adaptive = 0;
         ts_population_run(&job);
         double ibu_ms = job.ibu_ms, ba_ms = job.build_ms;
         unsigned ibu_it = job.ibu.iterations, ba_it = job.build.iterations;
@@ -334,9 +353,11 @@ static int run_loop(const ts_profile *profile, const trace *t,
         }
         double emd_true = emd_between(g, population, loop.theta);
         double emd_prev = emd_between(g, loop.theta, previous);
+        double emd_true_cells = emd_cells(g, population, loop.theta);
         memcpy(previous, loop.theta, n * sizeof *previous);
-        printf("%u,%" PRIu64 ",%.3f,%.3f,%u,%.1f,%u,%.1f\n", loop.cycles,
-               reports, emd_true, emd_prev, ba_it, ba_ms, ibu_it, ibu_ms);
+        printf("%u,%" PRIu64 ",%.3f,%.3f,%u,%.1f,%u,%.1f,%.4f\n",
+               loop.cycles, reports, emd_true, emd_prev, ba_it, ba_ms, ibu_it,
+               ibu_ms, emd_true_cells);
         if (log != NULL &&
             cycle_log_add(log, loop.cycles, emd_true, emd_prev) != 0) {
             fprintf(stderr, TS_TOOL_NAME ": out of memory\n");
@@ -505,6 +526,19 @@ static int compare_laplace(const ts_profile *profile, const trace *t,
     }
     /* What IBU inverts for laplace_then_ba: the two channels in turn. */
     const double *c = pop->channel_matrix(ba);
+    /* How far the rate-distortion optimum collapses the population: the
+     * outputs that carry at least 0.1 % of the reports (BA drives the
+     * others' mass towards 0 slowly, so a lower threshold would count
+     * where it stopped rather than where it goes). */
+    size_t live = 0;
+    for (size_t y = 0; y < n; y++) {
+        double mass = 0.0;
+        for (size_t x = 0; x < n; x++)
+            mass += prior[x] * c[x * n + y];
+        live += mass >= 1e-3;
+    }
+    fprintf(stderr, "privic: BA's channel: %zu of %zu outputs carry at "
+            "least 0.1 %% of the reports\n", live, n);
     for (size_t x = 0; x < n; x++)
         for (size_t z = 0; z < n; z++) {
             double l = laplace[x * n + z];
@@ -558,13 +592,14 @@ out:
 
 int cmd_privic(int argc, char **argv)
 {
-    int compare = 0, plot_size_given = 0;
+    int compare = 0, control = 0, plot_size_given = 0;
     const char *plot_path = NULL;
     ts_plot_size plot_size = { TS_PLOT_DEFAULT_WIDTH,
                                TS_PLOT_DEFAULT_HEIGHT };
     const ts_tool_option options[] = {
         { "compare-laplace", 0, TS_ARG_FLAG, &compare, NULL, 0, 0, NULL,
           NULL },
+        { "control", 0, TS_ARG_FLAG, &control, NULL, 0, 0, NULL, NULL },
         { "plot", 0, TS_ARG_STRING, &plot_path, NULL, 0, 0, NULL, NULL },
         { "plot-size", 0, TS_ARG_HANDLER, &plot_size, &plot_size_given, 0, 0,
           NULL, ts_plot_take_size },
@@ -586,6 +621,11 @@ int cmd_privic(int argc, char **argv)
         fprintf(stderr, TS_TOOL_NAME " privic: --plot-size needs --plot\n");
         return 1;
     }
+    if (control && compare) {
+        fprintf(stderr, TS_TOOL_NAME " privic: --control runs the loop, "
+                "--compare-laplace does not: choose one\n");
+        return 1;
+    }
     if (plot_path != NULL && compare) {
         fprintf(stderr, TS_TOOL_NAME " privic: --plot draws the loop's "
                 "cycles, not --compare-laplace\n");
@@ -605,9 +645,12 @@ int cmd_privic(int argc, char **argv)
     cycle_log log = { 0 };
     const ts_profile *profile = tool.profile;
     const ts_population_ops *pop = profile->ops->population;
-    if (pop == NULL || !pop->adaptive) {
+    if (pop == NULL || (compare && !pop->adaptive)) {
         fprintf(stderr, TS_TOOL_NAME " privic: profile %s uses mechanism %s, "
-                "not privic\n", profile->name, profile->ops->name);
+                "%s\n", profile->name, profile->ops->name,
+                pop == NULL ? "which keeps no density estimate (privic, or "
+                              "geoind with density = true)"
+                            : "not privic (--compare-laplace needs BA)");
         goto out;
     }
     if (read_trace(argv[first], pop, profile->mech, &t) != 0)
@@ -635,7 +678,7 @@ int cmd_privic(int argc, char **argv)
     if (compare) {
         status = compare_laplace(profile, &t, &g, tool.rng) ? 1 : 0;
     } else {
-        status = run_loop(profile, &t, &g, tool.rng,
+        status = run_loop(profile, &t, &g, tool.rng, control,
                           plot_path != NULL ? &log : NULL) ||
                          (plot_path != NULL &&
                           plot_cycles(&log, profile->name, plot_path,
