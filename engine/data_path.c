@@ -69,8 +69,9 @@ static void observe_update_latency(ts_daemon *daemon,
 }
 
 /* A fresh report of a profile with a PRIVIC loop: counted once its group
- * is committed and the message carrying it sent. A repeat is the previous report again, not a new draw
- * from the channel, so it would bias the estimate. */
+ * is committed and the message carrying it sent. A repeat is the previous
+ * report again, not a new draw from the channel, so it would bias the
+ * estimate. */
 static void queue_observation(ts_daemon *daemon, const ts_outcome *outcome)
 {
     if (daemon->population == NULL || !outcome->sanitized ||

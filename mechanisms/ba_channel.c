@@ -16,9 +16,9 @@
  * the 2 beta d-privacy argument is unaffected. */
 #define MARGINAL_FLOOR 1e-30
 
-/* SQUAREM's step-backs per extrapolation before it settles for the plain
- * step (alpha -1): each halves the distance to it, so 64 reach it within
- * rounding from any finite start. */
+/* SQUAREM's step-backs per extrapolation: each halves alpha's distance
+ * from -1 (the plain step); after this many the plain step is taken
+ * outright. */
 #define STEP_BACK_LIMIT 64u
 
 static double distance_units(ts_vec2 a, ts_vec2 b, double unit_m)

@@ -66,10 +66,10 @@ void ts_cell_grid_centre_latlon(const ts_cell_grid *grid, uint32_t cell,
  *
  * What every profile that keeps a density estimate configures (the keys
  * region, cell_m, rows, cols, cycle_reports, cycle_s, ibu_precision,
- * ibu_max_iterations, ibu_max_steps) and derives (the grid). A profile struct whose
- * first member is a ts_grid_density lists TS_GRID_DENSITY_PARAMS among
- * its parameter rows and uses the ts_grid_density_* functions below in
- * its ts_population_ops. */
+ * ibu_max_iterations, ibu_max_steps) and derives (the grid). A profile
+ * struct whose first member is a ts_grid_density lists
+ * TS_GRID_DENSITY_PARAMS among its parameter rows and uses the
+ * ts_grid_density_* functions below in its ts_population_ops. */
 typedef struct ts_grid_density {
     double region[4];
     double cell_m;

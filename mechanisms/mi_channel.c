@@ -137,10 +137,9 @@ fail:
 
 /* With geo-ind: a budget in epsilon per metre, whose unit is a metre of
  * distance plus cell diagonal: a window that spent S tells two true
- * points d apart by at most e^{S (d + diagonal)} (docs/mi_channel.md).
- * Without: the
- * ledger only needs a positive total; every report spends 0 and the cap
- * is the per-user counter (docs/mi_channel.md). */
+ * points d apart by at most e^{S (d + diagonal)}. Without: the ledger only
+ * needs a positive total; every report spends 0 and the cap is the
+ * per-user counter (docs/mi_channel.md). */
 static double mi_window_budget(const void *profile)
 {
     const mi_profile *p = profile;

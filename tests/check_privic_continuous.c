@@ -69,7 +69,8 @@ static sf_privic sf_open(void)
                                             sizeof err) == 0, "%s", err);
     ck_assert_int_eq(ts_cell_grid_init(&s.grid, sf_box, 0.0, SF_ROWS, SF_COLS,
                                        4096, err, sizeof err), 0);
-    ck_assert_uint_eq(s.grid.cells, ts_privic_ops.population->cells(s.profile));
+    ck_assert_uint_eq(s.grid.cells,
+                      ts_privic_ops.population->cells(s.profile));
     return s;
 }
 
