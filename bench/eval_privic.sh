@@ -5,31 +5,33 @@
 # taxis as the population (the paper used Gowalla check-ins in that box):
 #
 #   Fig. 3     BA (the channel for the true distribution) against planar
-#              Laplace at the same geo-indistinguishability (eps = 2 beta),
-#              each estimated by IBU from a uniform start: EMD to the truth
-#              for each beta in BETAS, mean over SEEDS seeds, with
-#              `tracesan privic --compare-laplace`. Also BA stopped after
-#              BA_EARLY iterations (the paper reports 5 BA iterations a
-#              cycle on SF), still 2 beta geo-indistinguishable.
-#   Figs. 8-9  the PRIVIC loop at beta = 0.5 and 1 (LOOP_BETAS) with
-#              `tracesan privic`: EMD per cycle, for cycles of
-#              CYCLE_REPORTS reports (default 1000, the shipped profile's)
-#              over CYCLES cycles each, mean over LOOP_SEEDS seeds.
-#
-# Columns of the per-cycle tables: emd_true (the loop's estimate, every
-# cycle's IBU result combined in proportion to its reports as Algorithm 1
-# step iv says, vs the PMF of every row the loop is given, CYCLE_REPORTS x
-# CYCLES shuffled rows: what the paper plots), emd_prev (how far the
-# estimate moved since the previous cycle; cycle 1: from the uniform
-# start).
-#
-# Convergence, per run (the median over seeds is printed):
-#   moved<1%  the first cycle whose estimate moved less than CONV_FRAC
-#             (default 0.01) of how far cycle 1 moved it from uniform;
-#   settled   the first cycle from which emd_true stays within
-#             SETTLE_FRAC (default 0.10) of its mean over the last 5
-#             cycles.
-# "-" when it never happens within the cycles run.
+#              Laplace at the same level (eps = 2 beta per km), and
+#              against Laplace followed by BA (issue 24's option (a):
+#              randomising the cell with Laplace before the channel), each
+#              estimated by IBU from a uniform start: EMD to the truth in
+#              metres and in grid cells, and the mean distance from the
+#              true cell to the report, for each beta in BETAS, mean over
+#              SEEDS seeds, with `tracesan privic --compare-laplace`. Also
+#              BA stopped after BA_EARLY plain steps (ba_max_steps; the
+#              paper reports 5 BA iterations a cycle on SF), still 2 beta
+#              metric-private between cell centres.
+#   Loop       the PRIVIC loop (Figs. 8-9) against its control, at each
+#              beta in LOOP_BETAS (default 1.0), CYCLES cycles of
+#              CYCLE_REPORTS reports (default 8 x 15,000), mean over
+#              LOOP_SEEDS seeds, with `tracesan privic`:
+#                loop     Algorithm 1 with BA stopped after LOOP_BA_STEPS
+#                         plain steps (ba_max_steps, default 5: the
+#                         paper's SF setting);
+#                control  the same with BA never re-fitted
+#                         (`tracesan privic --control`);
+#                loop-conv, control-conv  the same with BA converged;
+#                laplace  geoind with density = true at eps = 2 beta in
+#                         the same loop (its channel is fixed).
+#              IBU runs IBU_STEPS steps a cycle (ibu_max_steps; default 0:
+#              to 1e-6, at most 2000), always from the previous estimate.
+#              Columns: EMD to the PMF of every row the loop is given, in
+#              metres at cycles 1, 2, 4 and the last, in grid cells at the
+#              first and last, and how much it fell.
 #
 # Rows are shuffled with a fixed seed (SHUFFLE_SEED, default 1; a
 # Lehmer generator in awk, so every awk gives the same order) so that a
@@ -45,9 +47,9 @@
 # setting). Everything derived from the data lives in a temporary
 # directory removed on exit (Cabspotting may not be redistributed).
 # Environment: BETAS, SEEDS (default 3), BA_EARLY (default 5; 0 = skip),
-# LOOP_BETAS, LOOP_SEEDS (default 3), CYCLE_REPORTS, CYCLES (default 30),
-# ROWS, SHUFFLE_SEED, CONV_FRAC, SETTLE_FRAC, JOBS (parallel runs,
-# default the number of cores).
+# LOOP_BETAS, LOOP_SEEDS (default 3), CYCLE_REPORTS, CYCLES, LOOP_BA_STEPS,
+# IBU_STEPS, ROWS, SHUFFLE_SEED, JOBS (parallel runs, default the number of
+# cores). BETAS="" or LOOP_BETAS="" skips that part.
 set -euo pipefail
 
 BENCH=eval_privic
@@ -56,14 +58,14 @@ data=${1:-$srcdir/../shared/data/cabspotting-sf-35cabs.csv.gz}
 betas=${BETAS-0.2 0.4 0.6 0.8 1.0 1.5 2.0 3.0 5.0}
 seeds=${SEEDS:-3}
 ba_early=${BA_EARLY:-5}
-loop_betas=${LOOP_BETAS-0.5 1.0}
+loop_betas=${LOOP_BETAS-1.0}
 loop_seeds=${LOOP_SEEDS:-3}
-cycle_reports=${CYCLE_REPORTS:-1000}
-cycles=${CYCLES:-30}
+cycle_reports=${CYCLE_REPORTS:-15000}
+cycles=${CYCLES:-8}
+loop_ba_steps=${LOOP_BA_STEPS:-5}
+ibu_steps=${IBU_STEPS:-0}
 rows=${ROWS:-123025}
 shuffle_seed=${SHUFFLE_SEED:-1}
-conv_frac=${CONV_FRAC:-0.01}
-settle_frac=${SETTLE_FRAC:-0.10}
 jobs=${JOBS:-$(nproc)}
 conf=$srcdir/conf/tracesand.conf
 region=37.7228,-122.5153,37.7946,-122.3789
@@ -142,7 +144,7 @@ for b in $betas; do
             --compare-laplace "$tmp/fig3.csv"
         if [ "$ba_early" -gt 0 ]; then
             spawn "$tmp/cmpe.$b.$s.csv" --seed "$s" -o "profiles.privic.beta=$b" \
-                -o "profiles.privic.ba_max_iterations=$ba_early" \
+                -o "profiles.privic.ba_max_steps=$ba_early" \
                 --compare-laplace "$tmp/fig3.csv"
         fi
     done
@@ -151,87 +153,90 @@ wait_all
 fig3_s=$(($(date +%s) - start))
 
 [ -z "$betas" ] || {
-echo "Fig. 3: EMD (m) between the true PMF and its IBU estimate, $fig3_rows" \
-     "reports, mean over $seeds seeds (eps = 2 beta)"
-printf "%6s %6s %12s %12s %12s %10s %10s\n" beta eps_km ba_emd_m laplace_emd_m \
-    "ba${ba_early}it_emd_m" ba/laplace winner
+echo "Fig. 3: EMD between the true PMF and its IBU estimate, $fig3_rows" \
+     "reports, mean over $seeds seeds, every mechanism at eps = 2 beta per km"
+echo "  ba: BA for the true PMF (eps d + eps_floor on true points);" \
+     "laplace: planar Laplace (eps d, geoind with density = true);"
+echo "  lap+ba: Laplace at eps, then BA from the cell it lands in (option (a)" \
+     "of issue 24: eps d, no floor); ba${ba_early}it: BA stopped after" \
+     "$ba_early plain steps (ba_max_steps)"
+printf "%6s %6s | %8s %8s %8s %8s | %6s %6s %6s %6s | %7s %7s %7s %7s | %8s\n" \
+    beta eps_km ba_m lap_m lap+ba_m "ba${ba_early}it_m" ba_c lap_c lap+ba_c \
+    "ba${ba_early}_c" ba_err lap_err lpba_err "ba${ba_early}err" ba/lap
 for b in $betas; do
-    cat "$tmp"/cmp."$b".*.csv | awk -F, '$1 != "mechanism" { s[$1] += $3; n[$1]++ }
-        END { printf "%s %s\n", s["ba"] / n["ba"], s["laplace"] / n["laplace"] }' \
-        >"$tmp/m.$b"
-    early=nan
+    # columns: mechanism beta emd_true_m ibu_iterations emd_true_cells mean_error_m
+    cat "$tmp"/cmp."$b".*.csv | awk -F, '$1 != "mechanism" {
+            m[$1] += $3; c[$1] += $5; e[$1] += $6; k[$1]++ }
+        END { for (x in k) printf "%s %.1f %.3f %.0f\n", x, m[x] / k[x],
+                  c[x] / k[x], e[x] / k[x] }' >"$tmp/m.$b"
     if [ "$ba_early" -gt 0 ]; then
-        early=$(cat "$tmp"/cmpe."$b".*.csv | awk -F, '$1 == "ba" { s += $3; n++ }
-            END { printf "%.1f", s / n }')
+        cat "$tmp"/cmpe."$b".*.csv | awk -F, '$1 == "ba" { m += $3; c += $5; e += $6; k++ }
+            END { printf "early %.1f %.3f %.0f\n", m / k, c / k, e / k }' >>"$tmp/m.$b"
+    else
+        echo "early nan nan nan" >>"$tmp/m.$b"
     fi
-    read -r ba lap <"$tmp/m.$b"
-    awk -v b="$b" -v ba="$ba" -v lap="$lap" -v e="$early" 'BEGIN {
-        printf "%6.2f %6.2f %12.1f %12.1f %12s %10.2f %10s\n", b, 2 * b, ba, lap, e,
-            ba / lap, (ba < lap) ? "BA" : "Laplace" }'
+    awk -v b="$b" '{ m[$1] = $2; c[$1] = $3; e[$1] = $4 }
+        END {
+            printf "%6.2f %6.2f | %8.1f %8.1f %8.1f %8s | %6.3f %6.3f %6.3f %6s | %7.0f %7.0f %7.0f %7s | %8.2f\n",
+                b, 2 * b, m["ba"], m["laplace"], m["laplace_then_ba"], m["early"],
+                c["ba"], c["laplace"], c["laplace_then_ba"], c["early"],
+                e["ba"], e["laplace"], e["laplace_then_ba"], e["early"],
+                m["ba"] / m["laplace"] }' "$tmp/m.$b"
 done
-echo "(Fig. 3 runs: ${fig3_s} s wall, $jobs at a time)"
+echo "(_m: EMD in metres; _c: EMD in grid cells; _err: mean distance in m" \
+     "from the true cell's centre to the report's; Fig. 3 runs: ${fig3_s} s" \
+     "wall, $jobs at a time)"
 echo
 }
 
-# ---------------------------------------------------------- Figs. 8-9
+# ------------------------------------------------- the loop and its control
 start=$(date +%s)
+ibu=(-o "profiles.privic.ibu_max_steps=$ibu_steps"
+     -o "profiles.privic.cycle_reports=$cycle_reports")
 for b in $loop_betas; do
+    eps_m=$(awk -v b="$b" 'BEGIN { printf "%.17g", 2 * b / 1000 }')
+    # geoind's eps_point = level / radius_m / points_per_window.
+    laplace=(--profile geoind -o profiles.geoind.density=true
+             -o "profiles.geoind.region=\"$region\"" -o profiles.geoind.rows=17
+             -o profiles.geoind.cols=24 -o profiles.geoind.radius_m=1
+             -o "profiles.geoind.level=$eps_m" -o profiles.geoind.points_per_window=1
+             -o "profiles.geoind.cycle_reports=$cycle_reports"
+             -o "profiles.geoind.ibu_max_steps=$ibu_steps")
     for s in $(seq 1 "$loop_seeds"); do
-        spawn "$tmp/loop.$b.$s.csv" --seed "$s" -o "profiles.privic.beta=$b" \
-            -o "profiles.privic.cycle_reports=$cycle_reports" "$tmp/loop.csv"
+        beta=(--seed "$s" -o "profiles.privic.beta=$b" "${ibu[@]}")
+        spawn "$tmp/loop.$b.loop.$s.csv" "${beta[@]}" \
+            -o "profiles.privic.ba_max_steps=$loop_ba_steps" "$tmp/loop.csv"
+        spawn "$tmp/loop.$b.control.$s.csv" "${beta[@]}" --control \
+            -o "profiles.privic.ba_max_steps=$loop_ba_steps" "$tmp/loop.csv"
+        spawn "$tmp/loop.$b.loop-conv.$s.csv" "${beta[@]}" "$tmp/loop.csv"
+        spawn "$tmp/loop.$b.control-conv.$s.csv" "${beta[@]}" --control \
+            "$tmp/loop.csv"
+        spawn "$tmp/loop.$b.laplace.$s.csv" --seed "$s" "${laplace[@]}" \
+            "$tmp/loop.csv"
     done
 done
 wait_all
 loop_s=$(($(date +%s) - start))
 
 for b in $loop_betas; do
-    echo "Figs. 8-9: PRIVIC loop, beta $b per km, cycles of $cycle_reports" \
-         "reports, mean over $loop_seeds seeds (EMD in m)"
-    # columns: cycle reports emd_true emd_prev ba_it ba_ms ibu_it ibu_ms
-    cat "$tmp"/loop."$b".*.csv | awk -F, '
-        $1 == "cycle" { next }
-        { c = $1; n[c]++; t[c] += $3; p[c] += $4; bi[c] += $5; bm[c] += $6
-          ii[c] += $7; im[c] += $8; if (c > max) max = c }
-        END {
-            printf "%6s %10s %10s %8s %8s %8s %8s\n", "cycle", "emd_true",
-                "emd_prev", "ba_it", "ba_ms", "ibu_it", "ibu_ms"
-            for (c = 1; c <= max; c++) {
-                if (!(c in n)) continue; k = n[c]
-                printf "%6d %10.1f %10.1f %8.0f %8.1f %8.0f %8.1f\n", c,
-                    t[c] / k, p[c] / k, bi[c] / k, bm[c] / k, ii[c] / k, im[c] / k }
-        }'
-    for f in "$tmp"/loop."$b".*.csv; do
-        awk -F, -v frac="$conv_frac" -v settle="$settle_frac" '
+    echo "Loop against control: beta $b per km (eps = 2 beta), $cycles cycles" \
+         "of $cycle_reports reports, BA $loop_ba_steps steps or converged," \
+         "IBU $( [ "$ibu_steps" -gt 0 ] && echo "$ibu_steps steps" ||
+                 echo "to 1e-6 or 2000 steps")" \
+         "a cycle from the previous estimate, mean over $loop_seeds seeds"
+    printf "%-13s %8s %8s %8s %8s | %7s %7s | %6s\n" variant c1_m c2_m c4_m \
+        "c${cycles}_m" c1_cells "c${cycles}_cells" fell
+    for v in loop control loop-conv control-conv laplace; do
+        # columns: cycle reports emd_true emd_prev ba_it ba_ms ibu_it ibu_ms emd_true_cells
+        cat "$tmp"/loop."$b"."$v".*.csv | awk -F, -v v="$v" -v last="$cycles" '
             $1 == "cycle" { next }
-            { c = $1; pop[c] = $3; prev[c] = $4; max = c }
+            { m[$1] += $3; c[$1] += $9; k[$1]++ }
             END {
-                moved = "-"
-                for (c = 2; c <= max; c++)
-                    if (prev[c] < frac * prev[1]) { moved = c; break }
-                tail = 0; k = 0
-                for (c = (max > 5 ? max - 4 : 1); c <= max; c++) { tail += pop[c]; k++ }
-                tail /= k; settled = "-"
-                for (c = 1; c <= max; c++) {
-                    ok = 1
-                    for (d = c; d <= max; d++)
-                        if (pop[d] > tail * (1 + settle) || pop[d] < tail * (1 - settle)) { ok = 0; break }
-                    if (ok) { settled = c; break }
-                }
-                printf "%s %s %.1f %.1f\n", moved, settled, pop[1], pop[max]
-            }' "$f"
-    done >"$tmp/conv.$b"
-    awk -v b="$b" -v frac="$conv_frac" -v settle="$settle_frac" '
-        function med(v, k,   i, j, t) {
-            for (i = 1; i <= k; i++) for (j = i + 1; j <= k; j++)
-                if (v[j] + 0 < v[i] + 0) { t = v[i]; v[i] = v[j]; v[j] = t }
-            return (k % 2) ? v[(k + 1) / 2] : (v[k / 2] + v[k / 2 + 1]) / 2 }
-        { k++; m[k] = ($1 == "-") ? 1e9 : $1; s[k] = ($2 == "-") ? 1e9 : $2; runs = runs " " $1 "/" $2 }
-        END {
-            mm = med(m, k); ss = med(s, k)
-            printf "convergence (beta %s): moved<%g%% of cycle 1 at cycle %s, emd_true settled " \
-                "(within %g%% of its last-5 mean) from cycle %s; per seed moved/settled:%s\n",
-                b, 100 * frac, (mm >= 1e9) ? "- (never)" : mm, 100 * settle,
-                (ss >= 1e9) ? "- (never)" : ss, runs }' "$tmp/conv.$b"
+                for (i in k) { m[i] /= k[i]; c[i] /= k[i] }
+                printf "%-13s %8.1f %8.1f %8.1f %8.1f | %7.3f %7.3f | %5.0f%%\n",
+                    v, m[1], m[2], m[4], m[last], c[1], c[last],
+                    100 * (1 - m[last] / m[1]) }'
+    done
     echo
 done
 [ -z "$loop_betas" ] || echo "(loop runs: ${loop_s} s wall, $jobs at a time)"

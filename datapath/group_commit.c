@@ -76,14 +76,6 @@ static void recovered(ts_group_commit *gc)
 
 /* Publishes what `committing` holds; the counters stay on the outbox the
  * rest of the daemon reads. Returns 1 while the output is blocked. */
-static void committed(ts_group_commit *gc, ts_outbox *group)
-{
-    const ts_observer *o = gc->observer;
-    if (o != NULL && o->committed != NULL && group->n_observations > 0)
-        o->committed(o->arg, group->observations, group->n_observations);
-    group->n_observations = 0;
-}
-
 static int publish_committing(ts_group_commit *gc)
 {
     int blocked = ts_outbox_publish(&gc->committing, &gc->publisher);
@@ -101,7 +93,6 @@ static int start_commit(ts_group_commit *gc, char *err, size_t errlen)
 {
     gc->batch_submitted = 0;
     if (ts_pipeline_dirty_count(gc->pipeline) == 0) {
-        committed(gc, &gc->committing);
         publish_committing(gc);
         return 0;
     }
@@ -150,7 +141,6 @@ static void on_writer_done(void *arg, int ok, const char *err, double seconds)
                              gc->committing.count);
     if (gc->held)
         recovered(gc);
-    committed(gc, &gc->committing);
     publish_committing(gc);
     if (gc->paused_for_writer) {
         gc->paused_for_writer = 0;
@@ -215,6 +205,8 @@ int ts_group_commit_start(ts_group_commit *gc)
     /* What `committing` publishes reaches the same hook. */
     gc->committing.on_sent = gc->outbox->on_sent;
     gc->committing.on_sent_arg = gc->outbox->on_sent_arg;
+    gc->committing.on_reports_sent = gc->outbox->on_reports_sent;
+    gc->committing.on_reports_sent_arg = gc->outbox->on_reports_sent_arg;
     return 0;
 }
 
@@ -235,7 +227,6 @@ void ts_group_commit_flush(ts_group_commit *gc)
     if (gc->writer != NULL)
         flush_pipelined(gc);
     else if (gc->outbox->count > 0) { /* memory only: nothing to commit */
-        committed(gc, gc->outbox);
         ts_outbox_publish(gc->outbox, &gc->publisher);
     }
 }

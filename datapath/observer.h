@@ -17,13 +17,14 @@
 #include "engine/pipeline.h"
 
 /* A sanitized report of a profile with a population loop
- * (ops/population_loop.h): what the loop counts once the report's group is
- * committed. Published values only. */
+ * (ops/population_loop.h): what the loop counts once the message carrying
+ * it was sent. Published values only. */
 typedef struct ts_observation {
     uint32_t profile_index;
     uint32_t channel_version;
     double lat, lon;
     int64_t ts_ms;
+    size_t entry;                /* the sink's message that carries it */
 } ts_observation;
 
 typedef struct ts_observer {
@@ -40,10 +41,12 @@ typedef struct ts_observer {
     /* Whether fresh reports of the profile are counted (a population
      * loop runs for it). */
     int (*counts_reports)(void *arg, size_t profile_index);
-    /* The reports of a group whose ledgers are now durable, before it is
-     * published. */
-    void (*committed)(void *arg, const ts_observation *observations,
-                      size_t n);
+    /* Reports whose message the output took: after their group's ledgers
+     * were durable and the message was sent. A report whose message failed
+     * to send, or that a full output still held at shutdown, never comes
+     * here, so a population loop estimates from what readers received. */
+    void (*reports_sent)(void *arg, const ts_observation *observations,
+                         size_t n);
     /* One durable commit of `outcomes` outcomes that took `seconds`. */
     void (*commit)(void *arg, double seconds, size_t outcomes);
     /* The data path's health changed: NULL healthy, else why not. */

@@ -10,7 +10,7 @@ enum record_kind {
     RECORD_LATENCY = 1,
     RECORD_REJECTED,
     RECORD_PUBLISHED,
-    RECORD_COMMITTED,
+    RECORD_REPORTS_SENT,
     RECORD_COMMIT,
     RECORD_HEALTH,
 };
@@ -91,11 +91,11 @@ static int on_counts_reports(void *arg, size_t index)
     return r->target->counts_reports(r->target->arg, index);
 }
 
-static void on_committed(void *arg, const ts_observation *observations,
-                         size_t n)
+static void on_reports_sent(void *arg, const ts_observation *observations,
+                            size_t n)
 {
     field f[] = { { observations, n * sizeof *observations } };
-    queue(arg, RECORD_COMMITTED, f, 1);
+    queue(arg, RECORD_REPORTS_SENT, f, 1);
 }
 
 static void on_commit(void *arg, double seconds, size_t outcomes)
@@ -128,7 +128,7 @@ ts_observer_relay *ts_observer_relay_new(const ts_observer *target,
         .published = target->published != NULL ? on_published : NULL,
         .counts_reports =
             target->counts_reports != NULL ? on_counts_reports : NULL,
-        .committed = target->committed != NULL ? on_committed : NULL,
+        .reports_sent = target->reports_sent != NULL ? on_reports_sent : NULL,
         .commit = target->commit != NULL ? on_commit : NULL,
         .health = target->health != NULL ? on_health : NULL,
     };
@@ -204,11 +204,11 @@ static void replay(ts_observer_relay *r, const unsigned char **p)
         const void *topic = next_field(p, &len);
         const void *payload = next_field(p, &len2);
         t->published(t->arg, topic, len, payload, len2);
-    } else if (kind == RECORD_COMMITTED) {
+    } else if (kind == RECORD_REPORTS_SENT) {
         const void *bytes = next_field(p, &len);
         ts_buf_reset(&r->aligned);
         if (ts_buf_append(&r->aligned, bytes, len) == 0)
-            t->committed(t->arg, (const ts_observation *)(void *)
+            t->reports_sent(t->arg, (const ts_observation *)(void *)
                                      r->aligned.data,
                          len / sizeof(ts_observation));
     } else if (kind == RECORD_HEALTH) {

@@ -56,6 +56,21 @@ ts_sink ts_outbox_sink(ts_outbox *box)
     return (ts_sink){ box, sink_put, sink_observe };
 }
 
+/* The observations of the messages up to `entry` leave the queue: to
+ * on_reports_sent when `entry` was sent, nowhere when it was not (the
+ * earlier ones were settled when their own messages went). */
+static void settle_observations(ts_outbox *box, size_t entry, int sent)
+{
+    size_t first = box->observed;
+    while (box->observed < box->n_observations &&
+           box->observations[box->observed].entry <= entry)
+        box->observed++;
+    if (sent && box->observed > first && box->on_reports_sent != NULL)
+        box->on_reports_sent(box->on_reports_sent_arg,
+                             &box->observations[first],
+                             box->observed - first);
+}
+
 int ts_outbox_publish(ts_outbox *box, const ts_publisher *publisher)
 {
     for (; box->sent < box->count; box->sent++) {
@@ -74,6 +89,7 @@ int ts_outbox_publish(ts_outbox *box, const ts_publisher *publisher)
                              payload, entry->payload_len);
         } else
             box->publish_failures++;
+        settle_observations(box, box->sent, result == TS_PUBLISH_SENT);
     }
     ts_outbox_clear(box);
     return 0;
@@ -82,6 +98,8 @@ int ts_outbox_publish(ts_outbox *box, const ts_publisher *publisher)
 int ts_outbox_add_observation(ts_outbox *box,
                               const ts_observation *observation)
 {
+    if (box->count == 0)
+        return -1;
     if (box->n_observations == box->observations_cap) {
         size_t cap = box->observations_cap ? 2 * box->observations_cap : 256;
         ts_observation *grown =
@@ -91,13 +109,15 @@ int ts_outbox_add_observation(ts_outbox *box,
         box->observations = grown;
         box->observations_cap = cap;
     }
-    box->observations[box->n_observations++] = *observation;
+    box->observations[box->n_observations] = *observation;
+    box->observations[box->n_observations++].entry = box->count - 1;
     return 0;
 }
 
 void ts_outbox_clear(ts_outbox *box)
 {
     box->n_observations = 0;
+    box->observed = 0;
     ts_buf_reset(&box->topics);
     ts_buf_reset(&box->payloads);
     box->count = 0;

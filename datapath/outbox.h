@@ -32,6 +32,9 @@ typedef struct ts_outbox {
     size_t sent;
     ts_observation *observations;
     size_t n_observations, observations_cap;
+    /* Observations before `observed` went to on_reports_sent (their
+     * message was sent) or were dropped (it was not). */
+    size_t observed;
     /* The outbox's own, from here on: */
     uint64_t encode_failures;    /* messages lost to allocation failures */
     uint64_t published;
@@ -41,14 +44,20 @@ typedef struct ts_outbox {
     void (*on_sent)(void *arg, const void *topic, size_t topic_len,
                     const void *payload, size_t len);
     void *on_sent_arg;
+    /* Optional: the reports of the messages it took (the observer's
+     * reports_sent, the population loops), after on_sent, on the loop. */
+    void (*on_reports_sent)(void *arg, const ts_observation *observations,
+                            size_t n);
+    void *on_reports_sent_arg;
 } ts_outbox;
 
 /* Appends one message. 0, or -1 when memory ran out (the message is lost,
  * the fail-closed direction, and counted). */
 int ts_outbox_put(ts_outbox *box, const void *topic, size_t topic_len,
                   const void *payload, size_t len);
-/* 0, or -1 when memory ran out (the observation is lost: the loop then
- * estimates from one report fewer). */
+/* Queues the observation of the report the last message put carries.
+ * 0, or -1 when memory ran out or no message was put (the observation is
+ * lost: the loop then estimates from one report fewer). */
 int ts_outbox_add_observation(ts_outbox *box,
                               const ts_observation *observation);
 /* The outbox as the group body's sink. */

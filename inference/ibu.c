@@ -10,8 +10,9 @@ int ts_gibu(const ts_ibu_source *sources, size_t n_sources, size_t n,
             ts_ibu_result *result, char *err, size_t errlen)
 {
     memset(result, 0, sizeof *result);
-    if (n == 0 || n_sources == 0 || !(params->precision > 0.0) ||
-        params->max_iterations == 0)
+    unsigned cap = params->fixed_steps > 0 ? params->fixed_steps
+                                           : params->max_iterations;
+    if (n == 0 || n_sources == 0 || !(params->precision > 0.0) || cap == 0)
         return ts_fail(err, errlen, "IBU needs cells, a channel, a "
                        "precision > 0 and at least one iteration");
     double reports = 0.0;
@@ -37,7 +38,7 @@ int ts_gibu(const ts_ibu_source *sources, size_t n_sources, size_t n,
         free(next);
         return ts_fail(err, errlen, "out of memory");
     }
-    for (unsigned r = 1; r <= params->max_iterations; r++) {
+    for (unsigned r = 1; r <= cap; r++) {
         memset(next, 0, n * sizeof *next);
         for (size_t t = 0; t < n_sources; t++) {
             const double *c = sources[t].channel;
@@ -72,12 +73,17 @@ int ts_gibu(const ts_ibu_source *sources, size_t n_sources, size_t n,
         }
         result->iterations = r;
         result->last_change = change;
-        if (change <= params->precision) {
-            result->converged = 1;
+        result->converged = change <= params->precision;
+        if (result->converged && params->fixed_steps == 0)
             break;
-        }
     }
     free(weight);
     free(next);
+    /* Each step is a ratio of positive sums, so the estimate stays a
+     * distribution; refuse rather than hand a broken one to BA. */
+    for (size_t x = 0; x < n; x++)
+        if (!(theta[x] >= 0.0) || !isfinite(theta[x]))
+            return ts_fail(err, errlen, "IBU: the estimate left the simplex "
+                           "(cell %zu has %g)", x, theta[x]);
     return 0;
 }

@@ -8,7 +8,8 @@
  *                                  / sum_z theta_r(z) C_t(z, y)
  *
  * with q_t the share of all reports that are cell y through channel t. It
- * stops when max_x |theta_r+1(x) - theta_r(x)| <= precision. Only
+ * stops when max_x |theta_r+1(x) - theta_r(x)| <= precision, or after a
+ * fixed number of steps (ts_ibu_params.fixed_steps). Only
  * published reports and public channels enter it. */
 #ifndef TRACESAN_INFERENCE_IBU_H
 #define TRACESAN_INFERENCE_IBU_H
@@ -18,6 +19,11 @@
 typedef struct ts_ibu_params {
     double precision;        /* delta_IBU */
     unsigned max_iterations;
+    /* 0: iterate until precision, at most max_iterations. N > 0: exactly
+     * N steps, a fixed budget whatever the precision (the caller's start
+     * then carries the estimate on across calls: PRIVIC's loop starts
+     * each cycle from the previous estimate); max_iterations is unused. */
+    unsigned fixed_steps;
 } ts_ibu_params;
 
 typedef struct ts_ibu_result {

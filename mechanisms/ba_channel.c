@@ -16,6 +16,11 @@
  * the 2 beta d-privacy argument is unaffected. */
 #define MARGINAL_FLOOR 1e-30
 
+/* SQUAREM's step-backs per extrapolation: each halves alpha's distance
+ * from -1 (the plain step); after this many the plain step is taken
+ * outright. */
+#define STEP_BACK_LIMIT 64u
+
 static double distance_units(ts_vec2 a, ts_vec2 b, double unit_m)
 {
     return hypot(a.x - b.x, a.y - b.y) / unit_m;
@@ -102,7 +107,8 @@ int ts_ba_channel(const ts_vec2 *centres, size_t n, const double *prior,
     memset(result, 0, sizeof *result);
     if (n == 0 || !(p->beta > 0.0) || !isfinite(p->beta) ||
         !(p->unit_m > 0.0) || !isfinite(p->unit_m) ||
-        !(p->precision > 0.0) || p->max_iterations == 0) {
+        !(p->precision > 0.0) ||
+        (p->max_iterations == 0 && p->plain_steps == 0)) {
         snprintf(err, errlen, "BA needs cells, beta > 0, a unit > 0, a "
                  "precision > 0 and at least one iteration");
         return -1;
@@ -170,7 +176,12 @@ int ts_ba_channel(const ts_vec2 *centres, size_t n, const double *prior,
      * step moved no entry by more than the precision. */
     unsigned steps = 0;
     double change = INFINITY;
-    while (steps < p->max_iterations) {
+    /* The paper's truncated BA: plain steps only, a fixed number. */
+    for (; steps < p->plain_steps; steps++) {
+        change = ba_step(kernel, n, prior, c, next, scratch);
+        memcpy(c, next, n * sizeof *c);
+    }
+    while (p->plain_steps == 0 && steps < p->max_iterations) {
         if (p->max_iterations - steps < 3) {
             change = ba_step(kernel, n, prior, c, next, scratch);
             memcpy(c, next, n * sizeof *c);
@@ -195,21 +206,25 @@ int ts_ba_channel(const ts_vec2 *centres, size_t n, const double *prior,
             vv += v * v;
         }
         double alpha = vv > 0.0 ? -sqrt(rr / vv) : -1.0;
-        if (alpha > -1.0)
-            alpha = -1.0;   /* -1 is exactly the second plain step */
+        /* -1 is exactly the second plain step; a ratio that overflowed
+         * (vv subnormal) or is not a number extrapolates nowhere useful. */
+        if (!(alpha <= -1.0) || !isfinite(alpha))
+            alpha = -1.0;
         /* Step back towards the plain step until every entry stays at or
-         * above the floor: an extrapolated marginal must remain one. */
-        for (;;) {
+         * above the floor: an extrapolated marginal must remain one. Each
+         * step back halves alpha's distance from -1, and after
+         * STEP_BACK_LIMIT of them the plain step is taken outright. */
+        for (unsigned back = 0;; back++) {
             int positive = 1;
             for (size_t y = 0; y < n; y++) {
                 double r = c1[y] - c[y], v = c2[y] - 2.0 * c1[y] + c[y];
                 next[y] = c[y] - 2.0 * alpha * r + alpha * alpha * v;
-                if (!(next[y] >= MARGINAL_FLOOR))
+                if (!(next[y] >= MARGINAL_FLOOR) || !isfinite(next[y]))
                     positive = 0;
             }
             if (positive || alpha == -1.0)
                 break;
-            alpha = (alpha - 1.0) / 2.0;
+            alpha = back + 1 >= STEP_BACK_LIMIT ? -1.0 : (alpha - 1.0) / 2.0;
             if (alpha > -1.0)
                 alpha = -1.0;
         }
@@ -222,17 +237,30 @@ int ts_ba_channel(const ts_vec2 *centres, size_t n, const double *prior,
     result->iterations = steps;
     result->last_change = change;
     result->converged = change <= p->precision;
-    /* The published channel is the one of the final marginal. */
-    channel_of_marginal(kernel, n, c, channel);
-    if (marginal != NULL)
-        memcpy(marginal, c, n * sizeof *c);
+    /* Every step normalises a floored marginal, so this cannot happen;
+     * if it ever did, the channel would not be of the elastic form and
+     * must not be released through. */
+    int rc = 0;
+    for (size_t y = 0; y < n && rc == 0; y++)
+        if (!(c[y] >= MARGINAL_FLOOR / 2) || !isfinite(c[y])) {
+            snprintf(err, errlen, "BA: the output marginal left the "
+                     "simplex (cell %zu has %g)", y, c[y]);
+            memset(result, 0, sizeof *result);
+            rc = -1;
+        }
+    if (rc == 0) {
+        /* The published channel is the one of the final marginal. */
+        channel_of_marginal(kernel, n, c, channel);
+        if (marginal != NULL)
+            memcpy(marginal, c, n * sizeof *c);
+    }
     free(kernel);
     free(c);
     free(next);
     free(c1);
     free(c2);
     free(scratch);
-    return 0;
+    return rc;
 }
 
 /* ------------------------------------------------------------ alias */

@@ -33,6 +33,11 @@ typedef struct ts_ba_params {
     double unit_m;          /* the distance unit in metres (1000: km) */
     double precision;       /* delta_BA on the output marginal */
     unsigned max_iterations;
+    /* 0: converge, accelerated (SQUAREM), to `precision` within
+     * max_iterations steps. N > 0: exactly N plain steps from c_0 uniform,
+     * Algorithm 2 as the paper runs it (5 a cycle on SF), whatever the
+     * precision; max_iterations is then unused. */
+    unsigned plain_steps;
 } ts_ba_params;
 
 typedef struct ts_ba_result {

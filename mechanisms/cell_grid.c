@@ -98,6 +98,11 @@ int ts_cell_grid_locate(const ts_cell_grid *g, double lat, double lon,
     return 0;
 }
 
+double ts_cell_grid_floor(const ts_cell_grid *g, double eps)
+{
+    return eps * hypot(g->cell_w, g->cell_h);
+}
+
 void ts_cell_grid_bounds(const ts_cell_grid *g, uint32_t cell,
                          double bounds[4])
 {
@@ -168,4 +173,5 @@ void ts_grid_density_cycle(const void *profile, ts_population_cycle *out)
     out->seconds = d->cycle_s;
     out->ibu.precision = d->ibu_precision;
     out->ibu.max_iterations = (unsigned)d->ibu_max_iterations;
+    out->ibu.fixed_steps = (unsigned)d->ibu_max_steps;
 }

@@ -43,6 +43,17 @@ void ts_cell_grid_free(ts_cell_grid *grid);
 int ts_cell_grid_locate(const ts_cell_grid *grid, double lat, double lon,
                         int clamp, uint32_t *cell);
 
+/* The constant, in nats, that a channel metric-private between cell
+ * centres at eps per metre of the plane adds to eps * d per report on
+ * continuous locations: eps times the cell diagonal. Each true point lies
+ * within half a diagonal of its cell's centre (a point outside the grid is
+ * first clamped onto the grid's rectangle, a projection that brings no two
+ * points further apart), so two points p, p' have centres at most
+ * d(p, p') + diagonal apart, and C(x, y) <= e^{eps d(x, x')} C(x', y)
+ * gives e^{eps d(p, p') + eps diagonal}. Two points a metre apart across
+ * a corner come within the channel's own slack of it (docs/privic.md). */
+double ts_cell_grid_floor(const ts_cell_grid *grid, double eps);
+
 /* A cell's bounds in degrees {lat_min, lon_min, lat_max, lon_max}. */
 void ts_cell_grid_bounds(const ts_cell_grid *grid, uint32_t cell,
                          double bounds[4]);
@@ -55,10 +66,10 @@ void ts_cell_grid_centre_latlon(const ts_cell_grid *grid, uint32_t cell,
  *
  * What every profile that keeps a density estimate configures (the keys
  * region, cell_m, rows, cols, cycle_reports, cycle_s, ibu_precision,
- * ibu_max_iterations) and derives (the grid). A profile struct whose
- * first member is a ts_grid_density lists TS_GRID_DENSITY_PARAMS among
- * its parameter rows and uses the ts_grid_density_* functions below in
- * its ts_population_ops. */
+ * ibu_max_iterations, ibu_max_steps) and derives (the grid). A profile
+ * struct whose first member is a ts_grid_density lists
+ * TS_GRID_DENSITY_PARAMS among its parameter rows and uses the
+ * ts_grid_density_* functions below in its ts_population_ops. */
 typedef struct ts_grid_density {
     double region[4];
     double cell_m;
@@ -67,6 +78,7 @@ typedef struct ts_grid_density {
     double cycle_s;
     double ibu_precision;
     long long ibu_max_iterations;
+    long long ibu_max_steps;     /* 0: converge */
     ts_cell_grid grid;       /* derived by ts_grid_density_init */
 } ts_grid_density;
 
@@ -104,7 +116,12 @@ typedef struct ts_grid_density {
     { .key = "ibu_max_iterations", .type = TS_PARAM_INT,                    \
       TS_GRID_DENSITY_FIELD(profile_type, ibu_max_iterations), .min = 1,            \
       .max = 1e7, .default_value = "2000",                                  \
-      .doc = "cap on IBU iterations per cycle" }
+      .doc = "cap on IBU iterations per cycle while converging" },          \
+    { .key = "ibu_max_steps", .type = TS_PARAM_INT,                         \
+      TS_GRID_DENSITY_FIELD(profile_type, ibu_max_steps), .min = 0,         \
+      .max = 1e7, .default_value = "0",                                     \
+      .doc = "0: IBU converges each cycle (to ibu_precision); N: exactly "  \
+             "N IBU steps per cycle, from the previous estimate" }
 
 /* Checks that a cycle can end and builds the grid (errors name the key). */
 int ts_grid_density_init(ts_grid_density *density, size_t max_cells,

@@ -21,6 +21,8 @@ const ts_report_extra_def ts_report_extras[] = {
       offsetof(ts_report, information_theoretic) },
     { "sigma_z_m", TS_EXTRA_DOUBLE, offsetof(ts_report, has_sigma_z_m),
       offsetof(ts_report, sigma_z_m) },
+    { "eps_floor", TS_EXTRA_DOUBLE, offsetof(ts_report, has_eps_floor),
+      offsetof(ts_report, eps_floor) },
 };
 const size_t ts_report_n_extras =
     sizeof ts_report_extras / sizeof ts_report_extras[0];

@@ -131,6 +131,14 @@ typedef struct ts_report {
      * reader needs to weigh the report (docs/cip.md). */
     int has_sigma_z_m;
     double sigma_z_m;
+    /* Grid mechanisms (privic; mi-channel with a geo-ind epsilon): the
+     * constant, in nats, that the report's bound adds to eps_point * d.
+     * Their channels are metric-private between cell centres, so two true
+     * points d metres apart are told apart by at most
+     * e^{eps_point * d + eps_floor}, eps_floor = eps_point * the cell
+     * diagonal: public, a function of the profile (docs/privic.md). */
+    int has_eps_floor;
+    double eps_floor;
 } ts_report;
 
 /* The per-report values beyond the point and its spend that a paper proves

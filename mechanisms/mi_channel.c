@@ -23,6 +23,7 @@ typedef struct mi_profile {
     ts_alias_table *rows;        /* one per true cell */
     int geoind;                  /* the file carries a geo-ind epsilon */
     double eps_point;            /* per metre; 0 without geo-ind */
+    double eps_floor;            /* nats per report; 0 without geo-ind */
 } mi_profile;
 
 /* Per user, only without geo-ind: releases in the current window. The
@@ -45,8 +46,8 @@ static const ts_param_spec mi_params[] = {
       FIELD(points_per_window), .min = 1, .max = 1e9,
       .default_value = "30",
       .doc = "reports per budget window: with a geo-ind channel each "
-             "spends its epsilon per metre, without one this caps the "
-             "count" },
+             "books its epsilon per metre plus its eps_floor (epsilon times "
+             "the cell diagonal, nats), without one this caps the count" },
     { .key = "channel", .type = TS_PARAM_CHANNEL, FIELD(channel_param),
       .doc = "channel file of `tracesan optimize`; \"\" disables the "
              "profile" },
@@ -118,7 +119,9 @@ static int mi_profile_new(const ts_params *params, void **profile,
     p->eps_point = p->geoind ? fmax(m->geoind_epsilon,
                                     file->geoind_measured)
                              : 0.0;
-    if (p->geoind && (!isnormal(p->eps_point) ||
+    p->eps_floor = p->geoind ? ts_cell_grid_floor(&p->grid, p->eps_point)
+                             : 0.0;
+    if (p->geoind && (!isnormal(p->eps_point) || !isfinite(p->eps_floor) ||
                       !isfinite(p->eps_point *
                                 (double)p->points_per_window))) {
         snprintf(err, errlen, "channel: its epsilon is not a usable "
@@ -132,9 +135,11 @@ fail:
     return -1;
 }
 
-/* With geo-ind: a budget in epsilon per metre, like geoind. Without: the
- * ledger only needs a positive total; every report spends 0 and the cap
- * is the per-user counter (docs/mi_channel.md). */
+/* With geo-ind: a budget in epsilon per metre, whose unit is a metre of
+ * distance plus cell diagonal: a window that spent S tells two true
+ * points d apart by at most e^{S (d + diagonal)}. Without: the ledger only
+ * needs a positive total; every report spends 0 and the cap is the
+ * per-user counter (docs/mi_channel.md). */
 static double mi_window_budget(const void *profile)
 {
     const mi_profile *p = profile;
@@ -180,7 +185,10 @@ static ts_release_status mi_release(const void *profile, void *user_state,
     if (!ts_geo_valid(out->lat, out->lon))
         return TS_RELEASE_ERROR;
     out->eps_point = p->eps_point;
-    if (!p->geoind) {
+    if (p->geoind) {
+        out->has_eps_floor = 1;
+        out->eps_floor = p->eps_floor;
+    } else {
         out->has_information_theoretic = 1;
         out->information_theoretic = 1;
         /* Only the count of published reports: public. */
@@ -194,7 +202,9 @@ const ts_mechanism_ops ts_mi_channel_ops = {
     .name = "mi-channel",
     .summary = "identity-protecting channel of `tracesan optimize` "
                "(minimal I(U;Z) under a distortion bound), one row drawn "
-               "per report",
+               "per report; with a geo-ind epsilon, metric privacy between "
+               "cell centres plus a constant eps_floor per report on true "
+               "points",
     TS_PARAM_ROWS(mi_params),
     .profile_new = mi_profile_new,
     .profile_free = mi_profile_free,

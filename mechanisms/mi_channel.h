@@ -5,8 +5,10 @@
  * centre of a cell drawn from the true cell's row.
  *
  * The guarantee depends on the file (docs/mi_channel.md): with a geo-ind
- * epsilon the reports are epsilon-geo-indistinguishable between cell
- * centres and spend like geoind; without one the guarantee is
+ * epsilon the reports are epsilon metric-private between cell centres,
+ * and on true points d apart e^{epsilon d + eps_floor}, eps_floor =
+ * epsilon times the cell diagonal (published on every report; the ledger
+ * books epsilon per metre of distance plus diagonal); without one it is
  * information-theoretic only (I(U;Z), the Bayes error of guessing the
  * user), NOT differential privacy, and releases are counted against a
  * per-window cap instead of spending budget. */

@@ -26,9 +26,11 @@ typedef struct privic_profile {
     long long points_per_window;
     double ba_precision;
     long long ba_max_iterations;
+    long long ba_max_steps;      /* 0: converge */
     int reject_outside;
     /* derived */
-    double eps_point;            /* per metre */
+    double eps_point;            /* per metre of the grid's plane */
+    double eps_floor;            /* nats: eps_point * the cell diagonal */
     privic_channel *first;       /* built from the uniform prior, owned */
     const privic_channel *current;
     uint32_t current_version;
@@ -43,8 +45,10 @@ static const ts_param_spec privic_params[] = {
     { .key = "beta", .type = TS_PARAM_NUMBER, FIELD(beta), .min = 0.0,
       .max = INFINITY, .bounds = TS_PARAM_MIN_EXCLUSIVE,
       .default_value = "1.0",
-      .doc = "BA loss parameter per unit_m; a report is 2 beta "
-             "geo-indistinguishable between cell centres" },
+      .doc = "BA loss parameter per unit_m: a report is 2 beta / unit_m "
+             "per metre metric-private between cell centres; between true "
+             "points it adds eps_floor = that times the cell diagonal, in "
+             "nats (not geo-indistinguishable)" },
     { .key = "unit_m", .type = TS_PARAM_NUMBER, FIELD(unit_m), .min = 0.0,
       .max = INFINITY, .bounds = TS_PARAM_MIN_EXCLUSIVE,
       .default_value = "1000.0",
@@ -52,15 +56,20 @@ static const ts_param_spec privic_params[] = {
     { .key = "points_per_window", .type = TS_PARAM_INT,
       FIELD(points_per_window), .min = 1, .max = 1e9,
       .default_value = "30",
-      .doc = "reports one budget window pays for, each spending 2 beta / "
-             "unit_m per metre" },
+      .doc = "reports one budget window pays for, each booking "
+             "eps_point = 2 beta / unit_m per metre plus its eps_floor" },
     { .key = "ba_precision", .type = TS_PARAM_NUMBER, FIELD(ba_precision),
       .min = 0.0, .max = 1.0, .bounds = TS_PARAM_MIN_EXCLUSIVE,
       .default_value = "1e-6",
       .doc = "BA stops when no output probability moves more than this" },
     { .key = "ba_max_iterations", .type = TS_PARAM_INT,
       FIELD(ba_max_iterations), .min = 1, .max = 1e7,
-      .default_value = "10000", .doc = "cap on BA iterations per channel" },
+      .default_value = "10000",
+      .doc = "cap on BA iterations per channel while converging" },
+    { .key = "ba_max_steps", .type = TS_PARAM_INT, FIELD(ba_max_steps),
+      .min = 0, .max = 1e7, .default_value = "0",
+      .doc = "0: BA converges (to ba_precision, accelerated); N: exactly N "
+             "plain BA steps per channel, as the paper runs it (5 on SF)" },
     { .key = "on_outside", .type = TS_PARAM_CHOICE, FIELD(reject_outside),
       .choices = outside_names, .default_value = "clamp",
       .doc = "a true point outside the region: released from the nearest "
@@ -114,6 +123,7 @@ static privic_channel *channel_from_prior(const privic_profile *p,
         .unit_m = p->unit_m,
         .precision = p->ba_precision,
         .max_iterations = (unsigned)p->ba_max_iterations,
+        .plain_steps = (unsigned)p->ba_max_steps,
     };
     if (ts_ba_channel(p->density.grid.centres, n, theta, &ba, ch->matrix,
                       NULL, &result, err, errlen) != 0)
@@ -162,7 +172,8 @@ static int privic_profile_new(const ts_params *params, void **profile,
     if (ts_grid_density_init(&p->density, PRIVIC_MAX_CELLS, err, errlen) != 0)
         goto fail;
     p->eps_point = 2.0 * p->beta / p->unit_m;
-    if (!isnormal(p->eps_point) ||
+    p->eps_floor = ts_cell_grid_floor(&p->density.grid, p->eps_point);
+    if (!isnormal(p->eps_point) || !isfinite(p->eps_floor) ||
         !isfinite(p->eps_point * (double)p->points_per_window)) {
         snprintf(err, errlen, "beta: 2 beta / unit_m is not a usable "
                  "per-metre budget");
@@ -227,6 +238,8 @@ static ts_release_status privic_release(const void *profile, void *user_state,
     if (!ts_geo_valid(out->lat, out->lon))
         return TS_RELEASE_ERROR;
     out->eps_point = p->eps_point;
+    out->has_eps_floor = 1;
+    out->eps_floor = p->eps_floor;
     out->has_channel_version = 1;
     out->channel_version = p->current_version;
     return TS_RELEASE_OK;
@@ -302,7 +315,9 @@ static const ts_population_ops privic_population = {
 const ts_mechanism_ops ts_privic_ops = {
     .name = "privic",
     .summary = "PRIVIC: Blahut-Arimoto elastic channel on a grid, re-fitted "
-               "each cycle to the IBU estimate of the published reports",
+               "each cycle to the IBU estimate of the published reports; "
+               "2 beta metric privacy between cell centres, plus a constant "
+               "eps_floor per report on true points",
     TS_PARAM_ROWS(privic_params),
     .profile_new = privic_profile_new,
     .profile_free = privic_profile_free,

@@ -43,12 +43,12 @@ static int observe_counts_reports(void *arg, size_t profile_index)
                                           profile_index) >= 0;
 }
 
-static void observe_committed(void *arg, const ts_observation *observations,
-                              size_t n)
+static void observe_reports_sent(void *arg,
+                                 const ts_observation *observations, size_t n)
 {
     ts_daemon *daemon = arg;
     if (daemon->population != NULL)
-        ts_population_on_committed(daemon->population, observations, n);
+        ts_population_on_sent(daemon->population, observations, n);
 }
 
 static void observe_commit(void *arg, double seconds, size_t outcomes)
@@ -107,7 +107,7 @@ int ts_daemon_init(ts_daemon *daemon, const ts_config *config,
         .rejected = observe_rejection,
         .published = observe_published,
         .counts_reports = observe_counts_reports,
-        .committed = observe_committed,
+        .reports_sent = observe_reports_sent,
         .commit = observe_commit,
         .health = observe_health,
     };

@@ -325,8 +325,8 @@ int ts_population_profile_has_loop(const ts_population_set *set,
     return -1;
 }
 
-void ts_population_on_committed(ts_population_set *set,
-                                const ts_observation *observations, size_t n)
+void ts_population_on_sent(ts_population_set *set,
+                           const ts_observation *observations, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
         const ts_observation *o = &observations[i];

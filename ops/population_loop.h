@@ -1,9 +1,10 @@
 /* The PRIVIC loop online (mechanisms/population.h), for every profile
  * whose mechanism has population ops.
  *
- * Reports are counted when their group's ledgers are committed (the
- * observer's committed hook), so only reports that will be
- * published, and whose budget is durably spent, ever reach an estimate.
+ * A report is counted once the output took the message carrying it (the
+ * observer's reports_sent hook): after its group's ledgers are committed,
+ * so only reports whose budget is durably spent and that were sent ever
+ * reach an estimate; a failed send is not counted.
  * At a cycle's end the counts go to a worker thread that runs IBU and BA
  * and writes the new estimate and channel version to the store; only then
  * does the loop install the channel, so no published report ever carries a
@@ -42,10 +43,10 @@ int ts_population_set_new(ts_population_set **out, ts_pipeline *pipeline,
  * frees the loops. NULL is fine. */
 void ts_population_set_free(ts_population_set *set);
 
-/* The reports of a group whose ledgers are now durable (the observer's
- * committed hook, datapath/observer.h). */
-void ts_population_on_committed(ts_population_set *set,
-                                const ts_observation *observations, size_t n);
+/* Reports whose message was sent, after their group's ledgers were
+ * durable (the observer's reports_sent hook, datapath/observer.h). */
+void ts_population_on_sent(ts_population_set *set,
+                           const ts_observation *observations, size_t n);
 
 /* The profile's index when it has a loop, else -1. */
 int ts_population_profile_has_loop(const ts_population_set *set,

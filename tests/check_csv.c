@@ -392,7 +392,7 @@ START_TEST(sanitized_row_format)
     char *line = capture(write_sanitized, &row);
     ck_assert_str_eq(line, "62,1254682593,40.6459197,-73.7779355,geoind,"
                            "0.000767528364,0.00153505673,0.0199557375,"
-                           "geoind,,,,,\n");
+                           "geoind,,,,,,\n");
     free(line);
 
     ts_report extras = { .lat = 0.0 };
@@ -404,40 +404,47 @@ START_TEST(sanitized_row_format)
     line = capture(write_sanitized, &row);
     ck_assert_str_eq(line, "\"a,b\",1254682593.125,40.6459197,-73.7779355,"
                            "geoind,0.000767528364,0.00153505673,"
-                           "0.0199557375,geoind,0,,,,\n");
+                           "0.0199557375,geoind,0,,,,,\n");
     free(line);
 
     extras.predicted = 1;
     line = capture(write_sanitized, &row);
-    ck_assert_ptr_nonnull(strstr(line, ",geoind,1,,,,\n"));
+    ck_assert_ptr_nonnull(strstr(line, ",geoind,1,,,,,\n"));
     free(line);
 
     extras.has_predicted = 0;
     extras.has_delta_set_size = 1;
     extras.delta_set_size = 17;
     line = capture(write_sanitized, &row);
-    ck_assert_ptr_nonnull(strstr(line, ",geoind,,17,,,\n"));
+    ck_assert_ptr_nonnull(strstr(line, ",geoind,,17,,,,\n"));
     free(line);
 
     extras.has_delta_set_size = 0;
     extras.has_channel_version = 1;
     extras.channel_version = 4;
     line = capture(write_sanitized, &row);
-    ck_assert_ptr_nonnull(strstr(line, ",geoind,,,4,,\n"));
+    ck_assert_ptr_nonnull(strstr(line, ",geoind,,,4,,,\n"));
     free(line);
 
     extras.has_channel_version = 0;
     extras.has_information_theoretic = 1;
     extras.information_theoretic = 1;
     line = capture(write_sanitized, &row);
-    ck_assert_ptr_nonnull(strstr(line, ",geoind,,,,1,\n"));
+    ck_assert_ptr_nonnull(strstr(line, ",geoind,,,,1,,\n"));
     free(line);
 
     extras.has_information_theoretic = 0;
     extras.has_sigma_z_m = 1;
     extras.sigma_z_m = 1153.9625;
     line = capture(write_sanitized, &row);
-    ck_assert_ptr_nonnull(strstr(line, ",geoind,,,,,1153.9625\n"));
+    ck_assert_ptr_nonnull(strstr(line, ",geoind,,,,,1153.9625,\n"));
+    free(line);
+
+    extras.has_sigma_z_m = 0;
+    extras.has_eps_floor = 1;
+    extras.eps_floor = 1.3714;
+    line = capture(write_sanitized, &row);
+    ck_assert_ptr_nonnull(strstr(line, ",geoind,,,,,,1.3714\n"));
     free(line);
 }
 END_TEST
@@ -471,7 +478,8 @@ START_TEST(writer_output_reads_back)
     ck_assert_str_eq(ts_csv_sanitized_header(),
                      "user,ts,lat,lon,mechanism,eps_point,eps_spent,"
                      "eps_remaining,profile,predicted,delta_set_size,"
-                     "channel_version,information_theoretic,sigma_z_m");
+                     "channel_version,information_theoretic,sigma_z_m,"
+                     "eps_floor");
     /* What sanitize writes is valid input (columns by name, quoting). */
     FILE *out = fopen(path, "w");
     ck_assert_ptr_nonnull(out);

@@ -90,6 +90,63 @@ TS_TEST(test_outbox_resumes_in_order_after_blocked)
 }
 END_TEST
 
+/* What the population loop counts (datapath/outbox.h, on_reports_sent). */
+typedef struct observed_log {
+    int64_t ts[16];
+    size_t n;
+} observed_log;
+
+static void log_observations(void *arg, const ts_observation *o, size_t n)
+{
+    observed_log *log = arg;
+    for (size_t i = 0; i < n && log->n < 16; i++)
+        log->ts[log->n++] = o[i].ts_ms;
+}
+
+/* A report is counted when the message carrying it was sent, and only
+ * then: not when its send failed (docs/privic.md, "The loop"), and not
+ * before a blocked output took it. Four messages, the second carrying two
+ * reports; the sends go SENT, FAILED, BLOCKED, then SENT twice. */
+TS_TEST(test_outbox_observes_only_what_was_sent)
+{
+    scripted_output out = {
+        .script = { TS_PUBLISH_SENT, TS_PUBLISH_FAILED, TS_PUBLISH_BLOCKED,
+                    TS_PUBLISH_SENT, TS_PUBLISH_SENT },
+        .n_script = 5,
+    };
+    ts_publisher ops = { &out, scripted_publish };
+    observed_log log = { .n = 0 };
+    ts_outbox box;
+    memset(&box, 0, sizeof box);
+    box.on_reports_sent = log_observations;
+    box.on_reports_sent_arg = &log;
+    ts_observation o = { .profile_index = 0, .channel_version = 1 };
+    /* No message yet: nothing to attach an observation to. */
+    ck_assert_int_eq(ts_outbox_add_observation(&box, &o), -1);
+    const int64_t reports[4][2] = { { 1, 0 }, { 2, 3 }, { 4, 0 }, { 5, 0 } };
+    for (size_t m = 0; m < 4; m++) {
+        ck_assert_int_eq(ts_outbox_add_rejection(&box, TS_REASON_MALFORMED,
+                                                 "x"), 0);
+        for (size_t k = 0; k < 2 && reports[m][k] != 0; k++) {
+            o.ts_ms = reports[m][k];
+            ck_assert_int_eq(ts_outbox_add_observation(&box, &o), 0);
+        }
+    }
+    ck_assert_int_eq(ts_outbox_publish(&box, &ops), 1);
+    /* Message 1 sent, message 2 failed (its two reports are not counted),
+     * message 3 blocked: not counted yet. */
+    ck_assert_uint_eq(log.n, 1);
+    ck_assert_int_eq(log.ts[0], 1);
+    ck_assert_int_eq(ts_outbox_publish(&box, &ops), 0);
+    ck_assert_uint_eq(log.n, 3);
+    ck_assert_int_eq(log.ts[1], 4);
+    ck_assert_int_eq(log.ts[2], 5);
+    ck_assert_uint_eq(box.publish_failures, 1);
+    ck_assert_uint_eq(box.n_observations, 0);
+    ts_outbox_free(&box);
+}
+END_TEST
+
 TS_TEST(test_commit_backoff_doubles_to_the_cap)
 {
     long expected[] = { 1000, 2000, 4000, 8000, 16000, 30000, 30000 };

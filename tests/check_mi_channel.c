@@ -547,6 +547,10 @@ TS_TEST(geoind_channel_spends_its_epsilon)
             break;
         ck_assert_int_eq(st, TS_RELEASE_OK);
         ck_assert_double_eq(out.eps_point, 2e-3);
+        /* On true points a report adds eps times the cell diagonal. */
+        ck_assert(out.has_eps_floor);
+        ck_assert_double_eq_tol(out.eps_floor,
+                                2e-3 * hypot(m.cell_w_m, m.cell_h_m), 1e-9);
         budget.spent += out.eps_point;
         released++;
     }
@@ -578,6 +582,7 @@ TS_TEST(channel_without_geoind_caps_releases)
             ck_assert_int_eq(release_at(profile, state, lat, lon, budget, rng,
                                         &out), TS_RELEASE_OK);
             ck_assert_double_eq(out.eps_point, 0.0);
+            ck_assert(!out.has_eps_floor);
             budget.spent += out.eps_point;
         }
         unsigned char before[32];

@@ -21,7 +21,16 @@
  * secrets reaches a large share of eps d (asserted). The under-noised twin
  * is the same optimization at 3 eps, honestly labelled 3 eps (a file that
  * lies about its epsilon does not load), audited against eps: it must
- * fail. */
+ * fail.
+ *
+ * On continuous locations (tests/support/grid_pair_audit.h): the same
+ * optimizer at 0.01 per metre on a 6 x 6 grid of 200 m cells, two true
+ * points 1 m apart across a cell edge and across a corner, 200,000
+ * releases each. The channel is metric-private between centres only, so
+ * the points, a metre apart, are told apart as cells 200 m (283 m) apart
+ * are: the log-ratio's lower confidence bound must stay within what a
+ * report books, eps d + eps_floor (0.01 + 2.83 nats), and must exceed
+ * what eps d alone would book by a wide margin. */
 #include <check.h>
 #include <math.h>
 #include <stdio.h>
@@ -37,6 +46,7 @@
 #include "tests/support/check_run.h"
 #include "tests/support/dp_audit.h"
 #include "tests/support/fake_params.h"
+#include "tests/support/grid_pair_audit.h"
 
 static const double paris_box[4] = { 48.80, 2.25, 48.90, 2.40 };
 #define SIDE 4u
@@ -48,42 +58,71 @@ static const double paris_box[4] = { 48.80, 2.25, 48.90, 2.40 };
 /* eps d = 1.2 between horizontal neighbours (cells about 2.75 km wide) */
 #define EPS_D 1.2
 
-static ts_cell_grid paris_grid(void)
+/* The grid a channel is optimized on: square cells of cell_m over box,
+ * or rows x cols. */
+typedef struct audit_grid {
+    const double *box;
+    double cell_m;
+    uint32_t rows, cols;
+} audit_grid;
+
+static const audit_grid paris_4x4 = { paris_box, 0.0, SIDE, SIDE };
+
+/* About 1.19 km x 1.19 km of central Paris: 6 x 6 cells of 200 m. */
+static const double small_box[4] = { 48.8500, 2.3400, 48.8607, 2.3562 };
+static const audit_grid small_200m = { small_box, 200.0, 0, 0 };
+#define SMALL_EPS 0.01
+
+static ts_cell_grid grid_of(const audit_grid *spec)
 {
     ts_cell_grid g;
     char err[256];
-    ck_assert_msg(ts_cell_grid_init(&g, paris_box, 0.0, SIDE, SIDE, 4096,
-                                    err, sizeof err) == 0, "%s", err);
+    ck_assert_msg(ts_cell_grid_init(&g, spec->box, spec->cell_m, spec->rows,
+                                    spec->cols, 4096, err, sizeof err) == 0,
+                  "%s", err);
     return g;
 }
 
-/* Three users, each around its own corner of the grid, full support. */
-static void three_users(const ts_cell_grid *g, double *joint)
+static ts_cell_grid paris_grid(void)
 {
-    const ts_vec2 home[USERS] = { g->centres[0], g->centres[SIDE - 1],
-                                  g->centres[N - 1] };
-    double total = 0.0;
-    for (size_t u = 0; u < USERS; u++)
-        for (size_t x = 0; x < N; x++) {
-            double d = hypot(g->centres[x].x - home[u].x,
-                             g->centres[x].y - home[u].y);
-            joint[u * N + x] = exp(-d / 3000.0);
-            total += joint[u * N + x];
-        }
-    for (size_t i = 0; i < USERS * N; i++)
-        joint[i] /= total;
+    return grid_of(&paris_4x4);
 }
 
-/* The optimizer's channel at `eps`, with the least distortion bound of a
- * ladder it accepts (just above the least eps-geo-ind distortion), written
- * to a channel file. Returns the path (caller unlinks and frees). */
-static char *optimized_channel_file(double eps)
+/* Three users, each around its own corner of the grid (length scale
+ * `scale_m`), full support. */
+static double *three_users(const ts_cell_grid *g, double scale_m)
 {
-    ts_cell_grid g = paris_grid();
-    double joint[USERS * N];
-    three_users(&g, joint);
-    static double channel[N * N];
-    ts_mi_problem problem = { .cells = N, .centres = g.centres,
+    size_t n = g->cells;
+    double *joint = malloc(USERS * n * sizeof *joint);
+    ck_assert_ptr_nonnull(joint);
+    const ts_vec2 home[USERS] = { g->centres[0], g->centres[g->cols - 1],
+                                  g->centres[n - 1] };
+    double total = 0.0;
+    for (size_t u = 0; u < USERS; u++)
+        for (size_t x = 0; x < n; x++) {
+            double d = hypot(g->centres[x].x - home[u].x,
+                             g->centres[x].y - home[u].y);
+            joint[u * n + x] = exp(-d / scale_m);
+            total += joint[u * n + x];
+        }
+    for (size_t i = 0; i < USERS * n; i++)
+        joint[i] /= total;
+    return joint;
+}
+
+/* The optimizer's channel at `eps` on `spec`, with the least distortion
+ * bound of a ladder from `first_l` it accepts (just above the least
+ * eps-geo-ind distortion), written to a channel file. Returns the path
+ * (caller unlinks and frees). */
+static char *optimized_channel_file_on(const audit_grid *spec, double eps,
+                                       double scale_m, double first_l)
+{
+    ts_cell_grid g = grid_of(spec);
+    size_t n = g.cells;
+    double *joint = three_users(&g, scale_m);
+    double *channel = malloc(n * n * sizeof *channel);
+    ck_assert_ptr_nonnull(channel);
+    ts_mi_problem problem = { .cells = n, .centres = g.centres,
                               .users = USERS, .joint = joint,
                               .geoind_epsilon = eps };
     ts_mi_params params = { .gap_tolerance_bits = 1e-3,
@@ -91,14 +130,14 @@ static char *optimized_channel_file(double eps)
     ts_mi_result result;
     char err[512] = "";
     int solved = 0;
-    for (double l = 250.0; l <= 8000.0 && !solved; l *= 1.25) {
+    for (double l = first_l; l <= 32.0 * first_l && !solved; l *= 1.25) {
         problem.distortion_m = l;
         solved = ts_mi_optimize(&problem, &params, channel, &result, err,
                                 sizeof err) == 0;
     }
     ck_assert_msg(solved, "no distortion bound accepted: %s", err);
     ts_channel_meta meta = {
-        .cell_m = 0.0, .rows = SIDE, .cols = SIDE,
+        .cell_m = spec->cell_m, .rows = g.rows, .cols = g.cols,
         .cell_w_m = g.cell_w, .cell_h_m = g.cell_h,
         .distortion_m = problem.distortion_m, .geoind_epsilon = eps,
         .mi_bits = result.mi_bits,
@@ -106,7 +145,7 @@ static char *optimized_channel_file(double eps)
         .gap_bits = result.gap_bits, .iterations = result.iterations,
         .users = USERS, .converged = result.converged,
     };
-    memcpy(meta.region, paris_box, sizeof meta.region);
+    memcpy(meta.region, spec->box, sizeof meta.region);
     char *path = strdup("/tmp/tracesan-mi-audit-XXXXXX");
     ck_assert_ptr_nonnull(path);
     int fd = mkstemp(path);
@@ -114,8 +153,15 @@ static char *optimized_channel_file(double eps)
     close(fd);
     ck_assert_msg(ts_channel_write_file(path, &meta, channel, NULL, err,
                                         sizeof err) == 0, "%s", err);
+    free(channel);
+    free(joint);
     ts_cell_grid_free(&g);
     return path;
+}
+
+static char *optimized_channel_file(double eps)
+{
+    return optimized_channel_file_on(&paris_4x4, eps, 3000.0, 250.0);
 }
 
 /* As the daemon resolves a `channel` key: opened for profile_new, closed
@@ -243,6 +289,37 @@ TS_TEST(test_audit_detects_under_noised_channel)
     ck_assert_msg(a.r.violations > 0, "a 3 eps channel passed the audit at "
                   "eps (max |ln ratio| %.3f over %d cells)",
                   a.r.max_abs_log_ratio, a.r.cells_tested);
+}
+END_TEST
+
+/* The continuous-pair audit on the 200 m grid. Not vacuous: eps d alone
+ * would book 0.01. */
+static void audit_continuous_pair(const char *path, ts_pair_across across,
+                                  uint64_t seed)
+{
+    ts_cell_grid g = grid_of(&small_200m);
+    ck_assert_uint_eq(g.cells, 36);
+    ts_channel_file *file = NULL;
+    char err[512];
+    ck_assert_msg(ts_channel_open(path, &file, err, sizeof err) == 0, "%s",
+                  err);
+    void *profile = mi_profile(path);
+    ts_pair_audit_widest(&ts_mi_channel_ops, profile, &g, file->channel,
+                         across, SAMPLES, seed, 1.0);
+    ts_channel_close(file);
+    ts_mi_channel_ops.profile_free(profile);
+    ts_cell_grid_free(&g);
+}
+
+TS_TEST(test_continuous_pair_across_an_edge_and_a_corner)
+{
+    /* The least 0.01-geo-ind distortion on this grid is about 110 m. */
+    char *path = optimized_channel_file_on(&small_200m, SMALL_EPS, 400.0,
+                                           100.0);
+    audit_continuous_pair(path, TS_PAIR_EDGE, 20261204);
+    audit_continuous_pair(path, TS_PAIR_CORNER, 20261205);
+    unlink(path);
+    free(path);
 }
 END_TEST
 

@@ -779,6 +779,7 @@ typedef struct fake_pop {
     double last_theta[FP_N];
     uint64_t cycle_reports;
     double cycle_s;
+    unsigned ibu_steps;          /* ibu_max_steps; 0: converge */
 } fake_pop;
 
 static size_t fp_cells(const void *profile)
@@ -828,6 +829,7 @@ static void fp_cycle(const void *profile, ts_population_cycle *out)
     out->seconds = f->cycle_s;
     out->ibu.precision = 1e-10;
     out->ibu.max_iterations = 200000;
+    out->ibu.fixed_steps = f->ibu_steps;
 }
 
 static void *fp_build(const void *profile, const double *theta,
@@ -1040,12 +1042,11 @@ static double emd_bound(const double *c, const double *pi, double reports)
     return diameter * 0.5 * l1;
 }
 
-/* Runs one cycle to its end: observes reports through the current
- * version until the loop says the cycle is due, then closes, runs and
- * finishes it. Returns what finish returned. */
-static int run_cycle(ts_population_loop *loop, fake_pop *f,
-                     const report_source *src, ts_rng *rng, int64_t *ts_ms,
-                     uint64_t *observed)
+/* Observes reports through the current version, 100 ms apart, until the
+ * loop says the cycle is due. */
+static void fill_cycle(ts_population_loop *loop, const fake_pop *f,
+                       const report_source *src, ts_rng *rng, int64_t *ts_ms,
+                       uint64_t *observed)
 {
     int due = 0;
     while (!due) {
@@ -1053,6 +1054,15 @@ static int run_cycle(ts_population_loop *loop, fake_pop *f,
         *ts_ms += 100;
         (*observed)++;
     }
+}
+
+/* Runs one cycle to its end: fills it, then closes, runs and finishes it.
+ * Returns what finish returned. */
+static int run_cycle(ts_population_loop *loop, fake_pop *f,
+                     const report_source *src, ts_rng *rng, int64_t *ts_ms,
+                     uint64_t *observed)
+{
+    fill_cycle(loop, f, src, rng, ts_ms, observed);
     ts_population_job job;
     ck_assert_int_eq(ts_population_close(loop, &job), 0);
     ts_population_run(&job);
@@ -1145,11 +1155,7 @@ TS_TEST(test_loop_combines_cycles_by_reports)
     memcpy(before, loop.theta, sizeof before);
 
     loop.cycle.reports = SECOND;
-    int due = 0;
-    while (!due) {
-        due = observe_cell(&loop, source_draw(&src, rng), f.version, ts_ms);
-        ts_ms += 100;
-    }
+    fill_cycle(&loop, &f, &src, rng, &ts_ms, &observed);
     ts_population_job job;
     ck_assert_int_eq(ts_population_close(&loop, &job), 0);
     ck_assert_uint_eq(job.reports, SECOND);
@@ -1177,6 +1183,70 @@ TS_TEST(test_loop_combines_cycles_by_reports)
     /* The check means something only if the cycle's own estimate differs
      * from the earlier one. */
     ck_assert_double_gt(moved, 1e-3);
+    ts_rng_free(rng);
+    source_free(&src);
+    ts_population_loop_free(&loop);
+    fp_destroy(&f);
+}
+END_TEST
+
+/* Algorithm 1 as written: each cycle's IBU starts from the previous
+ * estimate (theta_t), not from uniform. With a fixed budget of 3 IBU
+ * steps (ibu_max_steps) the start shows in the result: the loop's
+ * estimate is the combination of 3 steps from the previous estimate, and
+ * not that of 3 steps from uniform. */
+TS_TEST(test_loop_ibu_starts_from_previous_estimate)
+{
+    enum { CYCLE = 2000, STEPS = 3 };
+    fake_pop f;
+    fp_init(&f, CYCLE);
+    f.ibu_steps = STEPS;
+    double pi[FP_N];
+    fp_truth(pi);
+    ts_population_loop loop;
+    ck_assert_int_eq(ts_population_loop_init(&loop, &fp_ops, &f), 0);
+    report_source src;
+    source_init(&src, pi, f.first);
+    ts_rng *rng = ts_rng_new_seeded(2828);
+    int64_t ts_ms = 0;
+    uint64_t observed = 0;
+    ck_assert_int_eq(run_cycle(&loop, &f, &src, rng, &ts_ms, &observed), 1);
+    double before[FP_N];
+    memcpy(before, loop.theta, sizeof before);
+
+    fill_cycle(&loop, &f, &src, rng, &ts_ms, &observed);
+    ts_population_job job;
+    ck_assert_int_eq(ts_population_close(&loop, &job), 0);
+    ck_assert_int_eq(memcmp(job.theta, before, sizeof before), 0);
+    ck_assert_uint_eq(job.ibu_params.fixed_steps, STEPS);
+    double warm[FP_N], cold[FP_N];
+    memcpy(warm, before, sizeof warm);
+    for (size_t x = 0; x < FP_N; x++)
+        cold[x] = 1.0 / FP_N;
+    ts_ibu_result ibu;
+    char err[256];
+    ck_assert_int_eq(ts_gibu(job.sources, job.n_sources, FP_N, warm,
+                             &job.ibu_params, &ibu, err, sizeof err), 0);
+    ck_assert_uint_eq(ibu.iterations, STEPS);
+    ck_assert_int_eq(ts_gibu(job.sources, job.n_sources, FP_N, cold,
+                             &job.ibu_params, &ibu, err, sizeof err), 0);
+    ts_population_run(&job);
+    ck_assert_msg(job.ok, "%s", job.err);
+    ck_assert_uint_eq(job.ibu.iterations, STEPS);
+    ck_assert_int_eq(ts_population_finish(&loop, &job), 1);
+    double w = (double)CYCLE / (2.0 * CYCLE);
+    double off_cold = 0.0;
+    for (size_t x = 0; x < FP_N; x++) {
+        double want = w * warm[x] + (1.0 - w) * before[x];
+        ck_assert_msg(fabs(loop.theta[x] - want) <= 2e-9,
+                      "cell %zu: %.12g, warm-started combination %.12g", x,
+                      loop.theta[x], want);
+        off_cold += fabs(loop.theta[x] - (w * cold[x] + (1.0 - w) *
+                                          before[x]));
+    }
+    /* Three steps from uniform end elsewhere: the test tells the starts
+     * apart. */
+    ck_assert_double_gt(off_cold, 1e-3);
     ts_rng_free(rng);
     source_free(&src);
     ts_population_loop_free(&loop);

@@ -120,6 +120,173 @@ TS_TEST(test_ba_channel_is_2beta_geo_indistinguishable)
 }
 END_TEST
 
+/* max over x != x', y of ln(C(x, y) / C(x', y)) / (bound d(x, x')), d in
+ * km: the share of the bound the channel uses. */
+static double bound_share(const double *channel, const ts_vec2 *centres,
+                          size_t n, double bound)
+{
+    double share = 0.0;
+    for (size_t x = 0; x < n; x++)
+        for (size_t x2 = 0; x2 < n; x2++) {
+            if (x == x2)
+                continue;
+            double d = hypot(centres[x].x - centres[x2].x,
+                             centres[x].y - centres[x2].y) / 1000.0;
+            double m = 0.0;
+            for (size_t y = 0; y < n; y++)
+                m = fmax(m, log(channel[x * n + y] / channel[x2 * n + y]));
+            share = fmax(share, m / (bound * d));
+        }
+    return share;
+}
+
+/* BA at beta 1 per km on the SF grid's centres: the channel, malloc'ed. */
+static double *sf_ba(const ts_vec2 *centres, size_t n, const double *prior,
+                     double precision, unsigned max_iterations,
+                     ts_ba_result *result)
+{
+    double *channel = malloc(n * n * sizeof *channel);
+    ck_assert_ptr_nonnull(channel);
+    ts_ba_params params = { .beta = 1.0, .unit_m = 1000.0,
+                            .precision = precision,
+                            .max_iterations = max_iterations };
+    char err[256];
+    ck_assert_msg(ts_ba_channel(centres, n, prior, &params, channel, NULL,
+                                result, err, sizeof err) == 0, "%s", err);
+    return channel;
+}
+
+/* The 2 beta bound is not a worst case only extreme priors reach: the
+ * channel of the uniform prior, the first one the daemon releases
+ * through, already uses 98.6 % of it (between two border cells, whose
+ * normalisers differ most). docs/privic.md states the figure. */
+TS_TEST(test_uniform_prior_channel_nearly_reaches_the_bound)
+{
+    static ts_vec2 centres[SF_COLS * SF_ROWS];
+    static double prior[SF_COLS * SF_ROWS];
+    size_t n = grid_centres(SF_COLS, SF_ROWS, SF_CELL_X, SF_CELL_Y, centres);
+    for (size_t x = 0; x < n; x++)
+        prior[x] = 1.0 / (double)n;
+    ts_ba_result result;
+    double *channel = sf_ba(centres, n, prior, 1e-6, 10000, &result);
+    ck_assert(result.converged);
+    double share = bound_share(channel, centres, n, 2.0);
+    printf("uniform prior, beta 1: the channel uses %.2f %% of 2 beta d\n",
+           100.0 * share);
+    ck_assert_double_le(share, 1.0 + 1e-9);
+    ck_assert_double_ge(share, 0.985);
+    free(channel);
+}
+END_TEST
+
+/* ba_max_steps: exactly N plain steps of Algorithm 2 from c_0 uniform,
+ * against the algorithm written out here (c_t+1(y) = sum_x pi(x)
+ * C_t(x, y), C_t of c_t), and IBU's fixed budget runs its N steps even
+ * when its precision is met at once. */
+TS_TEST(test_fixed_steps_are_the_paper_s_algorithm)
+{
+    enum { STEPS = 5 };
+    static ts_vec2 centres[SF_COLS * SF_ROWS];
+    static double prior[SF_COLS * SF_ROWS];
+    size_t n = grid_centres(SF_COLS, SF_ROWS, SF_CELL_X, SF_CELL_Y, centres);
+    lumpy_prior(centres, n, prior);
+    double *channel = malloc(n * n * sizeof *channel);
+    double *mine = malloc(n * n * sizeof *mine);
+    double *c = malloc(n * sizeof *c);
+    double *next = malloc(n * sizeof *next);
+    ck_assert(channel && mine && c && next);
+    ts_ba_params params = { .beta = 1.0, .unit_m = 1000.0, .precision = 0.5,
+                            .max_iterations = 1, .plain_steps = STEPS };
+    ts_ba_result result;
+    char err[256];
+    ck_assert_msg(ts_ba_channel(centres, n, prior, &params, channel, NULL,
+                                &result, err, sizeof err) == 0, "%s", err);
+    ck_assert_uint_eq(result.iterations, STEPS);
+    for (size_t y = 0; y < n; y++)
+        c[y] = 1.0 / (double)n;
+    for (int t = 0; t <= STEPS; t++) {
+        for (size_t x = 0; x < n; x++) {
+            double sum = 0.0;
+            for (size_t y = 0; y < n; y++) {
+                double d = hypot(centres[x].x - centres[y].x,
+                                 centres[x].y - centres[y].y) / 1000.0;
+                mine[x * n + y] = c[y] * exp(-d);
+                sum += mine[x * n + y];
+            }
+            for (size_t y = 0; y < n; y++)
+                mine[x * n + y] /= sum;
+        }
+        if (t == STEPS)
+            break;
+        for (size_t y = 0; y < n; y++) {
+            next[y] = 0.0;
+            for (size_t x = 0; x < n; x++)
+                next[y] += prior[x] * mine[x * n + y];
+        }
+        memcpy(c, next, n * sizeof *c);
+    }
+    double worst = 0.0;
+    for (size_t i = 0; i < n * n; i++)
+        worst = fmax(worst, fabs(channel[i] - mine[i]) / mine[i]);
+    ck_assert_msg(worst < 1e-9, "relative difference %g", worst);
+
+    double counts[SF_COLS * SF_ROWS], theta[SF_COLS * SF_ROWS];
+    for (size_t y = 0; y < n; y++) {
+        counts[y] = 1.0 + (double)(y % 5);
+        theta[y] = 1.0 / (double)n;
+    }
+    ts_ibu_params ibu = { .precision = 1.0, .max_iterations = 1,
+                          .fixed_steps = 7 };
+    ts_ibu_result ibu_result;
+    ck_assert_msg(ts_ibu(channel, counts, n, theta, &ibu, &ibu_result, err,
+                         sizeof err) == 0, "%s", err);
+    ck_assert_uint_eq(ibu_result.iterations, 7);
+    free(channel);
+    free(mine);
+    free(c);
+    free(next);
+}
+END_TEST
+
+/* Issue 25's rule: every iteration stops at its cap. A precision no
+ * double reaches makes BA and IBU run to their caps and report it; what
+ * they return is still a channel of the elastic form and a distribution
+ * (the guarantee never depended on convergence). */
+TS_TEST(test_ba_and_ibu_stop_at_their_caps)
+{
+    static ts_vec2 centres[SF_COLS * SF_ROWS];
+    static double prior[SF_COLS * SF_ROWS];
+    size_t n = grid_centres(SF_COLS, SF_ROWS, SF_CELL_X, SF_CELL_Y, centres);
+    lumpy_prior(centres, n, prior);
+    ts_ba_result result;
+    double *channel = sf_ba(centres, n, prior, 1e-300, 41, &result);
+    ck_assert_uint_eq(result.iterations, 41);
+    ck_assert(!result.converged);
+    ck_assert_double_le(worst_excess(channel, centres, n, 2.0), 1e-9);
+
+    double counts[SF_COLS * SF_ROWS];
+    for (size_t y = 0; y < n; y++)
+        counts[y] = 1.0 + (double)(y % 7);
+    double theta[SF_COLS * SF_ROWS];
+    for (size_t x = 0; x < n; x++)
+        theta[x] = 1.0 / (double)n;
+    ts_ibu_params ibu = { .precision = 1e-300, .max_iterations = 13 };
+    ts_ibu_result ibu_result;
+    char err[256];
+    ck_assert_msg(ts_ibu(channel, counts, n, theta, &ibu, &ibu_result, err,
+                         sizeof err) == 0, "%s", err);
+    ck_assert_uint_eq(ibu_result.iterations, 13);
+    ck_assert(!ibu_result.converged);
+    double total = 0.0;
+    for (size_t x = 0; x < n; x++) {
+        ck_assert(theta[x] > 0.0 && isfinite(theta[x]));
+        total += theta[x];
+    }
+    ck_assert_double_eq_tol(total, 1.0, 1e-12);
+    free(channel);
+}
+END_TEST
+
 TS_TEST(test_ba_refuses_what_it_cannot_represent)
 {
     ts_vec2 centres[4];

@@ -11,7 +11,8 @@
 #      and each user gets exactly points_per_window reports per window,
 #      the rest rejected as budget_exhausted.
 #   4. A channel optimized with --geoind-epsilon spends that epsilon per
-#      report and is capped by the window budget like geoind.
+#      report, publishes eps_floor = epsilon times the cell diagonal, and
+#      is capped by the window budget like geoind.
 . "${top_srcdir:-$(dirname "$0")/..}/tests/lib.sh"
 
 command -v python3 >/dev/null 2>&1 || fatal "python3 is not installed (scripts/setup.sh installs it)"
@@ -107,6 +108,8 @@ check "plain: mechanism mi-channel, eps_point 0, nothing spent" \
 check "plain: every report says its guarantee is information-theoretic" \
     awk -F, 'NR == 1 && $13 != "information_theoretic" { exit 1 }
              NR > 1 && $13 != 1 { exit 1 }' "$TAIL_OUT"
+check "plain: and books no eps_floor" \
+    awk -F, 'NR > 1 && $15 != "" { exit 1 }' "$TAIL_OUT"
 check "plain: no true point published" no_input_point_published "$TMPD/live.csv" "$TAIL_OUT"
 stop_daemon plain
 
@@ -133,5 +136,9 @@ check "geoind: no report claims an information-theoretic guarantee" \
     awk -F, 'NR > 1 && $13 != "" { exit 1 }' "$TAIL_OUT"
 check "geoind: eps_point is the file's epsilon per metre" \
     awk -F, -v e="$EPS" 'NR > 1 && ($6 < e * (1 - 1e-6) || $6 > e * (1 + 1e-5)) { exit 1 }' "$TAIL_OUT"
+# The constant on true points: eps_point times the 3 km cells' diagonal.
+check "geoind: eps_floor is eps_point times the cell diagonal" \
+    awk -F, 'NR == 1 && $15 != "eps_floor" { exit 1 }
+             NR > 1 && ($15 / $6 < 4242.63 || $15 / $6 > 4242.65) { exit 1 }' "$TAIL_OUT"
 stop_daemon geoind
 finish

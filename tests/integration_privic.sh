@@ -3,7 +3,8 @@
 #   1. Replayed in chunks with a short cycle, the privic profile's channel
 #      version advances, reports carry it (never going back in publish
 #      order), every report is a cell centre inside the region with
-#      eps_point = 2 beta / 1000 per metre.
+#      eps_point = 2 beta / 1000 per metre and eps_floor = eps_point times
+#      the cell diagonal.
 #   2. density.privic estimates arrive on the feed and sum to 1, and GET
 #      /density/privic serves GeoJSON whose 408 cells' probabilities sum
 #      to 1.
@@ -12,6 +13,8 @@
 #   4. A geoind profile with density = true estimates its own feed's
 #      distribution: GET /density/geoind serves cells summing to 1, and
 #      its points carry no channel version.
+#   5. Offline, `tracesan privic` honours ba_max_steps and ibu_max_steps
+#      on every cycle, and --control never re-fits BA.
 # ZeroMQ only: PRIVIC loops and the density estimate do not run with the
 # JetStream driver yet (a cluster-wide population lease is a later task,
 # docs/scale-out.md); integration_jetstream_parity.sh checks that the
@@ -100,6 +103,12 @@ check "privic1: reports are cell centres" \
         c = ($4 + 122.5153) / ((122.5153 - 122.3789) / 24) - 0.5
         if (r - int(r + 0.5) > 1e-3 || int(r + 0.5) - r > 1e-3 ||
             c - int(c + 0.5) > 1e-3 || int(c + 0.5) - c > 1e-3) exit 1 }' "$OUT1"
+FCOL=$(col eps_floor "$OUT1")
+check "privic1: the feed has an eps_floor column" test -n "$FCOL"
+# 0.002 per metre times the 499.6 m x 469.6 m cells' diagonal, 685.7 m.
+check "privic1: every report books eps_floor 1.3714 nats beside eps_point" \
+    awk -F, -v c="$FCOL" 'NR > 1 && ($c < 1.3713 || $c > 1.3715) { exit 1 }' \
+    "$OUT1"
 no_input_point_published "$TMPD/chunk1.csv" "$OUT1"
 
 # ------------------------------------------------- 2. the density feed
@@ -191,4 +200,35 @@ total = sum(f["properties"]["probability"] for f in cells)
 assert abs(total - 1.0) < 1e-9, total
 ' "$TMPD/geoind.geojson"
 stop_daemon geoind1
+
+# ------------------------ 5. the paper's budgets, and the loop's control
+# tracesan privic on the bundled sample with the paper's truncated BA
+# (ba_max_steps = 5) and a fixed IBU budget (ibu_max_steps = 40): every
+# cycle runs exactly those steps; --control never re-fits BA (no BA step
+# after the first channel); both start from the same channel, so their
+# first cycles agree.
+SAMPLE=$top_srcdir/data/sample/gowalla-nyc-sample.csv
+BOX=$(awk -F, 'NR > 1 { if (n++ == 0) { a = c = $3; b = d = $4 }
+    if ($3 < a) a = $3; if ($3 > c) c = $3; if ($4 < b) b = $4; if ($4 > d) d = $4 }
+    END { printf "%.6f,%.6f,%.6f,%.6f", a, b, c, d }' "$SAMPLE")
+offline=(--config "$SHIPPED_CONF" --profile privic --seed 5
+         -o "profiles.privic.region=\"$BOX\"" -o profiles.privic.cycle_reports=500
+         -o profiles.privic.ba_max_steps=5 -o profiles.privic.ibu_max_steps=40)
+"$TRACESAN" privic "${offline[@]}" "$SAMPLE" >"$TMPD/loop.csv" 2>"$TMPD/loop.log" ||
+    fail "tracesan privic with ba_max_steps and ibu_max_steps: exit status $?"
+"$TRACESAN" privic --control "${offline[@]}" "$SAMPLE" >"$TMPD/control.csv" \
+    2>"$TMPD/control.log" || fail "tracesan privic --control: exit status $?"
+check_eq "offline: 3 cycles of the loop" 3 "$(data_rows "$TMPD/loop.csv")"
+check_eq "offline: 3 cycles of the control" 3 "$(data_rows "$TMPD/control.csv")"
+check "offline: the loop re-fits BA with exactly 5 steps and runs 40 IBU steps" \
+    awk -F, 'NR > 1 && ($5 != 5 || $7 != 40) { exit 1 }' "$TMPD/loop.csv"
+check "offline: the control never re-fits BA, and runs 40 IBU steps" \
+    awk -F, 'NR > 1 && ($5 != 0 || $7 != 40) { exit 1 }' "$TMPD/control.csv"
+check_eq "offline: the first cycle is the same channel's in both" \
+    "$(awk -F, 'NR == 2 { print $3 }' "$TMPD/loop.csv")" \
+    "$(awk -F, 'NR == 2 { print $3 }' "$TMPD/control.csv")"
+rc=0
+"$TRACESAN" privic --control --compare-laplace "${offline[@]}" "$SAMPLE" \
+    >/dev/null 2>&1 || rc=$?
+check_eq "offline: --control with --compare-laplace is refused" 1 "$rc"
 finish

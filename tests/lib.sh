@@ -311,7 +311,7 @@ data_rows() {
     fi
 }
 
-SANITIZED_HEADER='user,ts,lat,lon,mechanism,eps_point,eps_spent,eps_remaining,profile,predicted,delta_set_size,channel_version,information_theoretic,sigma_z_m'
+SANITIZED_HEADER='user,ts,lat,lon,mechanism,eps_point,eps_spent,eps_remaining,profile,predicted,delta_set_size,channel_version,information_theoretic,sigma_z_m,eps_floor'
 REJECTED_HEADER='user,ts,reason,profile,detail'
 
 # Rows of the rejections CSV whose reason column is REASON (count).

@@ -3,15 +3,18 @@
  *
  * Every row inside the profile's region is released once through the
  * profile's mechanism (no ledger: this measures the mechanism's
- * statistical utility, not a user's budget); the cycle length comes from
- * the profile. Per cycle: EMD between the true distribution of the cycle's
- * rows and the IBU estimate, EMD between the estimate and the previous
- * one, and what BA and IBU cost. With --compare-laplace, the BA channel
- * and the planar Laplace at the same geo-indistinguishability level
- * (eps = 2 beta) each release every row once, IBU estimates the
- * distribution from each one's reports, and EMD says how far each estimate
- * is from the truth (the paper's Figure 3). --plot draws both EMDs per
- * cycle (tools/plot.h). */
+ * statistical utility, not a user's budget); the cycle length, BA's and
+ * IBU's budgets come from the profile. Per cycle: EMD (metres and grid
+ * cells) between the distribution of the trace's rows and the estimate,
+ * EMD between the estimate and the previous one, and what BA and IBU
+ * cost. --control runs the same loop with BA never re-fitted, so that a
+ * reader sees what the re-fit adds; a geoind profile with density = true
+ * runs the same loop through its fixed Laplace channel. With
+ * --compare-laplace, BA, planar Laplace at the same level (eps = 2 beta)
+ * and Laplace followed by BA each release every row once, IBU estimates
+ * the distribution from each one's reports, and EMD says how far each
+ * estimate is from the truth (the paper's Figure 3). --plot draws both
+ * EMDs per cycle (tools/plot.h). */
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -34,21 +37,29 @@ static void usage(FILE *out)
     fputs(
         "usage: " TS_TOOL_NAME " privic --config FILE --profile NAME "
         "[-o PATH=VALUE]... [--seed N]\n"
-        "                       [--compare-laplace |\n"
+        "                       [--control] [--compare-laplace |\n"
         "                        --plot FILE.svg|FILE.png [--plot-size WxH]]\n"
         "                       TRUE.csv\n"
         "\n"
         "Runs the PRIVIC loop of a privic profile over a CSV trace (header\n"
         "user,ts,lat,lon): every row inside the profile's region is released\n"
         "once through the profile's channel, and at each cycle's end IBU\n"
-        "estimates the distribution (combined with the earlier cycles' in\n"
-        "proportion to their reports) and BA builds the next channel.\n"
+        "estimates the distribution from the previous estimate (combined\n"
+        "with the earlier cycles' in proportion to their reports) and BA\n"
+        "builds the next channel. The profile's ba_max_steps and\n"
+        "ibu_max_steps give the paper's truncated BA and IBU budgets. A\n"
+        "geoind profile with density = true runs the same loop through its\n"
+        "fixed planar Laplace channel.\n"
         "\n"
         "options:\n"
         "  -c, --config FILE       tracesand configuration\n"
         "  -o, --override PATH=VALUE\n"
-        "  -p, --profile NAME      a privic profile (default: the default one)\n"
+        "  -p, --profile NAME      a privic profile, or geoind with density\n"
+        "                          (default: the default profile)\n"
         "  -s, --seed N            deterministic noise (testing only)\n"
+        "      --control           the same loop with BA never re-fitted:\n"
+        "                          every report goes through channel version\n"
+        "                          1, only the estimate moves\n"
         "      --compare-laplace   BA against planar Laplace at eps = 2 beta\n"
         "      --plot FILE         also draw emd_true_m and emd_prev_m per\n"
         "                          cycle, SVG or PNG by FILE's extension\n"
@@ -58,12 +69,18 @@ static void usage(FILE *out)
         "\n"
         "stdout: CSV, one row per completed cycle:\n"
         "  cycle,reports,emd_true_m,emd_prev_m,ba_iterations,ba_ms,"
-        "ibu_iterations,ibu_ms\n"
+        "ibu_iterations,ibu_ms,emd_true_cells\n"
         "  emd_true_m: the estimate vs the distribution of all the trace's\n"
-        "  rows inside the region (metres); emd_prev_m: vs the previous\n"
-        "  cycle's estimate (the first: vs uniform)\n"
-        "or with --compare-laplace:\n"
-        "  mechanism,beta,emd_true_m,ibu_iterations   (beta per km)\n",
+        "  rows inside the region (metres; emd_true_cells: the same in grid\n"
+        "  cells); emd_prev_m: vs the previous cycle's estimate (the first:\n"
+        "  vs uniform)\n"
+        "or with --compare-laplace, one row per mechanism at eps = 2 beta\n"
+        "(ba; laplace; laplace_then_ba: Laplace at eps, then BA from the\n"
+        "cell it lands in):\n"
+        "  mechanism,beta,emd_true_m,ibu_iterations,emd_true_cells,"
+        "mean_error_m\n"
+        "  (beta per km; emd_true_cells in grid cells; mean_error_m from\n"
+        "  the true cell's centre to the reported one's)\n",
         out);
 }
 
@@ -147,21 +164,38 @@ static int read_trace(const char *path, const ts_population_ops *pop,
 
 typedef struct grid_points {
     size_t n;
-    ts_vec2 *centres;
+    ts_vec2 *centres;        /* metres of the grid's plane */
+    /* The same centres in cells: column and row, so that an EMD over them
+     * is in grid cells (the PRIVIC paper's unit: its Table IV matches in
+     * cells, not km). */
+    ts_vec2 *cells;
 } grid_points;
+
+static double emd_over(const ts_vec2 *points, size_t n, const double *p,
+                       const double *q)
+{
+    ts_emd_result result;
+    char err[ERR_MAX];
+    if (ts_emd(points, n, p, q, &result, err, sizeof err) != 0) {
+        fprintf(stderr, TS_TOOL_NAME " privic: emd: %s\n", err);
+        return NAN;
+    }
+    return result.distance;
+}
 
 /* EMD in metres between two distributions on the grid's cells; NAN (and
  * a message) when the solver fails. */
 static double emd_between(const grid_points *g, const double *p,
                           const double *q)
 {
-    ts_emd_result result;
-    char err[ERR_MAX];
-    if (ts_emd(g->centres, g->n, p, q, &result, err, sizeof err) != 0) {
-        fprintf(stderr, TS_TOOL_NAME " privic: emd: %s\n", err);
-        return NAN;
-    }
-    return result.distance;
+    return emd_over(g->centres, g->n, p, q);
+}
+
+/* The same in grid cells. */
+static double emd_cells(const grid_points *g, const double *p,
+                        const double *q)
+{
+    return emd_over(g->cells, g->n, p, q);
 }
 
 static void normalise(double *v, size_t n)
@@ -261,8 +295,13 @@ static int plot_cycles(const cycle_log *log, const char *profile,
 
 /* ------------------------------------------------------ the loop */
 
+/* control: BA is never re-fitted, every report goes through the first
+ * channel (version 1), and only the estimate moves, by IBU from the
+ * previous estimate and more reports: what the loop would do without
+ * PRIVIC's feedback. */
 static int run_loop(const ts_profile *profile, const trace *t,
-                    const grid_points *g, ts_rng *rng, cycle_log *log)
+                    const grid_points *g, ts_rng *rng, int control,
+                    cycle_log *log)
 {
     const ts_population_ops *pop = profile->ops->population;
     ts_population_loop loop;
@@ -283,7 +322,7 @@ static int run_loop(const ts_profile *profile, const trace *t,
         population[t->cell[r]] += 1.0;
     normalise(population, n);
     printf("cycle,reports,emd_true_m,emd_prev_m,ba_iterations,ba_ms,"
-           "ibu_iterations,ibu_ms\n");
+           "ibu_iterations,ibu_ms,emd_true_cells\n");
     ts_budget_view unlimited = { INFINITY, 0.0 };
     for (size_t r = 0; r < t->n; r++) {
         ts_point truth_point = { .lat = t->lat[r], .lon = t->lon[r],
@@ -302,6 +341,8 @@ static int run_loop(const ts_profile *profile, const trace *t,
         if (ts_population_close(&loop, &job) != 0)
             goto out;
         uint64_t reports = job.reports;
+        if (control)
+            job.adaptive = 0;
         ts_population_run(&job);
         double ibu_ms = job.ibu_ms, ba_ms = job.build_ms;
         unsigned ibu_it = job.ibu.iterations, ba_it = job.build.iterations;
@@ -312,9 +353,11 @@ static int run_loop(const ts_profile *profile, const trace *t,
         }
         double emd_true = emd_between(g, population, loop.theta);
         double emd_prev = emd_between(g, loop.theta, previous);
+        double emd_true_cells = emd_cells(g, population, loop.theta);
         memcpy(previous, loop.theta, n * sizeof *previous);
-        printf("%u,%" PRIu64 ",%.3f,%.3f,%u,%.1f,%u,%.1f\n", loop.cycles,
-               reports, emd_true, emd_prev, ba_it, ba_ms, ibu_it, ibu_ms);
+        printf("%u,%" PRIu64 ",%.3f,%.3f,%u,%.1f,%u,%.1f,%.4f\n",
+               loop.cycles, reports, emd_true, emd_prev, ba_it, ba_ms, ibu_it,
+               ibu_ms, emd_true_cells);
         if (log != NULL &&
             cycle_log_add(log, loop.cycles, emd_true, emd_prev) != 0) {
             fprintf(stderr, TS_TOOL_NAME ": out of memory\n");
@@ -334,13 +377,15 @@ out:
 
 /* ------------------------------------------- BA against planar Laplace */
 
-/* IBU from a uniform start on one channel's reports, then EMD to truth. */
+/* IBU from a uniform start on one channel's reports, then EMD to truth in
+ * metres and in cells. */
 static double estimate_distance(const grid_points *g, const double *channel,
                                 const double *counts, const double *truth,
                                 const ts_ibu_params *ibu,
-                                unsigned *iterations)
+                                unsigned *iterations, double *in_cells)
 {
     *iterations = 0;
+    *in_cells = NAN;
     size_t n = g->n;
     double *theta = malloc(n * sizeof *theta);
     if (theta == NULL)
@@ -353,6 +398,7 @@ static double estimate_distance(const grid_points *g, const double *channel,
     if (ts_ibu(channel, counts, n, theta, ibu, &result, err, sizeof err) ==
         0) {
         d = emd_between(g, truth, theta);
+        *in_cells = emd_cells(g, truth, theta);
         *iterations = result.iterations;
     } else
         fprintf(stderr, TS_TOOL_NAME " privic: ibu: %s\n", err);
@@ -376,14 +422,74 @@ static double report_eps(const ts_profile *profile, const trace *t,
     return report.eps_point;
 }
 
+/* The grid's shape, for binning planar Laplace draws. */
+typedef struct grid_shape {
+    uint32_t cols, rows;
+    double cell_w, cell_h;
+    ts_vec2 origin;          /* the south-west corner, metres */
+} grid_shape;
+
+/* Planar Laplace at eps from `from`, reported as the cell the noisy point
+ * falls in (the border cells take what falls beyond): the channel
+ * ts_laplace_grid_channel computes, from a cell's centre. */
+static uint32_t laplace_cell(const grid_shape *s, ts_vec2 from, double eps,
+                             ts_rng *rng)
+{
+    double radius, angle;
+    ts_planar_laplace_sample(rng, eps, &radius, &angle);
+    double col = floor((from.x + radius * cos(angle) - s->origin.x) /
+                       s->cell_w);
+    double row = floor((from.y + radius * sin(angle) - s->origin.y) /
+                       s->cell_h);
+    col = col < 0 ? 0 : col >= s->cols ? s->cols - 1 : col;
+    row = row < 0 ? 0 : row >= s->rows ? s->rows - 1 : row;
+    return (uint32_t)row * s->cols + (uint32_t)col;
+}
+
+/* The report cell of one release of the profile's installed channel from
+ * the centre of `cell`; UINT32_MAX on failure. */
+static uint32_t channel_cell(const ts_profile *profile, uint32_t cell,
+                             const trace *t, size_t r, ts_rng *rng)
+{
+    const ts_population_ops *pop = profile->ops->population;
+    double b[4];
+    pop->cell_bounds(profile->mech, cell, b);
+    ts_point at = { .lat = 0.5 * (b[0] + b[2]), .lon = 0.5 * (b[1] + b[3]),
+                    .ts_ms = t->ts_ms[r], .accuracy_m = NAN };
+    ts_report report;
+    memset(&report, 0, sizeof report);
+    ts_budget_view unlimited = { INFINITY, 0.0 };
+    uint32_t out;
+    if (profile->ops->release(profile->mech, NULL, &at, &unlimited, rng,
+                              &report) != TS_RELEASE_OK ||
+        pop->cell_of(profile->mech, report.lat, report.lon, &out) != 0)
+        return UINT32_MAX;
+    return out;
+}
+
+/* The mechanisms compared at one level eps = 2 beta per metre:
+ *   ba               BA fitted to the true distribution, from the true cell
+ *                    (eps_point d + eps_floor on true points);
+ *   laplace          planar Laplace at eps from the true cell's centre,
+ *                    binned (eps per metre: geoind with density = true);
+ *   laplace_then_ba  planar Laplace at eps first, then BA from the cell it
+ *                    lands in: option (a) of issue 24, a true per-metre
+ *                    eps with no floor, since everything after the
+ *                    Laplace draw is post-processing. */
+enum { CMP_BA, CMP_LAPLACE, CMP_LAPLACE_BA, CMP_N };
+static const char *const compared_names[CMP_N] = { "ba", "laplace",
+                                                   "laplace_then_ba" };
+
 static int compare_laplace(const ts_profile *profile, const trace *t,
                            const grid_points *g, ts_rng *rng)
 {
     const ts_population_ops *pop = profile->ops->population;
     size_t n = g->n;
-    uint32_t cols, rows;
-    double cell_w, cell_h;
-    pop->grid_shape(profile->mech, &cols, &rows, &cell_w, &cell_h);
+    grid_shape shape;
+    pop->grid_shape(profile->mech, &shape.cols, &shape.rows, &shape.cell_w,
+                    &shape.cell_h);
+    shape.origin = (ts_vec2){ g->centres[0].x - shape.cell_w / 2,
+                              g->centres[0].y - shape.cell_h / 2 };
     double eps = report_eps(profile, t, rng);
     double beta = eps * 1000.0 / 2.0;
     ts_population_cycle cycle;
@@ -391,13 +497,14 @@ static int compare_laplace(const ts_profile *profile, const trace *t,
 
     double *truth = calloc(n, sizeof *truth);
     double *prior = malloc(n * sizeof *prior);
-    double *counts_ba = calloc(n, sizeof *counts_ba);
-    double *counts_lap = calloc(n, sizeof *counts_lap);
+    double *counts = calloc(CMP_N * n, sizeof *counts);
     double *laplace = malloc(n * n * sizeof *laplace);
+    double *composed = calloc(n * n, sizeof *composed);
+    double error_m[CMP_N] = { 0 };
     void *ba = NULL;
     char err[ERR_MAX];
     int status = -1;
-    if (!truth || !prior || !counts_ba || !counts_lap || !laplace ||
+    if (!truth || !prior || !counts || !laplace || !composed ||
         !isfinite(eps))
         goto out;
     for (size_t r = 0; r < t->n; r++)
@@ -411,73 +518,88 @@ static int compare_laplace(const ts_profile *profile, const trace *t,
     normalise(prior, n);
     ba = pop->channel_build(profile->mech, prior, NULL, err, sizeof err);
     if (ba == NULL ||
-        ts_laplace_grid_channel(eps, cols, rows, cell_w, cell_h, laplace, err,
+        ts_laplace_grid_channel(eps, shape.cols, shape.rows, shape.cell_w,
+                                shape.cell_h, laplace, err,
                                 sizeof err) != 0) {
         fprintf(stderr, TS_TOOL_NAME " privic: %s\n", err);
         goto out;
     }
+    /* What IBU inverts for laplace_then_ba: the two channels in turn. */
+    const double *c = pop->channel_matrix(ba);
+    /* How far the rate-distortion optimum collapses the population: the
+     * outputs that carry at least 0.1 % of the reports (BA drives the
+     * others' mass towards 0 slowly, so a lower threshold would count
+     * where it stopped rather than where it goes). */
+    size_t live = 0;
+    for (size_t y = 0; y < n; y++) {
+        double mass = 0.0;
+        for (size_t x = 0; x < n; x++)
+            mass += prior[x] * c[x * n + y];
+        live += mass >= 1e-3;
+    }
+    fprintf(stderr, "privic: BA's channel: %zu of %zu outputs carry at "
+            "least 0.1 %% of the reports\n", live, n);
+    for (size_t x = 0; x < n; x++)
+        for (size_t z = 0; z < n; z++) {
+            double l = laplace[x * n + z];
+            for (size_t y = 0; y < n; y++)
+                composed[x * n + y] += l * c[z * n + y];
+        }
     uint32_t version;
     const void *was = pop->channel_current(profile->mech, &version);
     pop->channel_install(profile->mech, ba, version);
-    ts_vec2 origin = g->centres[0];
-    ts_budget_view unlimited = { INFINITY, 0.0 };
     for (size_t r = 0; r < t->n; r++) {
-        ts_point truth_point = { .lat = t->lat[r], .lon = t->lon[r],
-                                 .ts_ms = t->ts_ms[r], .accuracy_m = NAN };
-        ts_report report;
-        memset(&report, 0, sizeof report);
-        uint32_t cell;
-        if (profile->ops->release(profile->mech, NULL, &truth_point,
-                                  &unlimited, rng, &report) != TS_RELEASE_OK ||
-            pop->cell_of(profile->mech, report.lat, report.lon, &cell) != 0) {
-            pop->channel_install(profile->mech, was, version);
-            fprintf(stderr, TS_TOOL_NAME " privic: release failed\n");
-            goto out;
+        uint32_t x = t->cell[r];
+        uint32_t report[CMP_N];
+        report[CMP_BA] = channel_cell(profile, x, t, r, rng);
+        report[CMP_LAPLACE] = laplace_cell(&shape, g->centres[x], eps, rng);
+        uint32_t landed = laplace_cell(&shape, g->centres[x], eps, rng);
+        report[CMP_LAPLACE_BA] = channel_cell(profile, landed, t, r, rng);
+        for (int m = 0; m < CMP_N; m++) {
+            if (report[m] >= n) {
+                pop->channel_install(profile->mech, was, version);
+                fprintf(stderr, TS_TOOL_NAME " privic: release failed\n");
+                goto out;
+            }
+            counts[(size_t)m * n + report[m]] += 1.0;
+            error_m[m] += hypot(g->centres[report[m]].x - g->centres[x].x,
+                                g->centres[report[m]].y - g->centres[x].y);
         }
-        counts_ba[cell] += 1.0;
-        /* Planar Laplace from the true cell's centre, the report being
-         * the cell the noisy point falls in (the border cells take what
-         * falls beyond): the channel ts_laplace_grid_channel computes. */
-        double radius, angle;
-        ts_planar_laplace_sample(rng, eps, &radius, &angle);
-        ts_vec2 c = g->centres[t->cell[r]];
-        double px = c.x + radius * cos(angle) - (origin.x - cell_w / 2);
-        double py = c.y + radius * sin(angle) - (origin.y - cell_h / 2);
-        double col = floor(px / cell_w), row = floor(py / cell_h);
-        col = col < 0 ? 0 : col >= cols ? cols - 1 : col;
-        row = row < 0 ? 0 : row >= rows ? rows - 1 : row;
-        counts_lap[(size_t)row * cols + (size_t)col] += 1.0;
     }
     pop->channel_install(profile->mech, was, version);
-    unsigned it_ba, it_lap;
-    double d_ba = estimate_distance(g, pop->channel_matrix(ba), counts_ba,
-                                    truth, &cycle.ibu, &it_ba);
-    double d_lap = estimate_distance(g, laplace, counts_lap, truth,
-                                     &cycle.ibu, &it_lap);
-    printf("mechanism,beta,emd_true_m,ibu_iterations\n");
-    printf("ba,%g,%.3f,%u\n", beta, d_ba, it_ba);
-    printf("laplace,%g,%.3f,%u\n", beta, d_lap, it_lap);
+    const double *channels[CMP_N] = { c, laplace, composed };
+    printf("mechanism,beta,emd_true_m,ibu_iterations,emd_true_cells,"
+           "mean_error_m\n");
+    for (int m = 0; m < CMP_N; m++) {
+        unsigned iterations;
+        double cells;
+        double d = estimate_distance(g, channels[m], counts + (size_t)m * n,
+                                     truth, &cycle.ibu, &iterations, &cells);
+        printf("%s,%g,%.3f,%u,%.4f,%.1f\n", compared_names[m], beta, d,
+               iterations, cells, error_m[m] / (double)t->n);
+    }
     status = 0;
 out:
     if (ba != NULL)
         pop->channel_free(ba);
     free(truth);
     free(prior);
-    free(counts_ba);
-    free(counts_lap);
+    free(counts);
     free(laplace);
+    free(composed);
     return status;
 }
 
 int cmd_privic(int argc, char **argv)
 {
-    int compare = 0, plot_size_given = 0;
+    int compare = 0, control = 0, plot_size_given = 0;
     const char *plot_path = NULL;
     ts_plot_size plot_size = { TS_PLOT_DEFAULT_WIDTH,
                                TS_PLOT_DEFAULT_HEIGHT };
     const ts_tool_option options[] = {
         { "compare-laplace", 0, TS_ARG_FLAG, &compare, NULL, 0, 0, NULL,
           NULL },
+        { "control", 0, TS_ARG_FLAG, &control, NULL, 0, 0, NULL, NULL },
         { "plot", 0, TS_ARG_STRING, &plot_path, NULL, 0, 0, NULL, NULL },
         { "plot-size", 0, TS_ARG_HANDLER, &plot_size, &plot_size_given, 0, 0,
           NULL, ts_plot_take_size },
@@ -499,6 +621,11 @@ int cmd_privic(int argc, char **argv)
         fprintf(stderr, TS_TOOL_NAME " privic: --plot-size needs --plot\n");
         return 1;
     }
+    if (control && compare) {
+        fprintf(stderr, TS_TOOL_NAME " privic: --control runs the loop, "
+                "--compare-laplace does not: choose one\n");
+        return 1;
+    }
     if (plot_path != NULL && compare) {
         fprintf(stderr, TS_TOOL_NAME " privic: --plot draws the loop's "
                 "cycles, not --compare-laplace\n");
@@ -518,9 +645,12 @@ int cmd_privic(int argc, char **argv)
     cycle_log log = { 0 };
     const ts_profile *profile = tool.profile;
     const ts_population_ops *pop = profile->ops->population;
-    if (pop == NULL || !pop->adaptive) {
+    if (pop == NULL || (compare && !pop->adaptive)) {
         fprintf(stderr, TS_TOOL_NAME " privic: profile %s uses mechanism %s, "
-                "not privic\n", profile->name, profile->ops->name);
+                "%s\n", profile->name, profile->ops->name,
+                pop == NULL ? "which keeps no density estimate (privic, or "
+                              "geoind with density = true)"
+                            : "not privic (--compare-laplace needs BA)");
         goto out;
     }
     if (read_trace(argv[first], pop, profile->mech, &t) != 0)
@@ -533,14 +663,22 @@ int cmd_privic(int argc, char **argv)
     g.centres = malloc(g.n * sizeof *g.centres);
     if (g.centres == NULL)
         goto out;
-    for (size_t i = 0; i < g.n; i++)
+    g.cells = malloc(g.n * sizeof *g.cells);
+    if (g.cells == NULL)
+        goto out;
+    uint32_t cols, rows;
+    double cell_w, cell_h;
+    pop->grid_shape(profile->mech, &cols, &rows, &cell_w, &cell_h);
+    for (size_t i = 0; i < g.n; i++) {
         g.centres[i] = pop->cell_centre(profile->mech, (uint32_t)i);
+        g.cells[i] = (ts_vec2){ (double)(i % cols), (double)(i / cols) };
+    }
     fprintf(stderr, "privic: %zu rows inside the region, %zu outside, %zu "
             "cells\n", t.n, t.outside, g.n);
     if (compare) {
         status = compare_laplace(profile, &t, &g, tool.rng) ? 1 : 0;
     } else {
-        status = run_loop(profile, &t, &g, tool.rng,
+        status = run_loop(profile, &t, &g, tool.rng, control,
                           plot_path != NULL ? &log : NULL) ||
                          (plot_path != NULL &&
                           plot_cycles(&log, profile->name, plot_path,
@@ -553,6 +691,7 @@ int cmd_privic(int argc, char **argv)
 out:
     cycle_log_free(&log);
     free(g.centres);
+    free(g.cells);
     trace_free(&t);
     ts_tool_pipeline_close(&tool);
     return status;

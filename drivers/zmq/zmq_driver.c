@@ -129,6 +129,10 @@ static int zmq_open(ts_driver **out, const ts_driver_env *env, char *err,
         d->outbox.on_sent = env->observer->published;
         d->outbox.on_sent_arg = env->observer->arg;
     }
+    if (env->observer != NULL && env->observer->reports_sent != NULL) {
+        d->outbox.on_reports_sent = env->observer->reports_sent;
+        d->outbox.on_reports_sent_arg = env->observer->arg;
+    }
     if (env->store != NULL) {
         ts_store_backend_init(&d->store_backend, env->store);
         ts_pipeline_set_state_backend(d->pipeline,
