@@ -20,9 +20,11 @@
 /* The channel and the optimizer's workspaces are cells x cells. */
 #define TS_MI_MAX_CELLS 4096u
 #define TS_MI_MAX_USERS 100000u
-/* With geoind_epsilon each linear step is an LP over cells^2 entries and
- * about 8 cells^2 neighbour constraints (see mi_optimal.c); beyond this
- * many cells ts_mi_optimize refuses instead of weakening the guarantee. */
+/* The exact reference solver for geoind_epsilon (ts_mi_params.geoind_lp)
+ * solves an LP over cells^2 entries and about 8 cells^2 neighbour
+ * constraints per step (mi_geoind_lp.c); beyond this many cells it
+ * refuses. The default first-order solver (mi_geoind.c) takes any grid up
+ * to TS_MI_MAX_CELLS. */
 #define TS_MI_GEOIND_MAX_CELLS 144u
 
 typedef struct ts_mi_problem {
@@ -39,6 +41,12 @@ typedef struct ts_mi_problem {
      * 1e-6 relative of the LP's minimum; any larger L is accepted). */
     double distortion_m;
     double geoind_epsilon;      /* per metre; 0: no geo-ind constraint */
+    /* Optional, cells x cells: cost[x * cells + z] = the mean distance in
+     * metres from the true points of cell x to the centre of z, so that
+     * E[d] = sum_x p(x) sum_z cost(x, z) C(x, z) is the mean distortion of
+     * the true points themselves (tracesan optimize --distortion-on
+     * points). Finite, >= 0. NULL: the distance between the centres. */
+    const double *cost;
 } ts_mi_problem;
 
 typedef struct ts_mi_params {
@@ -49,6 +57,11 @@ typedef struct ts_mi_params {
      * stalls; 1 runs Frank-Wolfe alone (for comparison). The result's
      * guarantees are the same either way. */
     int frank_wolfe_only;
+    /* With geo-ind: 0 (the default) runs the first-order solver of
+     * mi_geoind.c at any size; 1 runs Frank-Wolfe over GLPK's LP, at most
+     * TS_MI_GEOIND_MAX_CELLS cells (the reference the tests compare with).
+     * max_iterations caps the outer steps of either. */
+    int geoind_lp;
 } ts_mi_params;
 
 typedef struct ts_mi_result {
@@ -57,6 +70,18 @@ typedef struct ts_mi_result {
     double gap_bits;            /* certificate: mi_bits - optimum <= gap */
     unsigned iterations;
     int converged;              /* gap_bits <= gap_tolerance_bits */
+    /* With geo-ind: the ratio bound per metre actually imposed on the
+     * neighbour edges (eps / stretch, see mi_geograph.c), the neighbour
+     * graph's stretch, and the weight of the uniform channel the last
+     * repair mixed in (0 when the iterate already held every edge). */
+    double edge_epsilon;
+    double stretch;
+    double repair_weight;
+    /* With geo-ind: the least E[d] of an exactly geo-ind channel the
+     * solver found (metres), and a lower bound on the least E[d] of any
+     * (from the same duality); L below the bound is refused. */
+    double least_distortion_m;
+    double least_distortion_lower_m;
 } ts_mi_result;
 
 /* Writes the n x n channel. Cells no training row visits (P(x) = 0) do not
