@@ -1,6 +1,6 @@
 /* The MI-optimal channel: validation, the choice of solver, and I(U; Z)
  * and E[d] of a channel. The solvers live in mi_plain.c (without geo-ind),
- * mi_geoind.c and mi_geoind_lp.c (with it); mi_solver.h says how they
+ * and mi_geoind_lp.c (with it); mi_solver.h says how they
  * share the work. Every one of them certifies its answer the same way: a
  * lower bound on the optimum from the linearisation of the convex
  * objective (a Frank-Wolfe gap, or the dual of that linear step), so the
@@ -113,10 +113,10 @@ int ts_mi_optimize(const ts_mi_problem *problem, const ts_mi_params *params,
     if (validate(problem, params, &total, err, errlen) != 0)
         return -1;
     int geo = problem->geoind_epsilon > 0.0;
-    if (geo && params->geoind_lp && problem->cells > TS_MI_GEOIND_MAX_CELLS)
+    if (geo && problem->cells > TS_MI_GEOIND_MAX_CELLS)
         return ts_fail(err, errlen, "mi-optimal: with geoind_epsilon the "
-                       "LP reference solver's linear steps are LPs over "
-                       "cells^2 entries; %zu cells exceed its limit of %u",
+                       "linear steps are LPs over cells^2 entries; %zu cells "
+                       "exceed the limit of %u (use larger cells)",
                        problem->cells, (unsigned)TS_MI_GEOIND_MAX_CELLS);
     if (geo && problem->distortion_m == 0.0)
         return ts_fail(err, errlen, "mi-optimal: no geo-indistinguishable "
@@ -129,10 +129,8 @@ int ts_mi_optimize(const ts_mi_problem *problem, const ts_mi_params *params,
         rc = mi_plain_solve(&s, params, channel, result, err, errlen);
         if (rc == 0)
             fill_unvisited(&s, channel);
-    } else if (params->geoind_lp) {
-        rc = mi_geoind_lp_solve(&s, params, channel, result, err, errlen);
     } else {
-        rc = mi_geoind_solve(&s, params, channel, result, err, errlen);
+        rc = mi_geoind_lp_solve(&s, params, channel, result, err, errlen);
     }
     if (rc == 0) {
         result->mi_bits = ts_mi_bits(problem, channel);

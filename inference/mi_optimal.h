@@ -20,11 +20,9 @@
 /* The channel and the optimizer's workspaces are cells x cells. */
 #define TS_MI_MAX_CELLS 4096u
 #define TS_MI_MAX_USERS 100000u
-/* The exact reference solver for geoind_epsilon (ts_mi_params.geoind_lp)
- * solves an LP over cells^2 entries and about 8 cells^2 neighbour
- * constraints per step (mi_geoind_lp.c); beyond this many cells it
- * refuses. The default first-order solver (mi_geoind.c) takes any grid up
- * to TS_MI_MAX_CELLS. */
+/* With geoind_epsilon each linear step is an LP over cells^2 entries and
+ * about 8 cells^2 neighbour constraints (mi_geoind_lp.c); beyond this
+ * many cells ts_mi_optimize refuses instead of weakening the guarantee. */
 #define TS_MI_GEOIND_MAX_CELLS 144u
 
 typedef struct ts_mi_problem {
@@ -57,11 +55,6 @@ typedef struct ts_mi_params {
      * stalls; 1 runs Frank-Wolfe alone (for comparison). The result's
      * guarantees are the same either way. */
     int frank_wolfe_only;
-    /* With geo-ind: 0 (the default) runs the first-order solver of
-     * mi_geoind.c at any size; 1 runs Frank-Wolfe over GLPK's LP, at most
-     * TS_MI_GEOIND_MAX_CELLS cells (the reference the tests compare with).
-     * max_iterations caps the outer steps of either. */
-    int geoind_lp;
 } ts_mi_params;
 
 typedef struct ts_mi_result {
@@ -78,8 +71,8 @@ typedef struct ts_mi_result {
     double stretch;
     double repair_weight;
     /* With geo-ind: the least E[d] of an exactly geo-ind channel the
-     * solver found (metres), and a lower bound on the least E[d] of any
-     * (from the same duality); L below the bound is refused. */
+     * solver found (metres; L at or below it is refused), and the LP's
+     * value of that least, a hair below (GLPK's tolerance). */
     double least_distortion_m;
     double least_distortion_lower_m;
 } ts_mi_result;

@@ -6,10 +6,8 @@
  *   mi_solver.c      this header's solver, gradient and Frank-Wolfe loop
  *   mi_plain.c       without geo-ind: exact linear step and mirror descent
  *   mi_geograph.c    the neighbour (Yao) graph and its exact stretch
- *   mi_geoind.c      with geo-ind: proximal mirror descent with Bregman
- *                    projections onto the edge constraints (any size)
- *   mi_geoind_lp.c   with geo-ind: Frank-Wolfe over GLPK's LP, the exact
- *                    reference at small sizes
+ *   mi_geoind_lp.c   with geo-ind: Frank-Wolfe over GLPK's LP (at most
+ *                    TS_MI_GEOIND_MAX_CELLS cells)
  *
  * Notation. n cells, k users, m visited cells (p(x) > 0). C is n x n,
  * row-major, C[x * n + z] = P(z | x). J(u, z) = sum_x p(u, x) C(x, z),
@@ -130,10 +128,6 @@ double mi_geoind_repair(const mi_geograph *g, double eps_edge, double *C);
 /* The least such weight, without applying it. */
 double mi_geoind_repair_weight(const mi_geograph *g, double eps_edge,
                                const double *C);
-
-/* With geo-ind, by proximal mirror descent (mi_geoind.c). */
-int mi_geoind_solve(mi_solver *s, const ts_mi_params *params, double *C,
-                    ts_mi_result *result, char *err, size_t errlen);
 
 /* With geo-ind, by Frank-Wolfe over GLPK's LP (mi_geoind_lp.c). */
 int mi_geoind_lp_solve(mi_solver *s, const ts_mi_params *params, double *C,
