@@ -194,16 +194,19 @@ echo "Gowalla New York, time split: the $ny_users most active users in $ny_box,"
      "$(( $(wc -l <"$tmp/ny.train.csv") - 1 )) check-ins to fit (each user's first 70 %)," \
      "$(( $(wc -l <"$tmp/ny.eval.csv") - 1 )) to release (the last 30 %)," \
      "cells of $ny_cell m, eval --identity cells of $ny_eval_cell m"
-echo "L_m,mechanism,eps_per_m,in_bayes_error,in_distortion_m,held_bayes_error,held_distortion_m,validation_held_bayes_error,chosen_smooth_m"
+echo "L_m,mechanism,eps_per_m,in_bayes_error,in_distortion_m,held_bayes_error,held_distortion_m,validation_held_bayes_error,chosen_smooth_m,chosen_backoff,chosen_row_entropy"
 read -r -a optimize_args <<<"${NY_OPTIMIZE_ARGS:-}"
 for l in $ny_ls; do
     optimize "ny$l" "$ny_box" "$ny_cell" "$l" 0 "$tmp/ny.train.csv"
     echo "# ny$l: $(grep -v '^optimize: [0-9]' "$tmp/ny$l.opt" | tr '\n' ' ')"
     grep '^optimize: [0-9.]*,[0-9.]*,' "$tmp/ny$l.opt" | sed 's/^optimize: /# candidate: /'
-    # The validation's held-out Bayes error of the chosen candidate.
-    chosen=$(sed -n 's/.*chosen smooth_m=\([0-9.e+-]*\) backoff=\([0-9.e+-]*\).*/\1,\2/p' "$tmp/ny$l.opt")
-    vheld=$(awk -F, -v c="$chosen" '/^optimize: [0-9.]*,[0-9.]*,/ {
-        sub(/^optimize: /, ""); if ($1 "," $2 == c) print $7 }' "$tmp/ny$l.opt")
+    # The validation's held-out Bayes error of the chosen candidate (the
+    # candidate lines' columns are named by their header line).
+    chosen=$(sed -n 's/.*chosen smooth_m=\([^ ]*\) backoff=\([^ ]*\) row_entropy=\([^ ]*\).*/\1,\2,\3/p' "$tmp/ny$l.opt")
+    vheld=$(awk -v c="$chosen" '{ sub(/^optimize: /, "") }
+        /^smooth_m,/ { for (i = 1; i <= split($0, h, ","); i++) col[h[i]] = i; next }
+        ("held_bayes_error" in col) && /^[0-9]/ { split($0, f, ",")
+            if (f[1] "," f[2] "," f[3] == c) print f[col["held_bayes_error"]] }' "$tmp/ny$l.opt")
     declare -A bayes dist
     for part in train eval; do
         repeated "$tmp/ny.$part.csv" "$tmp/ny$l.$part.rep.csv"
@@ -224,7 +227,7 @@ for l in $ny_ls; do
                 awk -F, 'NR == 2 { print $2 }') || { cat "$tmp/id.err" >&2; exit 1; }
         done
     done
-    echo "$l,mi-channel,0,${bayes[mi.train]},${dist[mi.train]},${bayes[mi.eval]},${dist[mi.eval]},$vheld,${chosen%,*}"
+    echo "$l,mi-channel,0,${bayes[mi.train]},${dist[mi.train]},${bayes[mi.eval]},${dist[mi.eval]},$vheld,$chosen"
     echo "$l,planar-laplace,$geo_eps,${bayes[geo.train]},${dist[geo.train]},${bayes[geo.eval]},${dist[geo.eval]},,"
 done
 echo

@@ -61,6 +61,12 @@ static int validate(const ts_mi_problem *pb, const ts_mi_params *params,
     if (!(pb->geoind_epsilon >= 0.0) || !isfinite(pb->geoind_epsilon))
         return ts_fail(err, errlen, "mi-optimal: geoind_epsilon %g is not a "
                        "finite non-negative number", pb->geoind_epsilon);
+    if (!(pb->row_entropy_weight >= 0.0) || !isfinite(pb->row_entropy_weight) ||
+        (pb->row_entropy_weight > 0.0 && pb->geoind_epsilon > 0.0))
+        return ts_fail(err, errlen, "mi-optimal: row entropy weight %g is "
+                       "not a finite non-negative number (or comes with "
+                       "geo-ind, which does not take it)",
+                       pb->row_entropy_weight);
     if (!(params->gap_tolerance_bits > 0.0) ||
         !isfinite(params->gap_tolerance_bits))
         return ts_fail(err, errlen, "mi-optimal: gap tolerance %g is not a "

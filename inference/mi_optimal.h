@@ -45,6 +45,11 @@ typedef struct ts_mi_problem {
      * the true points themselves (tracesan optimize --distortion-on
      * points). Finite, >= 0. NULL: the distance between the centres. */
     const double *cost;
+    /* tau >= 0: minimise I(U; Z) + tau sum_x p(x) sum_z C log C instead,
+     * rows regularised towards spread (the max-entropy rows under the
+     * distortion bound as tau grows). Without geo-ind only; the gap is
+     * then that of the regularised objective (an entropic dual bound). */
+    double row_entropy_weight;
 } ts_mi_problem;
 
 typedef struct ts_mi_params {

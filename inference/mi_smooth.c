@@ -256,34 +256,38 @@ int ts_mi_guard_rows(const double *train, size_t n, size_t k,
         }
         if (dx <= I * (1.0 + 1e-12) && vx <= V * (1.0 + 1e-12))
             continue;
-        /* The nearest output whose posterior is close to the prior. */
-        size_t best = n;
-        double bd = INFINITY;
-        for (size_t z = 0; z < n; z++) {
-            if (!(pz[z] > 0.0 && Dz[z] <= 0.5 * I && Vz[z] <= V))
-                continue;
-            double d = dist(centres, x, z);
-            if (d < bd) {
-                bd = d;
-                best = z;
+        /* The nearest output whose posterior is close to the prior (D at
+         * most half the population's, V at most the population's), else
+         * the nearest within the population's on both, else the
+         * population's report distribution P(Z) itself, which meets both
+         * bounds with equality. */
+        size_t target = n;
+        for (int pass = 0; pass < 2 && target == n; pass++) {
+            double bd = INFINITY;
+            for (size_t z = 0; z < n; z++) {
+                if (!(pz[z] > 0.0 && Dz[z] <= (pass ? 1.0 : 0.5) * I &&
+                      Vz[z] <= V))
+                    continue;
+                double d = dist(centres, x, z);
+                if (d < bd) {
+                    bd = d;
+                    target = z;
+                }
             }
         }
-        if (best == n) {
-            rc = ts_fail(err, errlen, "guard: no report is less identifying "
-                         "than the population's");
-            goto out;
-        }
+        double dt = target < n ? Dz[target] : I;
+        double vt = target < n ? Vz[target] : V;
         double t = 0.0;
         if (dx > I)
-            t = (dx - I) / (dx - Dz[best]);
+            t = dt < dx ? (dx - I) / (dx - dt) : 1.0;
         if (vx > V) {
-            double tv = (vx - V) / (vx - Vz[best]);
+            double tv = vt < vx ? (vx - V) / (vx - vt) : 1.0;
             t = tv > t ? tv : t;
         }
         t = t * (1.0 + 1e-9) < 1.0 ? t * (1.0 + 1e-9) : 1.0;
         for (size_t z = 0; z < n; z++)
-            row[z] *= 1.0 - t;
-        row[best] += t;
+            row[z] = (1.0 - t) * row[z] + t * (target < n ? (z == target)
+                                                          : pz[z]);
         (*rows_fixed)++;
     }
 out:

@@ -66,13 +66,14 @@ int ts_mi_figures_of(const double *joint, size_t cells, size_t users,
  *   sum_z C(x, z) V(z) <= sum_z P(z) V(z) = 1 - Bayes error.
  *
  * A row that breaks either is mixed with the report of the output nearest
- * to x whose D is at most half the population's and whose V is at most
- * the population's (its posterior is close to the prior), by the least weight that restores
- * both. The rows of cells without training mass do not change P(U | z)
- * (they carry no training mass), so the fix is exact and one row at a
- * time. rows_fixed: how many rows were mixed. -1 with err on bad input
- * or when memory runs out, or when no output qualifies (the channel then
- * identifies everyone: I(U; Z) = H(U)), which the caller must refuse. */
+ * to x whose D is at most half the population's and whose V at most the
+ * population's (its posterior is close to the prior), else of the nearest
+ * output within the population's on both, else with P(Z) itself (which
+ * meets both with equality), by the least weight that restores both. The
+ * rows of cells without training mass do not change P(U | z) (they carry
+ * no training mass), so the fix is exact and one row at a time.
+ * rows_fixed: how many rows were mixed. -1 with err on bad input or when
+ * memory runs out. */
 int ts_mi_guard_rows(const double *train_joint, size_t cells, size_t users,
                      const ts_vec2 *centres, double *channel,
                      size_t *rows_fixed, char *err, size_t errlen);

@@ -901,6 +901,59 @@ TS_TEST(test_distortion_bound_holds_over_true_points)
 }
 END_TEST
 
+/* Rows regularised towards spread (--row-entropy): the entropic dual
+ * certifies the regularised objective, the bound holds, and the channel
+ * is no worse for that objective than the unregularised optimum (up to
+ * the gap), while its rows carry more entropy. */
+TS_TEST(test_row_entropy_certified_and_spreads_rows)
+{
+    enum { N = 25, K = 4 };
+    ts_vec2 c[N];
+    grid(5, 5, 100.0, 100.0, c);
+    ts_rng *rng = ts_rng_new_seeded(2802);
+    double joint[K * N];
+    random_joint(rng, c, N, K, 150.0, 0.3, joint);
+    static double C0[N * N], Ct[N * N];
+    ts_mi_problem pb = { .cells = N, .centres = c, .users = K,
+                         .joint = joint, .distortion_m = 120.0 };
+    solve(&pb, 1e-6, C0);
+    const double tau = 0.2, tol = 1e-4;
+    pb.row_entropy_weight = tau;
+    ts_mi_params params = { .gap_tolerance_bits = tol,
+                            .max_iterations = 20000 };
+    ts_mi_result r;
+    char err[256];
+    ck_assert_msg(ts_mi_optimize(&pb, &params, Ct, &r, err, sizeof err) == 0,
+                  "%s", err);
+    ck_assert_msg(r.converged && r.gap_bits <= tol, "gap %g", r.gap_bits);
+    assert_stochastic(Ct, N);
+    ck_assert(ts_mi_distortion(&pb, Ct) <= pb.distortion_m * (1.0 + 1e-9));
+    double px[N] = { 0 };
+    for (size_t u = 0; u < K; u++)
+        for (size_t x = 0; x < N; x++)
+            px[x] += joint[u * N + x];
+    double ent0 = 0.0, entt = 0.0;
+    for (size_t x = 0; x < N; x++)
+        for (size_t z = 0; z < N; z++) {
+            if (C0[x * N + z] > 0.0)
+                ent0 += px[x] * C0[x * N + z] * log(C0[x * N + z]);
+            if (Ct[x * N + z] > 0.0)
+                entt += px[x] * Ct[x * N + z] * log(Ct[x * N + z]);
+        }
+    pb.row_entropy_weight = 0.0;
+    double f0 = ts_mi_bits(&pb, C0) * M_LN2 + tau * ent0;
+    double ft = ts_mi_bits(&pb, Ct) * M_LN2 + tau * entt;
+    ck_assert_msg(ft <= f0 + 1e-9, "regularised %g > plain optimum's %g",
+                  ft, f0);
+    ck_assert_msg(entt < ent0, "rows no more spread: %g vs %g", entt, ent0);
+    /* With geo-ind it is refused. */
+    pb.row_entropy_weight = tau;
+    pb.geoind_epsilon = 0.01;
+    ck_assert(ts_mi_optimize(&pb, &params, Ct, &r, err, sizeof err) == -1);
+    ts_rng_free(rng);
+}
+END_TEST
+
 int main(void)
 {
     return ts_check_main("mi_optimal", 60, NULL, NULL);

@@ -49,6 +49,7 @@ static void usage(FILE *out)
         "                         --cell-m METRES --distortion-m L\n"
         "                         [--distortion-on points|centres]\n"
         "                         [--smooth-m H[,H..]] [--backoff B[,B..]]\n"
+        "                         [--row-entropy T[,T..]]\n"
         "                         [--validate-split F] [--geoind-epsilon E]\n"
         "                         [--gap-bits T] [--max-iterations N]\n"
         "                         -o CHANNEL.bin TRAIN.csv\n"
@@ -75,6 +76,10 @@ static void usage(FILE *out)
         "                          (default: 0, 1 and 2 cells)\n"
         "      --backoff B[,B..]   weight of the population in the smoothed\n"
         "                          joint, in [0, 1] (default 0.05)\n"
+        "      --row-entropy T[,T..]\n"
+        "                          regularise the rows towards spread: minimise\n"
+        "                          I(U;Z) + T sum p(x) C log C (candidates as\n"
+        "                          for --smooth-m; default 0)\n"
         "      --validate-split F  hold out the last F of each user's rows\n"
         "                          (by ts, else file order) to choose the\n"
         "                          smoothing and report held-out figures;\n"
@@ -244,7 +249,8 @@ typedef struct fit_setup {
 
 /* Smooths counts, optimizes, guards; the channel in C. */
 static int fit(const fit_setup *fs, const double *counts, const double *cost,
-               double smooth_m, double backoff, double gap_bits, double *C,
+               double smooth_m, double backoff, double tau, double gap_bits,
+               double *C,
                double *joint, ts_mi_result *result, size_t *guarded,
                char *err, size_t errlen)
 {
@@ -260,6 +266,7 @@ static int fit(const fit_setup *fs, const double *counts, const double *cost,
         .distortion_m = fs->distortion_m,
         .geoind_epsilon = fs->geoind_epsilon,
         .cost = fs->on_points ? cost : NULL,
+        .row_entropy_weight = tau,
     };
     ts_mi_params params = {
         .gap_tolerance_bits = gap_bits,
@@ -307,6 +314,7 @@ int cmd_optimize(int argc, char **argv)
     const char *output = NULL;
     int distortion_on = 0;
     number_list smooth = { .n = 0 }, backoff = { .v = { 0.05 }, .n = 1 };
+    number_list entropy = { .v = { 0.0 }, .n = 1 };
     static const char *const on_choices[] = { "points", "centres", NULL };
     const ts_tool_option options[] = {
         {"region", 0, TS_ARG_HANDLER, .dest = region, .handle = take_region},
@@ -316,6 +324,8 @@ int cmd_optimize(int argc, char **argv)
          .choices = on_choices},
         {"smooth-m", 0, TS_ARG_HANDLER, .dest = &smooth, .handle = take_list},
         {"backoff", 0, TS_ARG_HANDLER, .dest = &backoff, .handle = take_list},
+        {"row-entropy", 0, TS_ARG_HANDLER, .dest = &entropy,
+         .handle = take_list},
         {"validate-split", 0, TS_ARG_NON_NEGATIVE, .dest = &split},
         {"geoind-epsilon", 0, TS_ARG_NON_NEGATIVE, .dest = &geoind_epsilon},
         {"gap-bits", 0, TS_ARG_POSITIVE, .dest = &gap_bits},
@@ -366,7 +376,7 @@ int cmd_optimize(int argc, char **argv)
     size_t n = grid.cells;
     point *pts = NULL;
     size_t np = 0, cap = 0, users = 0;
-    double *channel = NULL, *best = NULL, *counts = NULL, *cost = NULL,
+    double *channel = NULL, *counts = NULL, *cost = NULL,
            *held_counts = NULL, *held_cost = NULL, *joint = NULL;
     size_t *per_cell = NULL;
     ts_name_index *names = ts_name_index_new();
@@ -455,14 +465,13 @@ int cmd_optimize(int argc, char **argv)
     double read_s = ts_tool_now() - started;
 
     channel = malloc(n * n * sizeof *channel);
-    best = malloc(n * n * sizeof *best);
     counts = malloc(users * n * sizeof *counts);
     held_counts = malloc(users * n * sizeof *held_counts);
     joint = malloc(users * n * sizeof *joint);
     cost = malloc(n * n * sizeof *cost);
     held_cost = malloc(n * n * sizeof *held_cost);
     per_cell = malloc(n * sizeof *per_cell);
-    if (!channel || !best || !counts || !held_counts || !joint || !cost ||
+    if (!channel || !counts || !held_counts || !joint || !cost ||
         !held_cost || !per_cell) {
         fprintf(stderr, TS_TOOL_NAME " optimize: out of memory for a "
                 "%zu-cell channel\n", n);
@@ -488,11 +497,11 @@ int cmd_optimize(int argc, char **argv)
             geoind_epsilon > 0.0 ? "geo-indistinguishability"
                                  : "information-theoretic (not DP)");
 
-    size_t chosen_s = 0, chosen_b = 0;
+    size_t chosen_s = 0, chosen_b = 0, chosen_t = 0;
     ts_mi_result result;
     size_t guarded = 0;
     double optimize_s = 0.0;
-    size_t candidates = smooth.n * backoff.n;
+    size_t candidates = smooth.n * backoff.n * entropy.n;
     if (split > 0.0) {
         split_points(pts, np, split);
         size_t n_fit = counts_of(pts, np, 0, users, &grid, counts, cost,
@@ -502,16 +511,17 @@ int cmd_optimize(int argc, char **argv)
         fprintf(stderr, "optimize: validation: %zu rows fitted, the last "
                 "%zu held out (%.0f %% of each user's, by %s)\n", n_fit,
                 n_held, 100.0 * split, col_ts >= 0 ? "ts" : "file order");
-        fprintf(stderr, "optimize: smooth_m,backoff,in_mi_bits,"
+        fprintf(stderr, "optimize: smooth_m,backoff,row_entropy,in_mi_bits,"
                 "in_bayes_error,in_distortion_m,held_mi_bits,"
                 "held_bayes_error,held_distortion_m,guarded_rows,gap_bits,"
                 "seconds\n");
         double best_error = -1.0, best_mi = INFINITY;
         for (size_t c = 0; c < candidates && n_held > 0; c++) {
-            size_t si = c / backoff.n, bi = c % backoff.n;
+            size_t si = c / (backoff.n * entropy.n);
+            size_t bi = c / entropy.n % backoff.n, ti = c % entropy.n;
             double t0 = ts_tool_now();
             if (fit(&fs, counts, cost, smooth.v[si], backoff.v[bi],
-                    gap_bits * (candidates > 1 ? SCREEN_GAP_FACTOR : 1.0),
+                    entropy.v[ti], gap_bits * (candidates > 1 ? SCREEN_GAP_FACTOR : 1.0),
                     channel, joint, &result, &guarded, err,
                     sizeof err) != 0) {
                 fprintf(stderr, TS_TOOL_NAME " optimize: %s\n", err);
@@ -525,8 +535,9 @@ int cmd_optimize(int argc, char **argv)
                 fprintf(stderr, TS_TOOL_NAME " optimize: %s\n", err);
                 goto out;
             }
-            fprintf(stderr, "optimize: %g,%g,%.6f,%.4f,%.1f,%.6f,%.4f,%.1f,"
-                    "%zu,%.3g,%.1f\n", smooth.v[si], backoff.v[bi],
+            fprintf(stderr, "optimize: %g,%g,%g,%.6f,%.4f,%.1f,%.6f,%.4f,"
+                    "%.1f,%zu,%.3g,%.1f\n", smooth.v[si], backoff.v[bi],
+                    entropy.v[ti],
                     in.mi_bits, in.bayes_error, in.distortion_m,
                     held.mi_bits, held.bayes_error, held.distortion_m,
                     guarded, result.gap_bits, ts_tool_now() - t0);
@@ -537,6 +548,7 @@ int cmd_optimize(int argc, char **argv)
                 best_mi = held.mi_bits;
                 chosen_s = si;
                 chosen_b = bi;
+                chosen_t = ti;
             }
         }
     }
@@ -544,7 +556,7 @@ int cmd_optimize(int argc, char **argv)
     counts_of(pts, np, -1, users, &grid, counts, cost, per_cell);
     started = ts_tool_now();
     if (fit(&fs, counts, cost, smooth.v[chosen_s], backoff.v[chosen_b],
-            gap_bits, channel, joint, &result, &guarded, err,
+            entropy.v[chosen_t], gap_bits, channel, joint, &result, &guarded, err,
             sizeof err) != 0) {
         fprintf(stderr, TS_TOOL_NAME " optimize: %s\n", err);
         goto out;
@@ -579,10 +591,12 @@ int cmd_optimize(int argc, char **argv)
         goto out;
     }
     fprintf(stderr,
-            "optimize: chosen smooth_m=%g backoff=%g guarded_rows=%zu "
+            "optimize: chosen smooth_m=%g backoff=%g row_entropy=%g "
+            "guarded_rows=%zu "
             "in_sample_mi_bits=%.6f in_sample_bayes_error=%.4f "
             "in_sample_distortion_m=%.1f\n",
-            smooth.v[chosen_s], backoff.v[chosen_b], guarded, in.mi_bits,
+            smooth.v[chosen_s], backoff.v[chosen_b], entropy.v[chosen_t],
+            guarded, in.mi_bits,
             in.bayes_error, in.distortion_m);
     fprintf(stderr,
             "optimize: mi_bits=%.6f mean_distortion_m=%.1f gap_bits=%.3g "
@@ -602,7 +616,6 @@ out:
         ts_csv_close(reader);
     free(pts);
     free(channel);
-    free(best);
     free(counts);
     free(held_counts);
     free(joint);
