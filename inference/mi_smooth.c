@@ -198,21 +198,14 @@ int ts_mi_guard_rows(const double *train, size_t n, size_t k,
     if (train == NULL || centres == NULL || C == NULL || n == 0 || k == 0)
         return ts_fail(err, errlen, "guard: missing input");
     *rows_fixed = 0;
-    double *J = malloc(k * n * sizeof *J);
-    double *pu = malloc(k * sizeof *pu);
-    double *pz = malloc(n * sizeof *pz);
-    double *Dz = malloc(n * sizeof *Dz);
-    double *Vz = malloc(n * sizeof *Vz);
-    unsigned char *empty = malloc(n);
-    if (!J || !pu || !pz || !Dz || !Vz || !empty) {
-        free(J);
-        free(pu);
-        free(pz);
-        free(Dz);
-        free(Vz);
-        free(empty);
+    /* One block: J (k x n), pu (k), pz, Dz, Vz (n each), then the empty
+     * flags. */
+    double *block = malloc((k * n + k + 3 * n) * sizeof *block + n);
+    if (block == NULL)
         return ts_fail(err, errlen, "guard: out of memory");
-    }
+    double *J = block, *pu = J + k * n, *pz = pu + k, *Dz = pz + n,
+           *Vz = Dz + n;
+    unsigned char *empty = (unsigned char *)(Vz + n);
     int rc = 0;
     if (joint_through(train, n, k, C, J, pu, pz) != 0) {
         rc = ts_fail(err, errlen, "guard: the training joint has no mass");
@@ -291,11 +284,6 @@ int ts_mi_guard_rows(const double *train, size_t n, size_t k,
         (*rows_fixed)++;
     }
 out:
-    free(J);
-    free(pu);
-    free(pz);
-    free(Dz);
-    free(Vz);
-    free(empty);
+    free(block);
     return rc;
 }
