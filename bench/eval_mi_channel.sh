@@ -50,7 +50,7 @@ need_programs "$tracesan"
 gowalla=${1:-$srcdir/../shared/data/gowalla-nyc.csv.gz}
 syn_ls=${SYN_LS-100 250 400 600}
 syn_cell=${SYN_CELL_M:-50}
-ny_box=${NY_BOX:-40.70,-74.02,40.80,-73.93}
+ny_box=${NY_BOX:-40.70,-74.02,40.78,-73.94}
 ny_users=${NY_USERS:-10}
 ny_cell=${NY_CELL_M:-250}
 ny_eval_cell=${NY_EVAL_CELL_M:-200}

@@ -79,7 +79,8 @@ static void usage(FILE *out)
         "      --row-entropy T[,T..]\n"
         "                          regularise the rows towards spread: minimise\n"
         "                          I(U;Z) + T sum p(x) C log C (candidates as\n"
-        "                          for --smooth-m; default 0)\n"
+        "                          for --smooth-m; default 0,0.3; not with\n"
+        "                          --geoind-epsilon)\n"
         "      --validate-split F  hold out the last F of each user's rows\n"
         "                          (by ts, else file order) to choose the\n"
         "                          smoothing and report held-out figures;\n"
@@ -314,7 +315,7 @@ int cmd_optimize(int argc, char **argv)
     const char *output = NULL;
     int distortion_on = 0;
     number_list smooth = { .n = 0 }, backoff = { .v = { 0.05 }, .n = 1 };
-    number_list entropy = { .v = { 0.0 }, .n = 1 };
+    number_list entropy = { .v = { 0.0, 0.3 }, .n = 2 };
     static const char *const on_choices[] = { "points", "centres", NULL };
     const ts_tool_option options[] = {
         {"region", 0, TS_ARG_HANDLER, .dest = region, .handle = take_region},
@@ -358,6 +359,11 @@ int cmd_optimize(int argc, char **argv)
                     "[0, 1]\n");
             return 1;
         }
+    if (geoind_epsilon > 0.0) {
+        /* The geo-ind solver takes no row entropy. */
+        entropy.v[0] = 0.0;
+        entropy.n = 1;
+    }
     if (smooth.n == 0) {
         smooth.v[0] = 0.0;
         smooth.v[1] = cell_m;
