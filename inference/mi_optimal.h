@@ -15,49 +15,7 @@
 
 #include <stddef.h>
 
-#include "geometry/plane.h"
-
-/* The channel and the optimizer's workspaces are cells x cells. */
-#define TS_MI_MAX_CELLS 4096u
-#define TS_MI_MAX_USERS 100000u
-/* With geoind_epsilon each linear step is an LP over cells^2 entries and
- * about 8 cells^2 neighbour constraints (see mi_optimal.c); beyond this
- * many cells ts_mi_optimize refuses instead of weakening the guarantee. */
-#define TS_MI_GEOIND_MAX_CELLS 144u
-
-typedef struct ts_mi_problem {
-    size_t cells;               /* n: inputs and outputs are the same cells */
-    const ts_vec2 *centres;     /* n cell centres, metres of a plane */
-    size_t users;               /* k */
-    /* k x n, row-major: the empirical joint P(U = u, X = x) of a training
-     * trace; non-negative, sums to 1. */
-    const double *joint;
-    /* L >= 0. L = 0 gives the identity (I(U; Z) = I(U; X), gap 0); with
-     * geo-ind, L must exceed the least distortion an eps-geo-ind channel
-     * can have, else an error says what that least distortion is (that
-     * of an exactly geo-ind channel the optimizer builds, within about
-     * 1e-6 relative of the LP's minimum; any larger L is accepted). */
-    double distortion_m;
-    double geoind_epsilon;      /* per metre; 0: no geo-ind constraint */
-} ts_mi_problem;
-
-typedef struct ts_mi_params {
-    double gap_tolerance_bits;  /* stop when the duality gap is below */
-    unsigned max_iterations;
-    /* Without geo-ind: 0 (the default) runs the accelerated mirror
-     * descent of mi_optimal.c and polishes with Frank-Wolfe only if it
-     * stalls; 1 runs Frank-Wolfe alone (for comparison). The result's
-     * guarantees are the same either way. */
-    int frank_wolfe_only;
-} ts_mi_params;
-
-typedef struct ts_mi_result {
-    double mi_bits;             /* I(U; Z) of the returned channel */
-    double distortion_m;        /* its E[d(X, Z)] (<= L up to 1e-9 relative) */
-    double gap_bits;            /* certificate: mi_bits - optimum <= gap */
-    unsigned iterations;
-    int converged;              /* gap_bits <= gap_tolerance_bits */
-} ts_mi_result;
+#include "inference/mi_problem.h"
 
 /* Writes the n x n channel. Cells no training row visits (P(x) = 0) do not
  * enter I(U; Z) or E[d]. Without geo-ind they get the row of the nearest
@@ -73,9 +31,5 @@ typedef struct ts_mi_result {
 int ts_mi_optimize(const ts_mi_problem *problem, const ts_mi_params *params,
                    double *channel, ts_mi_result *result, char *err,
                    size_t errlen);
-
-/* I(U; Z) in bits and E[d(X, Z)] in metres of a channel for a problem. */
-double ts_mi_bits(const ts_mi_problem *problem, const double *channel);
-double ts_mi_distortion(const ts_mi_problem *problem, const double *channel);
 
 #endif

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "inference/mi_optimal.h"
+#include "inference/mi_smooth.h"
 #include "mechanisms/rng.h"
 #include "tests/support/check_run.h"
 
@@ -674,6 +675,282 @@ TS_TEST(test_bad_input)
     free(bc);
     free(bj);
     free(bC);
+}
+END_TEST
+
+/* ------------------------------------------------ smoothing (issue 28) */
+
+/* The smoothed joint keeps every user's mass, is the plain one at h = 0
+ * and b = 0, and gives a cell that no kernel reaches the population's
+ * identity distribution P(u) exactly. */
+TS_TEST(test_smooth_keeps_mass_and_backs_off_to_the_population)
+{
+    enum { COLS = 12, ROWS = 6, N = COLS * ROWS, K = 3 };
+    ts_vec2 c[N];
+    grid(COLS, ROWS, 100.0, 100.0, c);
+    double counts[K * N] = { 0 }, out[K * N];
+    /* Users on the west side only: columns 0-2; the east is empty. */
+    counts[0 * N + 0] = 5;
+    counts[0 * N + 13] = 3;
+    counts[1 * N + 2] = 4;
+    counts[1 * N + 26] = 2;
+    counts[2 * N + 1] = 6;
+    double total = 20.0, pu[K] = { 8 / total, 6 / total, 6 / total };
+    char err[256];
+    ck_assert(ts_mi_smooth_joint(c, N, K, counts, 0.0, 0.0, out, err,
+                                 sizeof err) == 0);
+    for (size_t i = 0; i < K * N; i++)
+        ck_assert(fabs(out[i] - counts[i] / total) <= 1e-15);
+    const double b = 0.1, h = 100.0;
+    ck_assert(ts_mi_smooth_joint(c, N, K, counts, h, b, out, err,
+                                 sizeof err) == 0);
+    double sum = 0.0;
+    for (size_t u = 0; u < K; u++) {
+        double mass = 0.0;
+        for (size_t x = 0; x < N; x++) {
+            ck_assert(out[u * N + x] > 0.0);   /* every cell has mass */
+            mass += out[u * N + x];
+        }
+        ck_assert_msg(fabs(mass - pu[u]) <= 1e-12, "user %zu: %g vs %g", u,
+                      mass, pu[u]);
+        sum += mass;
+    }
+    ck_assert(fabs(sum - 1.0) <= 1e-12);
+    /* Column 11 is 800 m from every count, beyond 3 h = 300 m: only the
+     * back-off reaches it, and P_s(u | x) = P(u) there. */
+    for (size_t r = 0; r < ROWS; r++) {
+        size_t x = r * COLS + 11;
+        double px = 0.0;
+        for (size_t u = 0; u < K; u++)
+            px += out[u * N + x];
+        for (size_t u = 0; u < K; u++)
+            ck_assert_msg(fabs(out[u * N + x] / px - pu[u]) <= 1e-12,
+                          "cell %zu user %zu: %g vs %g", x, u,
+                          out[u * N + x] / px, pu[u]);
+    }
+    ck_assert(ts_mi_smooth_joint(c, N, K, counts, -1.0, 0.0, out, err,
+                                 sizeof err) == -1);
+    ck_assert(ts_mi_smooth_joint(c, N, K, counts, 0.0, 1.5, out, err,
+                                 sizeof err) == -1);
+}
+END_TEST
+
+/* KL(P(U | z) || P(U)) and max_u P(u | z) per output under a joint. */
+static void posteriors(const double *joint, size_t n, size_t k,
+                       const double *C, double *D, double *V, double *I,
+                       double *Vbar)
+{
+    double pu[8] = { 0 };
+    *I = *Vbar = 0.0;
+    for (size_t u = 0; u < k; u++)
+        for (size_t x = 0; x < n; x++)
+            pu[u] += joint[u * n + x];
+    for (size_t z = 0; z < n; z++) {
+        double J[8] = { 0 }, pz = 0.0;
+        for (size_t u = 0; u < k; u++) {
+            for (size_t x = 0; x < n; x++)
+                J[u] += joint[u * n + x] * C[x * n + z];
+            pz += J[u];
+        }
+        D[z] = V[z] = 0.0;
+        for (size_t u = 0; u < k && pz > 0.0; u++) {
+            double post = J[u] / pz;
+            if (post > 0.0)
+                D[z] += post * log(post / pu[u]);
+            V[z] = post > V[z] ? post : V[z];
+        }
+        *I += pz * D[z];
+        *Vbar += pz * V[z];
+    }
+}
+
+/* Rows of cells no training row visited: the optimizer copies the nearest
+ * visited cell's row, and where that cell is one user's, the row points at
+ * that user: a report from it tells more about who sent it than the
+ * population's reports do. The guard mixes such rows until they tell no
+ * more (KL to the prior and Bayes vulnerability, on average over the row),
+ * and leaves visited rows alone. The first check fails on the channel
+ * before the guard, which is what ts_mi_optimize alone gave. */
+TS_TEST(test_guard_empty_rows_no_more_identifying_than_population)
+{
+    enum { COLS = 8, ROWS = 4, N = COLS * ROWS, K = 3 };
+    ts_vec2 c[N];
+    grid(COLS, ROWS, 100.0, 100.0, c);
+    /* Three users, each at home in one corner, and a shared cell. */
+    double joint[K * N] = { 0 };
+    joint[0 * N + 0] = 0.30;
+    joint[1 * N + 7] = 0.30;
+    joint[2 * N + 31] = 0.30;
+    joint[0 * N + 12] = 0.04;
+    joint[1 * N + 12] = 0.03;
+    joint[2 * N + 12] = 0.03;
+    static double C[N * N], before[N * N];
+    ts_mi_problem pb = { .cells = N, .centres = c, .users = K,
+                         .joint = joint, .distortion_m = 60.0 };
+    solve(&pb, 1e-6, C);
+    memcpy(before, C, sizeof before);
+    double D[N], V[N], I, Vbar;
+    posteriors(joint, N, K, C, D, V, &I, &Vbar);
+    int worse = 0;
+    for (size_t x = 0; x < N; x++) {
+        if (x == 0 || x == 7 || x == 12 || x == 31)
+            continue;
+        double dx = 0.0;
+        for (size_t z = 0; z < N; z++)
+            dx += C[x * N + z] * D[z];
+        worse |= dx > I * (1.0 + 1e-9);
+    }
+    ck_assert_msg(worse, "no empty-cell row was more identifying than the "
+                  "population's before the guard");
+    size_t fixed = 0;
+    char err[256];
+    ck_assert_msg(ts_mi_guard_rows(joint, N, K, c, C, &fixed, err,
+                                   sizeof err) == 0, "%s", err);
+    ck_assert(fixed > 0);
+    assert_stochastic(C, N);
+    posteriors(joint, N, K, C, D, V, &I, &Vbar);
+    for (size_t x = 0; x < N; x++) {
+        if (x == 0 || x == 7 || x == 12 || x == 31) {
+            ck_assert(memcmp(C + x * N, before + x * N,
+                             N * sizeof *C) == 0);
+            continue;
+        }
+        double dx = 0.0, vx = 0.0;
+        for (size_t z = 0; z < N; z++) {
+            dx += C[x * N + z] * D[z];
+            vx += C[x * N + z] * V[z];
+        }
+        ck_assert_msg(dx <= I * (1.0 + 1e-9), "row %zu: KL %g > I %g", x,
+                      dx, I);
+        ck_assert_msg(vx <= Vbar * (1.0 + 1e-9), "row %zu: V %g > %g", x,
+                      vx, Vbar);
+    }
+}
+END_TEST
+
+/* --distortion-on points: with the cost matrix of the true points, the
+ * bound holds over the points themselves; between centres it does not
+ * (points off-centre add their offset), which is what the optimizer did
+ * before the cost matrix. */
+TS_TEST(test_distortion_bound_holds_over_true_points)
+{
+    enum { COLS = 6, ROWS = 6, N = COLS * ROWS, K = 4, P = 400 };
+    ts_vec2 c[N];
+    grid(COLS, ROWS, 100.0, 100.0, c);
+    ts_rng *rng = ts_rng_new_seeded(2801);
+    static double cost[N * N], C[N * N];
+    double joint[K * N] = { 0 };
+    size_t per_cell[N] = { 0 };
+    ts_vec2 pts[P];
+    size_t cell_of[P];
+    for (size_t i = 0; i < P; i++) {
+        size_t u = i % K;
+        /* Users around four homes, points anywhere in their cells. */
+        double hx = u % 2 ? 450.0 : 150.0, hy = u / 2 ? 450.0 : 150.0;
+        double x = hx + 150.0 * (ts_rng_uniform_open(rng) - 0.5) * 2.0;
+        double y = hy + 150.0 * (ts_rng_uniform_open(rng) - 0.5) * 2.0;
+        pts[i] = (ts_vec2){ x, y };
+        size_t cx = (size_t)(x / 100.0), cy = (size_t)(y / 100.0);
+        cell_of[i] = cy * COLS + cx;
+        joint[u * N + cell_of[i]] += 1.0 / P;
+        per_cell[cell_of[i]]++;
+    }
+    for (size_t i = 0; i < P; i++)
+        for (size_t z = 0; z < N; z++)
+            cost[cell_of[i] * N + z] += d2(pts[i], c[z]) /
+                                        (double)per_cell[cell_of[i]];
+    for (size_t x = 0; x < N; x++)
+        if (per_cell[x] == 0)
+            for (size_t z = 0; z < N; z++)
+                cost[x * N + z] = d2(c[x], c[z]);
+    const double L = 120.0;
+    ts_mi_problem pb = { .cells = N, .centres = c, .users = K,
+                         .joint = joint, .distortion_m = L };
+    /* The mean distance over the points, of channel C. */
+    double on_points;
+    solve(&pb, 1e-5, C);
+    on_points = 0.0;
+    for (size_t i = 0; i < P; i++)
+        for (size_t z = 0; z < N; z++)
+            on_points += C[cell_of[i] * N + z] * d2(pts[i], c[z]) / P;
+    ck_assert_msg(on_points > L * 1.05, "between centres: %g m over the "
+                  "points, L %g m", on_points, L);
+    pb.cost = cost;
+    solve(&pb, 1e-5, C);
+    on_points = 0.0;
+    for (size_t i = 0; i < P; i++)
+        for (size_t z = 0; z < N; z++)
+            on_points += C[cell_of[i] * N + z] * d2(pts[i], c[z]) / P;
+    ck_assert_msg(on_points <= L * (1.0 + 1e-9), "on points: %g m > L %g",
+                  on_points, L);
+    ts_mi_figures fig;
+    char err[256];
+    ck_assert(ts_mi_figures_of(joint, N, K, c, cost, C, &fig, err,
+                               sizeof err) == 0);
+    ck_assert(fabs(fig.distortion_m - on_points) <= 1e-9 * L);
+    ck_assert(fabs(fig.mi_bits - ts_mi_bits(&pb, C)) <= 1e-9);
+    /* Below the least distortion (every point at its nearest centre):
+     * refused with that least. */
+    pb.distortion_m = 5.0;
+    ts_mi_params params = { .gap_tolerance_bits = 1e-4,
+                            .max_iterations = 100 };
+    ts_mi_result r;
+    ck_assert(ts_mi_optimize(&pb, &params, C, &r, err, sizeof err) == -1);
+    ck_assert_msg(strstr(err, "the least is") != NULL, "%s", err);
+    ts_rng_free(rng);
+}
+END_TEST
+
+/* Rows regularised towards spread (--row-entropy): the entropic dual
+ * certifies the regularised objective, the bound holds, and the channel
+ * is no worse for that objective than the unregularised optimum (up to
+ * the gap), while its rows carry more entropy. */
+TS_TEST(test_row_entropy_certified_and_spreads_rows)
+{
+    enum { N = 25, K = 4 };
+    ts_vec2 c[N];
+    grid(5, 5, 100.0, 100.0, c);
+    ts_rng *rng = ts_rng_new_seeded(2802);
+    double joint[K * N];
+    random_joint(rng, c, N, K, 150.0, 0.3, joint);
+    static double C0[N * N], Ct[N * N];
+    ts_mi_problem pb = { .cells = N, .centres = c, .users = K,
+                         .joint = joint, .distortion_m = 120.0 };
+    solve(&pb, 1e-6, C0);
+    const double tau = 0.2, tol = 1e-4;
+    pb.row_entropy_weight = tau;
+    ts_mi_params params = { .gap_tolerance_bits = tol,
+                            .max_iterations = 20000 };
+    ts_mi_result r;
+    char err[256];
+    ck_assert_msg(ts_mi_optimize(&pb, &params, Ct, &r, err, sizeof err) == 0,
+                  "%s", err);
+    ck_assert_msg(r.converged && r.gap_bits <= tol, "gap %g", r.gap_bits);
+    assert_stochastic(Ct, N);
+    ck_assert(ts_mi_distortion(&pb, Ct) <= pb.distortion_m * (1.0 + 1e-9));
+    double px[N] = { 0 };
+    for (size_t u = 0; u < K; u++)
+        for (size_t x = 0; x < N; x++)
+            px[x] += joint[u * N + x];
+    double ent0 = 0.0, entt = 0.0;
+    for (size_t x = 0; x < N; x++)
+        for (size_t z = 0; z < N; z++) {
+            if (C0[x * N + z] > 0.0)
+                ent0 += px[x] * C0[x * N + z] * log(C0[x * N + z]);
+            if (Ct[x * N + z] > 0.0)
+                entt += px[x] * Ct[x * N + z] * log(Ct[x * N + z]);
+        }
+    pb.row_entropy_weight = 0.0;
+    double f0 = ts_mi_bits(&pb, C0) * M_LN2 + tau * ent0;
+    double ft = ts_mi_bits(&pb, Ct) * M_LN2 + tau * entt;
+    ck_assert_msg(ft <= f0 + 1e-9, "regularised %g > plain optimum's %g",
+                  ft, f0);
+    ck_assert_msg(entt < ent0, "rows no more spread: %g vs %g", entt, ent0);
+    /* With geo-ind it is refused. */
+    pb.row_entropy_weight = tau;
+    pb.geoind_epsilon = 0.01;
+    ck_assert(ts_mi_optimize(&pb, &params, Ct, &r, err, sizeof err) == -1);
+    ts_rng_free(rng);
 }
 END_TEST
 

@@ -1,12 +1,18 @@
 /* tracesan optimize: the identity-protecting channel of a training trace.
  *
- * Reads user,lat,lon rows (tools/csv.h; other columns ignored), counts the
- * empirical joint P(U = user, X = cell) on a grid of square cells, solves
- * for the channel P(Z | X) of least I(U; Z) under E[d(X, Z)] <= L
- * (inference/mi_optimal.h) and writes it as a channel file
- * (inference/channel_file.h) for the mi-channel mechanism. Messages never
- * show coordinates: a skipped row is named by its line number only.
- */
+ * Reads user,lat,lon[,ts] rows (tools/csv.h; other columns ignored), counts
+ * the joint P(U = user, X = cell) on a grid of square cells, smooths it
+ * (inference/mi_smooth.h), solves for the channel P(Z | X) of least
+ * I(U; Z) under E[d(X, Z)] <= L (inference/mi_optimal.h), guards the rows
+ * of cells no training row visited, and writes the channel file
+ * (inference/channel_file.h) for the mi-channel mechanism.
+ *
+ * With --validate-split F the last F of each user's rows (by ts, else by
+ * file order) are held out: every smoothing candidate is fitted on the
+ * rest and judged on them, the best by held-out Bayes error is refitted on
+ * all rows, and both the in-sample and the held-out figures are printed.
+ * Messages never show coordinates: a skipped row is named by its line
+ * number only. */
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -16,6 +22,7 @@
 #include "geometry/geo.h"
 #include "inference/channel_file.h"
 #include "inference/mi_optimal.h"
+#include "inference/mi_smooth.h"
 #include "mechanisms/cell_grid.h"
 #include "mechanisms/mechanism.h"
 #include "tools/commands.h"
@@ -25,28 +32,60 @@
 #define ERR_MAX 512
 #define DEFAULT_GAP_BITS 1e-4
 #define DEFAULT_MAX_ITERATIONS 20000
+#define DEFAULT_VALIDATE_SPLIT 0.3
 #define MAX_REPORTED_BAD_ROWS 10
+#define MAX_CANDIDATES 8
+/* Candidates are screened at this multiple of --gap-bits (the refit on
+ * all rows runs at --gap-bits itself). */
+#define SCREEN_GAP_FACTOR 10.0
+/* Cells without points of a set are costed as a uniform point of the
+ * cell: the mean over SUBCELLS x SUBCELLS sub-cell centres. */
+#define SUBCELLS 4
 
 static void usage(FILE *out)
 {
     fputs(
         "usage: " TS_TOOL_NAME " optimize --region LAT_MIN,LON_MIN,LAT_MAX,LON_MAX\n"
         "                         --cell-m METRES --distortion-m L\n"
-        "                         [--geoind-epsilon E] [--gap-bits T]\n"
-        "                         [--max-iterations N] -o CHANNEL.bin TRAIN.csv\n"
+        "                         [--distortion-on points|centres]\n"
+        "                         [--smooth-m H[,H..]] [--backoff B[,B..]]\n"
+        "                         [--row-entropy T[,T..]]\n"
+        "                         [--validate-split F] [--geoind-epsilon E]\n"
+        "                         [--gap-bits T] [--max-iterations N]\n"
+        "                         -o CHANNEL.bin TRAIN.csv\n"
         "\n"
         "Computes the channel P(report cell | true cell) that minimises the\n"
         "mutual information I(U;Z) between a user's identity and the report,\n"
         "subject to a mean distortion of at most L metres, on a grid of\n"
         "square cells, from the users' check-ins in TRAIN.csv (header naming\n"
-        "user,lat,lon; gzip read transparently; '-' reads stdin). Rows\n"
-        "outside the region are skipped. See docs/mi_channel.md.\n"
+        "user,lat,lon and optionally ts; gzip read transparently; '-' reads\n"
+        "stdin). Rows outside the region are skipped. See docs/mi_channel.md.\n"
         "\n"
         "options:\n"
         "      --region LAT_MIN,LON_MIN,LAT_MAX,LON_MAX\n"
         "                          the grid's box, degrees\n"
         "      --cell-m METRES     side of a cell\n"
-        "      --distortion-m L    bound on E[d(true cell, report cell)], m\n"
+        "      --distortion-m L    bound on the mean distortion, metres\n"
+        "      --distortion-on points|centres\n"
+        "                          the distortion bound holds over the true\n"
+        "                          training points themselves (points, the\n"
+        "                          default) or between cell centres\n"
+        "      --smooth-m H[,H..]  fit the channel to the users' joint spread\n"
+        "                          by a Gaussian kernel of H metres; several:\n"
+        "                          candidates, chosen by held-out Bayes error\n"
+        "                          (default: 0, 1 and 2 cells)\n"
+        "      --backoff B[,B..]   weight of the population in the smoothed\n"
+        "                          joint, in [0, 1] (default 0.05)\n"
+        "      --row-entropy T[,T..]\n"
+        "                          regularise the rows towards spread: minimise\n"
+        "                          I(U;Z) + T sum p(x) C log C (candidates as\n"
+        "                          for --smooth-m; default 0,0.3; not with\n"
+        "                          --geoind-epsilon)\n"
+        "      --validate-split F  hold out the last F of each user's rows\n"
+        "                          (by ts, else file order) to choose the\n"
+        "                          smoothing and report held-out figures;\n"
+        "                          0: no validation, the first candidate\n"
+        "                          (default 0.3)\n"
         "      --geoind-epsilon E  also make the channel E-geo-\n"
         "                          indistinguishable (per metre) between cell\n"
         "                          centres; without it the channel's guarantee\n"
@@ -59,7 +98,9 @@ static void usage(FILE *out)
         "  -o, --output FILE       the channel file (written atomically)\n"
         "  -h, --help              show this help\n"
         "\n"
-        "stderr: rows used, I(U;Z), E[d], the gap, iterations and time.\n"
+        "stderr: rows used, per smoothing candidate the in-sample and held-out\n"
+        "I(U;Z), Bayes error and mean distortion, then the chosen channel's\n"
+        "figures, the gap, iterations and time.\n"
         "Exit status: 0 on success (a run that did not reach the gap says so\n"
         "and still writes its certified channel), 1 on a usage, input or\n"
         "output error.\n",
@@ -74,43 +115,219 @@ static const char *take_region(void *dest, const char *text)
                  "max";
 }
 
-/* Counts per (user, cell), grown a user at a time. */
-typedef struct counts {
-    double *v;            /* users x cells */
-    size_t users, cap, cells;
-} counts;
+typedef struct number_list {
+    double v[MAX_CANDIDATES];
+    size_t n;
+} number_list;
 
-static int counts_add(counts *c, uint32_t user, uint32_t cell)
+static const char *take_list(void *dest, const char *text)
 {
-    if (user >= c->cap) {
-        size_t cap = c->cap ? 2 * c->cap : 16;
-        while (cap <= user)
-            cap *= 2;
-        double *v = realloc(c->v, cap * c->cells * sizeof *v);
-        if (v == NULL)
-            return -1;
-        memset(v + c->cap * c->cells, 0,
-               (cap - c->cap) * c->cells * sizeof *v);
-        c->v = v;
-        c->cap = cap;
+    number_list *list = dest;
+    list->n = 0;
+    const char *p = text;
+    while (*p != '\0') {
+        if (list->n == MAX_CANDIDATES)
+            return "at most 8 values";
+        char *end;
+        double v = strtod(p, &end);
+        if (end == p || !isfinite(v) || v < 0.0)
+            return "needs non-negative numbers separated by commas";
+        list->v[list->n++] = v;
+        if (*end == ',')
+            end++;
+        else if (*end != '\0')
+            return "needs non-negative numbers separated by commas";
+        p = end;
     }
-    if (user >= c->users)
-        c->users = user + 1;
-    c->v[(size_t)user * c->cells + cell] += 1.0;
-    return 0;
+    return list->n == 0 ? "needs at least one number" : NULL;
+}
+
+/* One training row: who, which cell, where on the plane, when. */
+typedef struct point {
+    uint32_t user, cell;
+    ts_vec2 xy;
+    double ts;              /* NAN: none; the row order decides */
+    size_t seq;
+    int held_out;
+} point;
+
+static int compare_user_time(const void *a, const void *b)
+{
+    const point *p = a, *q = b;
+    if (p->user != q->user)
+        return (p->user > q->user) - (p->user < q->user);
+    if (!isnan(p->ts) && !isnan(q->ts) && p->ts != q->ts)
+        return (p->ts > q->ts) - (p->ts < q->ts);
+    return (p->seq > q->seq) - (p->seq < q->seq);
+}
+
+/* The last `share` of each user's rows, in time, are held out (at least
+ * one row of a user stays for fitting). */
+static void split_points(point *pts, size_t n, double share)
+{
+    qsort(pts, n, sizeof *pts, compare_user_time);
+    for (size_t i = 0; i < n;) {
+        size_t j = i;
+        while (j < n && pts[j].user == pts[i].user)
+            j++;
+        size_t rows = j - i;
+        size_t held = (size_t)floor(share * (double)rows + 0.5);
+        if (held >= rows)
+            held = rows - 1;
+        for (size_t t = i; t < j; t++)
+            pts[t].held_out = t >= j - held;
+        i = j;
+    }
+}
+
+/* Counts per (user, cell) of the rows of a side (0 fit, 1 held out, -1
+ * all), and the cost matrix of their points; NULL cost: skip it. */
+static size_t counts_of(const point *pts, size_t np, int side, size_t users,
+                        const ts_cell_grid *grid, double *counts,
+                        double *cost, size_t *per_cell)
+{
+    size_t n = grid->cells, used = 0;
+    memset(counts, 0, users * n * sizeof *counts);
+    if (cost != NULL) {
+        memset(cost, 0, n * n * sizeof *cost);
+        memset(per_cell, 0, n * sizeof *per_cell);
+    }
+    for (size_t i = 0; i < np; i++) {
+        if (side >= 0 && pts[i].held_out != side)
+            continue;
+        counts[(size_t)pts[i].user * n + pts[i].cell] += 1.0;
+        used++;
+        if (cost == NULL)
+            continue;
+        double *row = cost + (size_t)pts[i].cell * n;
+        for (size_t z = 0; z < n; z++)
+            row[z] += hypot(pts[i].xy.x - grid->centres[z].x,
+                            pts[i].xy.y - grid->centres[z].y);
+        per_cell[pts[i].cell]++;
+    }
+    if (cost == NULL)
+        return used;
+    for (size_t x = 0; x < n; x++) {
+        double *row = cost + x * n;
+        if (per_cell[x] > 0) {
+            for (size_t z = 0; z < n; z++)
+                row[z] /= (double)per_cell[x];
+            continue;
+        }
+        for (size_t z = 0; z < n; z++) {
+            double sum = 0.0;
+            for (int a = 0; a < SUBCELLS; a++)
+                for (int b = 0; b < SUBCELLS; b++) {
+                    double px = grid->centres[x].x +
+                                grid->cell_w * ((a + 0.5) / SUBCELLS - 0.5);
+                    double py = grid->centres[x].y +
+                                grid->cell_h * ((b + 0.5) / SUBCELLS - 0.5);
+                    sum += hypot(px - grid->centres[z].x,
+                                 py - grid->centres[z].y);
+                }
+            row[z] = sum / (SUBCELLS * SUBCELLS);
+        }
+    }
+    return used;
+}
+
+static void normalise(double *v, size_t len)
+{
+    double total = 0.0;
+    for (size_t i = 0; i < len; i++)
+        total += v[i];
+    for (size_t i = 0; i < len; i++)
+        v[i] /= total;
+}
+
+typedef struct fit_setup {
+    const ts_cell_grid *grid;
+    size_t users;
+    double distortion_m, geoind_epsilon;
+    int on_points;
+    unsigned max_iterations;
+} fit_setup;
+
+/* Smooths counts, optimizes, guards; the channel in C. */
+static int fit(const fit_setup *fs, const double *counts, const double *cost,
+               double smooth_m, double backoff, double tau, double gap_bits,
+               double *C,
+               double *joint, ts_mi_result *result, size_t *guarded,
+               char *err, size_t errlen)
+{
+    const ts_cell_grid *g = fs->grid;
+    if (ts_mi_smooth_joint(g->centres, g->cells, fs->users, counts,
+                           smooth_m, backoff, joint, err, errlen) != 0)
+        return -1;
+    ts_mi_problem problem = {
+        .cells = g->cells,
+        .centres = g->centres,
+        .users = fs->users,
+        .joint = joint,
+        .distortion_m = fs->distortion_m,
+        .geoind_epsilon = fs->geoind_epsilon,
+        .cost = fs->on_points ? cost : NULL,
+        .row_entropy_weight = tau,
+    };
+    ts_mi_params params = {
+        .gap_tolerance_bits = gap_bits,
+        .max_iterations = fs->max_iterations,
+    };
+    if (ts_mi_optimize(&problem, &params, C, result, err, errlen) != 0)
+        return -1;
+    *guarded = 0;
+    if (fs->geoind_epsilon > 0.0)
+        return 0;   /* its rows are tied to their neighbours' */
+    /* The guard judges against the unsmoothed training joint. */
+    double *raw = malloc(fs->users * g->cells * sizeof *raw);
+    if (raw == NULL)
+        return snprintf(err, errlen, "out of memory"), -1;
+    memcpy(raw, counts, fs->users * g->cells * sizeof *raw);
+    normalise(raw, fs->users * g->cells);
+    int rc = ts_mi_guard_rows(raw, g->cells, fs->users, g->centres, C,
+                              guarded, err, errlen);
+    free(raw);
+    return rc;
+}
+
+static int figures(const double *counts, const double *cost,
+                   const fit_setup *fs, const double *C, ts_mi_figures *out,
+                   char *err, size_t errlen)
+{
+    size_t len = fs->users * fs->grid->cells;
+    double *joint = malloc(len * sizeof *joint);
+    if (joint == NULL)
+        return snprintf(err, errlen, "out of memory"), -1;
+    memcpy(joint, counts, len * sizeof *joint);
+    normalise(joint, len);
+    int rc = ts_mi_figures_of(joint, fs->grid->cells, fs->users,
+                              fs->grid->centres, cost, C, out, err, errlen);
+    free(joint);
+    return rc;
 }
 
 int cmd_optimize(int argc, char **argv)
 {
     double region[4] = {NAN, NAN, NAN, NAN};
     double cell_m = NAN, distortion_m = NAN, geoind_epsilon = 0.0;
-    double gap_bits = DEFAULT_GAP_BITS;
+    double gap_bits = DEFAULT_GAP_BITS, split = DEFAULT_VALIDATE_SPLIT;
     uint64_t max_iterations = DEFAULT_MAX_ITERATIONS;
     const char *output = NULL;
+    int distortion_on = 0;
+    number_list smooth = { .n = 0 }, backoff = { .v = { 0.05 }, .n = 1 };
+    number_list entropy = { .v = { 0.0, 0.3 }, .n = 2 };
+    static const char *const on_choices[] = { "points", "centres", NULL };
     const ts_tool_option options[] = {
         {"region", 0, TS_ARG_HANDLER, .dest = region, .handle = take_region},
         {"cell-m", 0, TS_ARG_POSITIVE, .dest = &cell_m},
         {"distortion-m", 0, TS_ARG_POSITIVE, .dest = &distortion_m},
+        {"distortion-on", 0, TS_ARG_CHOICE, .dest = &distortion_on,
+         .choices = on_choices},
+        {"smooth-m", 0, TS_ARG_HANDLER, .dest = &smooth, .handle = take_list},
+        {"backoff", 0, TS_ARG_HANDLER, .dest = &backoff, .handle = take_list},
+        {"row-entropy", 0, TS_ARG_HANDLER, .dest = &entropy,
+         .handle = take_list},
+        {"validate-split", 0, TS_ARG_NON_NEGATIVE, .dest = &split},
         {"geoind-epsilon", 0, TS_ARG_NON_NEGATIVE, .dest = &geoind_epsilon},
         {"gap-bits", 0, TS_ARG_POSITIVE, .dest = &gap_bits},
         {"max-iterations", 0, TS_ARG_U64, .dest = &max_iterations, .min = 1,
@@ -131,6 +348,28 @@ int cmd_optimize(int argc, char **argv)
         usage(stderr);
         return 1;
     }
+    if (!(split < 1.0)) {
+        fprintf(stderr, TS_TOOL_NAME " optimize: --validate-split must be "
+                "below 1\n");
+        return 1;
+    }
+    for (size_t i = 0; i < backoff.n; i++)
+        if (backoff.v[i] > 1.0) {
+            fprintf(stderr, TS_TOOL_NAME " optimize: --backoff must be in "
+                    "[0, 1]\n");
+            return 1;
+        }
+    if (geoind_epsilon > 0.0) {
+        /* The geo-ind solver takes no row entropy. */
+        entropy.v[0] = 0.0;
+        entropy.n = 1;
+    }
+    if (smooth.n == 0) {
+        smooth.v[0] = 0.0;
+        smooth.v[1] = cell_m;
+        smooth.v[2] = 2.0 * cell_m;
+        smooth.n = 3;
+    }
 
     char err[ERR_MAX];
     ts_cell_grid grid;
@@ -141,8 +380,11 @@ int cmd_optimize(int argc, char **argv)
     }
     int status = 1;
     size_t n = grid.cells;
-    counts c = {.cells = n};
-    double *channel = NULL;
+    point *pts = NULL;
+    size_t np = 0, cap = 0, users = 0;
+    double *channel = NULL, *counts = NULL, *cost = NULL,
+           *held_counts = NULL, *held_cost = NULL, *joint = NULL;
+    size_t *per_cell = NULL;
     ts_name_index *names = ts_name_index_new();
     ts_csv_reader *reader = NULL;
     if (names == NULL) {
@@ -159,12 +401,13 @@ int cmd_optimize(int argc, char **argv)
     int col_user = ts_csv_column(reader, "user|user_id|uid");
     int col_lat = ts_csv_column(reader, "lat|latitude");
     int col_lon = ts_csv_column(reader, "lon|lng|longitude");
+    int col_ts = ts_csv_column(reader, "ts|timestamp|time");
     if (col_user < 0 || col_lat < 0 || col_lon < 0) {
         fprintf(stderr, TS_TOOL_NAME " optimize: %s: the header must name "
                 "user, lat and lon\n", argv[first]);
         goto out;
     }
-    uint64_t rows = 0, used = 0, outside = 0, invalid = 0, bad_rows = 0;
+    uint64_t rows = 0, outside = 0, invalid = 0, bad_rows = 0;
     for (;;) {
         size_t line;
         int r = ts_csv_next(reader, &line, err, sizeof err);
@@ -182,11 +425,13 @@ int cmd_optimize(int argc, char **argv)
             continue;
         }
         const char *user = ts_csv_field(reader, col_user);
-        double lat, lon;
+        double lat, lon, ts = NAN;
         if (user == NULL || user[0] == '\0' ||
             ts_csv_parse_number(ts_csv_field(reader, col_lat), &lat) != 1 ||
             ts_csv_parse_number(ts_csv_field(reader, col_lon), &lon) != 1 ||
-            !ts_geo_valid(lat, lon)) {
+            !ts_geo_valid(lat, lon) ||
+            (col_ts >= 0 &&
+             ts_csv_parse_number(ts_csv_field(reader, col_ts), &ts) != 1)) {
             invalid++;
             continue;
         }
@@ -195,54 +440,139 @@ int cmd_optimize(int argc, char **argv)
             outside++;
             continue;
         }
-        if (ts_name_index_intern(names, user, &u) != 0 ||
-            counts_add(&c, u, cell) != 0) {
+        if (ts_name_index_intern(names, user, &u) != 0) {
             fprintf(stderr, TS_TOOL_NAME " optimize: out of memory\n");
             goto out;
         }
-        used++;
+        if (np == cap) {
+            cap = cap ? 2 * cap : 1024;
+            point *p = realloc(pts, cap * sizeof *p);
+            if (p == NULL) {
+                fprintf(stderr, TS_TOOL_NAME " optimize: out of memory\n");
+                goto out;
+            }
+            pts = p;
+        }
+        pts[np] = (point){ u, cell, ts_grid_project(&grid.projection, lat,
+                                                    lon), ts, np, 0 };
+        np++;
+        if (u + 1 > users)
+            users = u + 1;
     }
     if (bad_rows > MAX_REPORTED_BAD_ROWS)
         fprintf(stderr, TS_TOOL_NAME " optimize: ... %" PRIu64
                 " unparsable rows skipped in all\n", bad_rows);
-    if (used == 0 || c.users < 2) {
-        fprintf(stderr, TS_TOOL_NAME " optimize: %" PRIu64 " rows of %zu "
-                "users inside the region: an identity channel needs rows of "
-                "at least 2 users\n", used, c.users);
+    if (np == 0 || users < 2) {
+        fprintf(stderr, TS_TOOL_NAME " optimize: %zu rows of %zu users "
+                "inside the region: an identity channel needs rows of at "
+                "least 2 users\n", np, users);
         goto out;
     }
-    /* Users that only had rows outside the region were never numbered, so
-     * every user of the joint has mass. */
-    for (size_t i = 0; i < c.users * n; i++)
-        c.v[i] /= (double)used;
     double read_s = ts_tool_now() - started;
 
     channel = malloc(n * n * sizeof *channel);
-    if (channel == NULL) {
+    counts = malloc(users * n * sizeof *counts);
+    held_counts = malloc(users * n * sizeof *held_counts);
+    joint = malloc(users * n * sizeof *joint);
+    cost = malloc(n * n * sizeof *cost);
+    held_cost = malloc(n * n * sizeof *held_cost);
+    per_cell = malloc(n * sizeof *per_cell);
+    if (!channel || !counts || !held_counts || !joint || !cost ||
+        !held_cost || !per_cell) {
         fprintf(stderr, TS_TOOL_NAME " optimize: out of memory for a "
                 "%zu-cell channel\n", n);
         goto out;
     }
-    ts_mi_problem problem = {
-        .cells = n,
-        .centres = grid.centres,
-        .users = c.users,
-        .joint = c.v,
+    fit_setup fs = {
+        .grid = &grid,
+        .users = users,
         .distortion_m = distortion_m,
         .geoind_epsilon = geoind_epsilon,
-    };
-    ts_mi_params params = {
-        .gap_tolerance_bits = gap_bits,
+        .on_points = distortion_on == 0,
         .max_iterations = (unsigned)max_iterations,
     };
+    fprintf(stderr,
+            "optimize: rows=%" PRIu64 " used=%zu outside=%" PRIu64
+            " invalid=%" PRIu64 " unparsable=%" PRIu64 " users=%zu\n",
+            rows, np, outside, invalid, bad_rows, users);
+    fprintf(stderr,
+            "optimize: cells=%zu (%u x %u, %.0f m) L=%.1fm distortion_on=%s "
+            "geoind_epsilon=%g guarantee=%s\n",
+            n, grid.cols, grid.rows, cell_m, distortion_m,
+            on_choices[distortion_on], geoind_epsilon,
+            geoind_epsilon > 0.0 ? "geo-indistinguishability"
+                                 : "information-theoretic (not DP)");
+
+    size_t chosen_s = 0, chosen_b = 0, chosen_t = 0;
     ts_mi_result result;
+    size_t guarded = 0;
+    double optimize_s = 0.0;
+    size_t candidates = smooth.n * backoff.n * entropy.n;
+    if (split > 0.0) {
+        split_points(pts, np, split);
+        size_t n_fit = counts_of(pts, np, 0, users, &grid, counts, cost,
+                                 per_cell);
+        size_t n_held = counts_of(pts, np, 1, users, &grid, held_counts,
+                                  held_cost, per_cell);
+        fprintf(stderr, "optimize: validation: %zu rows fitted, the last "
+                "%zu held out (%.0f %% of each user's, by %s)\n", n_fit,
+                n_held, 100.0 * split, col_ts >= 0 ? "ts" : "file order");
+        fprintf(stderr, "optimize: smooth_m,backoff,row_entropy,in_mi_bits,"
+                "in_bayes_error,in_distortion_m,held_mi_bits,"
+                "held_bayes_error,held_distortion_m,guarded_rows,gap_bits,"
+                "seconds\n");
+        double best_error = -1.0, best_mi = INFINITY;
+        for (size_t c = 0; c < candidates && n_held > 0; c++) {
+            size_t si = c / (backoff.n * entropy.n);
+            size_t bi = c / entropy.n % backoff.n, ti = c % entropy.n;
+            double t0 = ts_tool_now();
+            if (fit(&fs, counts, cost, smooth.v[si], backoff.v[bi],
+                    entropy.v[ti], gap_bits * (candidates > 1 ? SCREEN_GAP_FACTOR : 1.0),
+                    channel, joint, &result, &guarded, err,
+                    sizeof err) != 0) {
+                fprintf(stderr, TS_TOOL_NAME " optimize: %s\n", err);
+                goto out;
+            }
+            ts_mi_figures in, held;
+            if (figures(counts, cost, &fs, channel, &in, err,
+                        sizeof err) != 0 ||
+                figures(held_counts, held_cost, &fs, channel, &held, err,
+                        sizeof err) != 0) {
+                fprintf(stderr, TS_TOOL_NAME " optimize: %s\n", err);
+                goto out;
+            }
+            fprintf(stderr, "optimize: %g,%g,%g,%.6f,%.4f,%.1f,%.6f,%.4f,"
+                    "%.1f,%zu,%.3g,%.1f\n", smooth.v[si], backoff.v[bi],
+                    entropy.v[ti],
+                    in.mi_bits, in.bayes_error, in.distortion_m,
+                    held.mi_bits, held.bayes_error, held.distortion_m,
+                    guarded, result.gap_bits, ts_tool_now() - t0);
+            if (held.bayes_error > best_error + 1e-12 ||
+                (fabs(held.bayes_error - best_error) <= 1e-12 &&
+                 held.mi_bits < best_mi)) {
+                best_error = held.bayes_error;
+                best_mi = held.mi_bits;
+                chosen_s = si;
+                chosen_b = bi;
+                chosen_t = ti;
+            }
+        }
+    }
+    /* The chosen smoothing, fitted on every row. */
+    counts_of(pts, np, -1, users, &grid, counts, cost, per_cell);
     started = ts_tool_now();
-    if (ts_mi_optimize(&problem, &params, channel, &result, err,
-                       sizeof err) != 0) {
+    if (fit(&fs, counts, cost, smooth.v[chosen_s], backoff.v[chosen_b],
+            entropy.v[chosen_t], gap_bits, channel, joint, &result, &guarded, err,
+            sizeof err) != 0) {
         fprintf(stderr, TS_TOOL_NAME " optimize: %s\n", err);
         goto out;
     }
-    double optimize_s = ts_tool_now() - started;
+    optimize_s = ts_tool_now() - started;
+    ts_mi_figures in;
+    if (figures(counts, cost, &fs, channel, &in, err, sizeof err) != 0) {
+        fprintf(stderr, TS_TOOL_NAME " optimize: %s\n", err);
+        goto out;
+    }
 
     ts_channel_meta meta = {
         .cell_m = cell_m,
@@ -256,7 +586,7 @@ int cmd_optimize(int argc, char **argv)
         .expected_distortion_m = result.distortion_m,
         .gap_bits = result.gap_bits,
         .iterations = result.iterations,
-        .users = (uint32_t)c.users,
+        .users = (uint32_t)users,
         .converged = result.converged,
     };
     memcpy(meta.region, region, sizeof meta.region);
@@ -267,15 +597,13 @@ int cmd_optimize(int argc, char **argv)
         goto out;
     }
     fprintf(stderr,
-            "optimize: rows=%" PRIu64 " used=%" PRIu64 " outside=%" PRIu64
-            " invalid=%" PRIu64 " unparsable=%" PRIu64 " users=%zu\n",
-            rows, used, outside, invalid, bad_rows, c.users);
-    fprintf(stderr,
-            "optimize: cells=%zu (%u x %u, %.0f m) L=%.1fm geoind_epsilon=%g"
-            " guarantee=%s\n",
-            n, grid.cols, grid.rows, cell_m, distortion_m, geoind_epsilon,
-            geoind_epsilon > 0.0 ? "geo-indistinguishability"
-                                 : "information-theoretic (not DP)");
+            "optimize: chosen smooth_m=%g backoff=%g row_entropy=%g "
+            "guarded_rows=%zu "
+            "in_sample_mi_bits=%.6f in_sample_bayes_error=%.4f "
+            "in_sample_distortion_m=%.1f\n",
+            smooth.v[chosen_s], backoff.v[chosen_b], entropy.v[chosen_t],
+            guarded, in.mi_bits,
+            in.bayes_error, in.distortion_m);
     fprintf(stderr,
             "optimize: mi_bits=%.6f mean_distortion_m=%.1f gap_bits=%.3g "
             "iterations=%u converged=%s bytes=%" PRIu64 " read=%.3fs "
@@ -292,8 +620,14 @@ int cmd_optimize(int argc, char **argv)
 out:
     if (reader != NULL)
         ts_csv_close(reader);
+    free(pts);
     free(channel);
-    free(c.v);
+    free(counts);
+    free(held_counts);
+    free(joint);
+    free(cost);
+    free(held_cost);
+    free(per_cell);
     ts_name_index_free(names);
     ts_cell_grid_free(&grid);
     return status;
