@@ -24,6 +24,7 @@ packages=(
     libsystemd-dev curl python3
     libcairo2-dev libjs-leaflet chromium python3-zmq python3-protobuf protobuf-compiler
     nats-server libnats-dev openssl
+    mosquitto mosquitto-clients libssl-dev
 )
 
 install_missing_packages() {
