@@ -31,6 +31,9 @@ int cmd_cip_loss(int argc, char **argv);
 /* tools/cmd_jetstream.c (docs/scale-out.md) */
 int cmd_replay_jetstream(int argc, char **argv);
 int cmd_jetstream(int argc, char **argv);
+/* tools/mqtt_tools.c (docs/mqtt.md) */
+int cmd_replay_mqtt(int argc, char **argv);
+int cmd_tail_mqtt(int argc, char **argv);
 
 /* The endpoint to connect to: --connect when given, else the daemon's
  * input (want_input) or output endpoint from --config/-o when given, else

@@ -1,5 +1,6 @@
 #include "drivers/mqtt/mqtt_client.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -653,9 +654,17 @@ static void connect_next(ts_mqtt_client *c)
             lose(c, "cannot create a TLS session", 0);
             return;
         }
-        /* SNI, and the name the certificate must carry. */
-        SSL_set_tlsext_host_name(ssl, c->host);
-        SSL_set1_host(ssl, c->host);
+        /* The name (or address) the certificate must carry, and SNI
+         * for a name. */
+        unsigned char address[16];
+        int is_ip = inet_pton(AF_INET, c->host, address) == 1 ||
+                    inet_pton(AF_INET6, c->host, address) == 1;
+        if (is_ip) {
+            X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), c->host);
+        } else {
+            SSL_set_tlsext_host_name(ssl, c->host);
+            SSL_set1_host(ssl, c->host);
+        }
         c->bev = bufferevent_openssl_socket_new(
             c->base, -1, ssl, BUFFEREVENT_SSL_CONNECTING,
             BEV_OPT_CLOSE_ON_FREE);

@@ -119,9 +119,24 @@ static size_t filter_of(const ts_driver *d, const ts_mqtt_message *m)
     return 0;
 }
 
+/* Whether level `level` of the filter is "+": only a topic whose user
+ * level the filter leaves open names a user (fleet/+/location does,
+ * fleet/batch does not). */
+static int names_user(const char *filter, int level)
+{
+    const char *p = filter;
+    for (int l = 1; l < level && p != NULL; l++) {
+        p = strchr(p, '/');
+        if (p != NULL)
+            p++;
+    }
+    return p != NULL && p[0] == '+' && (p[1] == '/' || p[1] == '\0');
+}
+
 static void process(ts_driver *d, const ts_mqtt_message *m)
 {
     char detail[160];
+    size_t filter = filter_of(d, m);
     if (m->oversized) {
         snprintf(detail, sizeof detail, "message of %zu bytes exceeds %zu",
                  m->payload_len, d->core->max_message_bytes);
@@ -136,6 +151,7 @@ static void process(ts_driver *d, const ts_mqtt_message *m)
     const char *user = NULL;
     size_t user_len = 0;
     if (d->mqtt->user_from_topic > 0 &&
+        names_user(d->mqtt->topics[filter], d->mqtt->user_from_topic) &&
         !ts_mqtt_topic_level(m->topic, m->topic_len,
                              d->mqtt->user_from_topic, &user, &user_len)) {
         snprintf(detail, sizeof detail, "topic has no level %d "
@@ -144,7 +160,7 @@ static void process(ts_driver *d, const ts_mqtt_message *m)
         return;
     }
     ts_reason reason = TS_REASON_MALFORMED;
-    if (ts_mqtt_payload_to_batch(d->mqtt->formats[filter_of(d, m)],
+    if (ts_mqtt_payload_to_batch(d->mqtt->formats[filter],
                                  &d->mqtt->json, m->payload, m->payload_len,
                                  user, user_len, &d->batch, &reason, detail,
                                  sizeof detail) != 0) {
