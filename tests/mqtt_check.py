@@ -6,9 +6,10 @@
       --exactly-one), the outcomes of one input are identical, no output
       names an input that was not sent, and no sanitized point equals an
       input point at 7 decimals. Prints a summary line.
-  mqtt_check.py ledger OUT.jsonl STATE.csv BUDGET
+  mqtt_check.py ledger OUT.jsonl STATE.csv BUDGET [--all-published]
       per user: the eps of the distinct sanitized points published <= the
-      ledger's spent (tracesan state list) <= BUDGET.
+      ledger's spent (tracesan state list) <= BUDGET; with
+      --all-published, equal: every debit's point was published.
   mqtt_check.py synth USERS POINTS OUT.csv [PREFIX]
       a synthetic trace: USERS users with POINTS fixes each, a minute
       apart, around New York.
@@ -97,6 +98,13 @@ def check_ledger(args):
             print("# user %s: published eps %.9g > ledger %.9g" % (
                 user, eps, spent))
             bad += 1
+    if "--all-published" in args:
+        for user, spent in ledger.items():
+            if user in published or spent > 0:
+                if abs(published.get(user, 0.0) - spent) > 1e-9:
+                    print("# user %s: ledger %.9g, published %.9g" % (
+                        user, spent, published.get(user, 0.0)))
+                    bad += 1
     for user, spent in ledger.items():
         if spent > budget + 1e-9:
             print("# user %s: ledger %.9g over budget %.9g" % (

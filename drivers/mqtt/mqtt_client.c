@@ -22,7 +22,8 @@
 /* Control packets other than PUBLISH are small; a larger one is an
  * attack or a broken server. */
 #define MAX_CONTROL_PACKET (64u << 10)
-/* Bytes of held PUBLISH packets (input paused) before reading stops. */
+/* Bytes of held QoS 0 PUBLISH packets (input paused) before more are
+ * dropped. */
 #define MAX_HELD_BYTES ((size_t)32 << 20)
 /* Bytes queued for the socket before publishes answer BLOCKED. */
 #define MAX_QUEUED_OUT ((size_t)8 << 20)
@@ -66,7 +67,6 @@ struct ts_mqtt_client {
     /* Received QoS 1 messages of this connection not acknowledged. */
     size_t unacked_in;
     int paused;
-    int reading_stopped;
     int blocked;                     /* a publish answered BLOCKED */
     int session_present;             /* of the CONNACK, for after SUBACK */
     struct evbuffer *held;           /* PUBLISH packets while paused */
@@ -254,7 +254,6 @@ static void close_connection(ts_mqtt_client *c)
     c->skip = 0;
     c->unacked_in = 0;
     c->ping_outstanding = 0;
-    c->reading_stopped = 0;
     event_del(c->keepalive_timer);
 }
 
@@ -294,20 +293,29 @@ static void resend_inflight(ts_mqtt_client *c, int session_present)
     }
 }
 
-static void became_up(ts_mqtt_client *c, int session_present)
+/* The session is established (CONNACK): publishing may go on, and the
+ * publishes the broker had not acknowledged go again. A resumed session
+ * may deliver before the SUBACK, and those messages' acknowledgements
+ * wait behind the outcomes published here. */
+static void session_open(ts_mqtt_client *c, int session_present)
 {
-    c->state = UP;
-    c->stats.connected = 1;
     /* From here on the keep-alive watches the broker. */
     bufferevent_set_timeouts(c->bev, NULL, NULL);
     c->retry_ms = c->config.retry_first_ms;
+    c->session_present = session_present;
     resend_inflight(c, session_present);
-    if (c->events.up != NULL)
-        c->events.up(c->events.arg, session_present);
     if (c->blocked && c->events.writable != NULL) {
         c->blocked = 0;
         c->events.writable(c->events.arg);
     }
+}
+
+static void became_up(ts_mqtt_client *c)
+{
+    c->state = UP;
+    c->stats.connected = 1;
+    if (c->events.up != NULL)
+        c->events.up(c->events.arg, c->session_present);
 }
 
 static int subscribe(ts_mqtt_client *c)
@@ -346,12 +354,16 @@ static void on_connack(ts_mqtt_client *c, const uint8_t *body, size_t len)
                                 ? c->config.keepalive_s / 2 : 1, 0 };
     event_add(c->keepalive_timer, &tick);
     int subscribing = subscribe(c);
-    if (subscribing < 0)
+    if (subscribing < 0) {
         lose(c, "cannot send SUBSCRIBE", 0);
-    else if (subscribing == 0)
-        became_up(c, ack.session_present);
-    else
-        c->session_present = ack.session_present;
+        return;
+    }
+    uint64_t connection = c->connection;
+    if (subscribing == 0)
+        c->state = UP;
+    session_open(c, ack.session_present);
+    if (subscribing == 0 && c->connection == connection)
+        became_up(c);
 }
 
 static void on_suback(ts_mqtt_client *c, const uint8_t *body, size_t len)
@@ -372,7 +384,7 @@ static void on_suback(ts_mqtt_client *c, const uint8_t *body, size_t len)
         lose(c, why, 1);
         return;
     }
-    became_up(c, c->session_present);
+    became_up(c);
 }
 
 static void on_puback(ts_mqtt_client *c, const uint8_t *body, size_t len)
@@ -428,8 +440,12 @@ static void deliver(ts_mqtt_client *c, const uint8_t *body, size_t len,
     c->stats.messages++;
     if (p.dup)
         c->stats.duplicates++;
-    if (p.qos > 0)
-        c->unacked_in++;
+    /* Receive Maximum is what we ask; Mosquitto 2.0.11 has been seen to
+     * send a few dozen past it while our acknowledgements are on their
+     * way. Counted, not fatal: the consumer sizes its memory of recent
+     * messages with room for it. */
+    if (p.qos > 0 && ++c->unacked_in > c->config.max_inflight_in)
+        c->stats.over_receive_maximum++;
     if (c->events.message != NULL)
         c->events.message(c->events.arg, &m);
 }
@@ -464,6 +480,15 @@ static int one_packet(ts_mqtt_client *c, struct evbuffer *in, int from_held)
     if (type == TS_MQTT_PUBLISH && c->paused && !from_held) {
         if (avail < total)
             return 0;
+        /* Held QoS 1 messages are bounded by mqtt.max_inflight; QoS 0
+         * ones by nothing but this: past it they are dropped, counted
+         * (QoS 0 promises no delivery). */
+        if (((first >> 1) & 3) == 0 &&
+            evbuffer_get_length(c->held) > MAX_HELD_BYTES) {
+            c->stats.dropped_qos0++;
+            evbuffer_drain(in, total);
+            return 1;
+        }
         evbuffer_remove_buffer(in, c->held, total);
         return 1;
     }
@@ -560,20 +585,6 @@ static void process_input(ts_mqtt_client *c)
     }
     if (delivered && c->events.batch_end != NULL)
         c->events.batch_end(c->events.arg);
-    /* Bounded memory: stop reading while much is held or too many
-     * messages await their acknowledgement (what Receive Maximum says in
-     * v5, and the only bound a 3.1.1 broker gets). */
-    size_t held = evbuffer_get_length(c->held);
-    int stop = held > MAX_HELD_BYTES ||
-               c->unacked_in >= c->config.max_inflight_in * 2u;
-    if (c->bev != NULL && stop && !c->reading_stopped) {
-        c->reading_stopped = 1;
-        c->stats.input_stalls++;
-        bufferevent_disable(c->bev, EV_READ);
-    } else if (c->bev != NULL && !stop && c->reading_stopped) {
-        c->reading_stopped = 0;
-        bufferevent_enable(c->bev, EV_READ);
-    }
 }
 
 static void on_read(struct bufferevent *bev, void *arg)
@@ -586,7 +597,8 @@ static void on_write(struct bufferevent *bev, void *arg)
 {
     (void)bev;
     ts_mqtt_client *c = arg;
-    if (c->blocked && c->state == UP && c->events.writable != NULL) {
+    if (c->blocked && (c->state == UP || c->state == SUBSCRIBING) &&
+        c->events.writable != NULL) {
         c->blocked = 0;
         c->events.writable(c->events.arg);
     }
@@ -707,17 +719,13 @@ static void on_keepalive(evutil_socket_t fd, short what, void *arg)
     if (c->bev == NULL)
         return;
     time_t now = now_s();
-    if (c->state != UP) {
+    if (c->state == CONNECTING)
         return;  /* the handshake timeout covers it */
-    }
-    /* A read-side stall (input paused) does not read PINGRESP; it is the
-     * broker's silence only while reading. */
-    if (c->ping_outstanding && !c->reading_stopped &&
-        now - c->ping_sent > c->config.keepalive_s) {
+    if (c->ping_outstanding && now - c->ping_sent > c->config.keepalive_s) {
         lose(c, "no PINGRESP within mqtt.keepalive_s", 0);
         return;
     }
-    if (c->state == UP && now - c->last_sent >= c->config.keepalive_s / 2 &&
+    if (now - c->last_sent >= c->config.keepalive_s / 2 &&
         !c->ping_outstanding) {
         ts_buf_reset(&c->packet);
         if (ts_mqtt_write_empty(&c->packet, c->config.version,
@@ -878,8 +886,6 @@ void ts_mqtt_client_ack(ts_mqtt_client *c, uint64_t connection,
     c->stats.acks_sent++;
     if (c->unacked_in > 0)
         c->unacked_in--;
-    if (c->reading_stopped)
-        event_active(c->resume_event, EV_TIMEOUT, 0);
 }
 
 static uint16_t next_packet_id(ts_mqtt_client *c)
@@ -903,7 +909,7 @@ ts_publish_result ts_mqtt_client_publish(ts_mqtt_client *c,
                                          const void *payload, size_t len,
                                          int qos)
 {
-    if (c->state != UP || c->bev == NULL ||
+    if ((c->state != UP && c->state != SUBSCRIBING) || c->bev == NULL ||
         (qos > 0 && c->n_inflight >= c->config.max_inflight_out) ||
         (qos > 0 && c->n_inflight >= c->server_receive_maximum) ||
         evbuffer_get_length(bufferevent_get_output(c->bev)) >

@@ -66,8 +66,9 @@ typedef struct ts_mqtt_client_config {
     int keepalive_s;
     int clean_start;
     uint32_t session_expiry_s;       /* v5 */
-    /* QoS 1 messages received and not yet acknowledged, at most: sent as
-     * Receive Maximum (v5); past it, reading stops (3.1.1). */
+    /* QoS 1 messages received and not yet acknowledged the broker may
+     * send: Receive Maximum (v5); a 3.1.1 broker's own setting must not
+     * exceed it. More is counted (over_receive_maximum). */
     uint16_t max_inflight_in;
     size_t max_payload;              /* larger payloads are skipped */
     const char *const *filters;      /* subscribed on every connection */
@@ -90,7 +91,9 @@ typedef struct ts_mqtt_client_stats {
                                         or written (QoS 0) */
     uint64_t publish_refused;        /* PUBACK with a failure code */
     uint64_t resent;                 /* own publishes sent again */
-    uint64_t input_stalls;           /* reading stopped: too much held */
+    uint64_t over_receive_maximum;   /* messages received past
+                                        max_inflight_in unacknowledged */
+    uint64_t dropped_qos0;           /* QoS 0 input dropped while paused */
 } ts_mqtt_client_stats;
 
 /* Copies what it needs of config (strings included). NULL with err. */
@@ -109,7 +112,7 @@ void ts_mqtt_client_free(ts_mqtt_client *client);
 void ts_mqtt_client_ack(ts_mqtt_client *client, uint64_t connection,
                         uint16_t packet_id);
 /* Queues a publish. BLOCKED (nothing queued; `writable` follows) while
- * disconnected or with max_inflight_out QoS 1 publishes unacknowledged;
+ * there is no session (before CONNACK) or with max_inflight_out QoS 1 publishes unacknowledged;
  * FAILED when the packet cannot be built. */
 ts_publish_result ts_mqtt_client_publish(ts_mqtt_client *client,
                                          const char *topic, size_t topic_len,

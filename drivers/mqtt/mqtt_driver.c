@@ -58,6 +58,14 @@ struct ts_driver {
 
 static const char *const types[] = { "mqtt", NULL };
 
+/* What the broker may deliver again is what it has not had our PUBACK
+ * for: mqtt.max_inflight messages, and the few dozen a broker sends past
+ * its Receive Maximum (drivers/mqtt/mqtt_client.c); twice, plus room. */
+static size_t recent_slots(const ts_mqtt_settings *mqtt)
+{
+    return 2 * (size_t)mqtt->max_inflight + 100;
+}
+
 /* --------------------------------------------------------------- sink */
 
 static int sink_put(void *arg, const void *topic, size_t topic_len,
@@ -399,7 +407,7 @@ static int mqtt_open(ts_driver **out, const ts_driver_env *env, char *err,
     d->pipeline = env->pipeline;
     const ts_format_settings *format =
         ts_config_section(env->config, &ts_format_setting_section);
-    d->recent = ts_mqtt_recent_new((size_t)d->mqtt->max_inflight);
+    d->recent = ts_mqtt_recent_new(recent_slots(d->mqtt));
     if (d->recent == NULL ||
         ts_group_init(&d->group, d->core, format, env->observer) != 0) {
         snprintf(err, errlen, "out of memory");
@@ -500,7 +508,6 @@ static void mqtt_stats(const ts_driver *d, ts_driver_stats *out)
     out->input_pauses_store = d->commit.pauses;
     out->store_commit_failures = d->commit.failures;
     out->dropped_output_error = client.publish_refused;
-    out->input_pauses_output = client.input_stalls;
 }
 
 static int mqtt_render_metrics(ts_driver *d, ts_buf *out)
@@ -549,9 +556,12 @@ static int mqtt_render_metrics(ts_driver *d, ts_buf *out)
     SERIES("output_unacknowledged", "gauge",
            "output messages waiting for their PUBACK",
            ts_mqtt_client_unacknowledged(d->client));
-    SERIES("input_stalls_total", "counter",
-           "times reading stopped with too much input unacknowledged",
-           c.input_stalls);
+    SERIES("over_receive_maximum_total", "counter",
+           "messages received with mqtt.max_inflight already "
+           "unacknowledged", c.over_receive_maximum);
+    SERIES("dropped_qos0_total", "counter",
+           "QoS 0 input dropped while input was paused and 32 MiB waited",
+           c.dropped_qos0);
     PUT("# HELP tracesand_mqtt_refusals_total input messages refused "
         "before decoding, by cause\n"
         "# TYPE tracesand_mqtt_refusals_total counter\n");

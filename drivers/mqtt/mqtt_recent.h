@@ -5,9 +5,9 @@
  * MQTT gives a message no identity that survives a session (the DUP flag
  * only says "maybe seen"; packet identifiers are reused). What the broker
  * can deliver again is what it has not had our PUBACK for, and the driver
- * acknowledges in order and holds at most mqtt.max_inflight messages
- * unacknowledged, so those are among the last mqtt.max_inflight messages
- * it processed. Each is known here by a BLAKE2b fingerprint of its topic
+ * acknowledges in order while the broker keeps about mqtt.max_inflight
+ * messages unacknowledged (Receive Maximum), so those are among the last
+ * messages it processed: the slots hold twice that many, plus 100. Each is known here by a BLAKE2b fingerprint of its topic
  * and payload, with the topics and payloads of its outcomes.
  *
  * The slots go into the store in the same transaction as the debits of
