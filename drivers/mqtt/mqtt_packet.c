@@ -493,8 +493,11 @@ const char *ts_mqtt_connack_text(int version, int code)
         case 1: return "unacceptable protocol version";
         case 2: return "client identifier rejected";
         case 3: return "server unavailable";
-        case 4: return "bad user name or password";
-        case 5: return "not authorized";
+        case 4: return "bad user name or password (mqtt.username, "
+                       "mqtt.password_file)";
+        case 5: return "not authorized (a wrong password or user, or "
+                       "no right to connect: mqtt.username, "
+                       "mqtt.password_file)";
         default: return "unknown refusal";
         }
     }
@@ -505,8 +508,12 @@ const char *ts_mqtt_connack_text(int version, int code)
     case 0x82: return "protocol error";
     case 0x84: return "unsupported protocol version";
     case 0x85: return "client identifier not valid";
-    case 0x86: return "bad user name or password";
-    case 0x87: return "not authorized";
+    case 0x86: return "bad user name or password (mqtt.username, "
+                      "mqtt.password_file)";
+    /* Mosquitto answers a wrong password so, not with 0x86. */
+    case 0x87: return "not authorized (a wrong password or user, or no "
+                      "right to connect: mqtt.username, "
+                      "mqtt.password_file)";
     case 0x88: return "server unavailable";
     case 0x89: return "server busy";
     case 0x8A: return "banned";
