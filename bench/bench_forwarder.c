@@ -51,27 +51,38 @@ typedef struct forwarder {
 /* The open OutcomeBatch as one message, when it holds any. */
 static void flush(forwarder *f)
 {
-    if (ts_format_batch_count(&f->batch) == 0)
+    const void *data;
+    size_t len;
+    if (ts_format_batch_count(&f->batch) == 0 ||
+        ts_format_batch_payload(f->format, &f->batch, &f->payload, &data,
+                                &len) != 0)
         return;
-    ts_buf_reset(&f->payload);
-    f->format->batch_write(&f->batch, &f->payload);
     ts_outbox_put(&f->outbox, TS_TOPIC_BATCH, sizeof TS_TOPIC_BATCH - 1,
-                  f->payload.data, f->payload.len);
+                  data, len);
     ts_format_batch_reset(&f->batch);
 }
 
-/* As the group body emits: one message, or into the open batch. */
-static void emit(forwarder *f, int sanitized)
+/* As the group body outputs: one message, or into the open batch. */
+static void output(forwarder *f, const ts_outcome *outcome, ts_reason reason,
+                   const char *detail)
 {
-    if (f->batch_outcomes == 0) {
-        ts_outbox_put(&f->outbox, f->topic.data, f->topic.len,
-                      f->payload.data, f->payload.len);
+    if (f->batch_outcomes > 0) {
+        if (outcome != NULL)
+            ts_format_batch_outcome(f->format, &f->batch, outcome);
+        else
+            ts_format_batch_rejection(f->format, &f->batch, reason, detail);
+        if (ts_format_batch_count(&f->batch) >= f->batch_outcomes)
+            flush(f);
         return;
     }
-    f->format->batch_add(&f->batch, sanitized, f->payload.data,
-                         f->payload.len);
-    if (ts_format_batch_count(&f->batch) >= f->batch_outcomes)
-        flush(f);
+    ts_buf_reset(&f->topic);
+    ts_buf_reset(&f->payload);
+    if ((outcome != NULL
+             ? ts_format_outcome(f->format, outcome, &f->topic, &f->payload)
+             : ts_format_rejection(f->format, reason, detail, &f->topic,
+                                   &f->payload)) == 0)
+        ts_outbox_put(&f->outbox, f->topic.data, f->topic.len,
+                      f->payload.data, f->payload.len);
 }
 
 static void on_message(void *arg, const ts_inbound *message)
@@ -83,11 +94,7 @@ static void on_message(void *arg, const ts_inbound *message)
     if (ts_intake_open(f->settings, message, f->wire, &f->arena, &batch,
                        &reason, detail, sizeof detail) != 0) {
         f->refused++;
-        ts_buf_reset(&f->topic);
-        ts_buf_reset(&f->payload);
-        if (ts_format_rejection(f->format, reason, detail, &f->topic,
-                                &f->payload) == 0)
-            emit(f, 0);
+        output(f, NULL, reason, detail);
         flush(f);
         return;
     }
@@ -104,37 +111,24 @@ static void on_message(void *arg, const ts_inbound *message)
             .eps_remaining = 1.0,
             .window_start_ms = input.ts_ms,
         };
-        ts_buf_reset(&f->topic);
-        ts_buf_reset(&f->payload);
-        if (ts_format_outcome(f->format, &outcome, &f->topic,
-                              &f->payload) == 0)
-            emit(f, 1);
+        output(f, &outcome, TS_REASON_NONE, NULL);
         f->forwarded++;
     }
     ts_codec_batch_release(&f->arena, batch);
     flush(f);
 }
 
-static ts_publish_result publish(void *arg, const void *topic,
-                                 size_t topic_len, const void *payload,
-                                 size_t len)
-{
-    forwarder *f = arg;
-    return ts_transport_publish(f->transport, topic, topic_len, payload,
-                                len);
-}
-
 static void on_batch_end(void *arg)
 {
     forwarder *f = arg;
-    ts_publisher publisher = { f, publish };
+    ts_publisher publisher = ts_transport_publisher(f->transport);
     ts_outbox_publish(&f->outbox, &publisher);
 }
 
 static int on_output_ready(void *arg)
 {
     forwarder *f = arg;
-    ts_publisher publisher = { f, publish };
+    ts_publisher publisher = ts_transport_publisher(f->transport);
     return ts_outbox_publish(&f->outbox, &publisher);
 }
 

@@ -9,6 +9,9 @@
 #              (BENCH_JS_CLUSTER=1; the cluster shares the same 2 cores)
 # and the commit latency percentiles each instance logs at exit, plus the
 # state-layout measurement (bench/bench_js_state: KV bucket vs changelog).
+# With BENCH_BASELINE=DIR (another build directory) js-1-baseline runs
+# that build's tracesand as js-1, in the same passes, and the ratio of
+# js-1 to it is printed.
 #   bench/bench_jetstream.sh [N] [RUNS]    (from a build dir, or BUILD_DIR=...)
 set -euo pipefail
 
@@ -19,6 +22,8 @@ RUNS=${2:-1}
 USERS=1000
 MODES=${BENCH_JS_MODES:-"zmq-lmdb js-1 js-2"}
 [ "${BENCH_JS_CLUSTER:-0}" = 1 ] && MODES="$MODES js-1-r3"
+[ -n "${BENCH_BASELINE:-}" ] && MODES="$MODES js-1-baseline"
+tracesand_bin=$build/tracesand
 NATS_SERVER=$(command -v nats-server) || { echo "$BENCH: nats-server not installed" >&2; exit 1; }
 
 free_port() {
@@ -70,7 +75,7 @@ start_nats() {  # start_nats 1|3: sets nats_url
 }
 
 start_instance() {  # start_instance NAME REPLICAS
-    "$build/tracesand" -c "$srcdir/conf/tracesand.conf" -o input.type=jetstream \
+    "$tracesand_bin" -c "$srcdir/conf/tracesand.conf" -o input.type=jetstream \
         -o output.type=jetstream -o "nats.servers=$nats_url" -o "nats.instance_id=$1" \
         -o "nats.replicas=$2" -o 'state.dir=""' -o profiles.geoind.points_per_window=1000 \
         -o input.max_backdate_s=0 -o http.listen=127.0.0.1:0 -o log.level=info \
@@ -143,6 +148,10 @@ for run in $(seq "$RUNS"); do
             js-1) run_js "r${run}a" 1 1 1 ;;
             js-2) run_js "r${run}b" 2 1 1 ;;
             js-1-r3) run_js "r${run}c" 1 3 3 ;;
+            js-1-baseline)
+                tracesand_bin=$BENCH_BASELINE/tracesand
+                run_js "r${run}d" 1 1 1
+                tracesand_bin=$build/tracesand ;;
         esac
         case $mode in js-*)
             echo "$BENCH:   run $run $mode: $got/$N outcomes: $rate points/s (producer alone: $producer_rate points/s)" ;;
@@ -153,12 +162,16 @@ done
 for mode in $MODES; do
     echo "$BENCH: median $mode: $(median <"$tmp/rates.$mode") points/s"
 done
-base=$(median <"$tmp/rates.zmq-lmdb" 2>/dev/null || echo "")
+base=""
+[ -f "$tmp/rates.zmq-lmdb" ] && base=$(median <"$tmp/rates.zmq-lmdb")
 for mode in $MODES; do
     [ "$mode" = zmq-lmdb ] || [ -z "$base" ] ||
         awk -v m="$mode" -v r="$(median <"$tmp/rates.$mode")" -v b="$base" \
             'BEGIN { printf "bench_jetstream: %s / zmq-lmdb = %.2f\n", m, r / b }'
 done
+[ -n "${BENCH_BASELINE:-}" ] &&
+    awk -v r="$(median <"$tmp/rates.js-1")" -v b="$(median <"$tmp/rates.js-1-baseline")" \
+        'BEGIN { printf "bench_jetstream: js-1 / js-1-baseline = %.2f\n", r / b }'
 echo "$BENCH: commit latency (fetch to changelog acknowledgement, per group), per instance:"
 sed 's/^/bench_jetstream:   /' "$tmp/latency.txt"
 echo "$BENCH: state layout, groups of 500 and 50 dirty users (100-byte records), R1:"

@@ -63,12 +63,14 @@ rss_kb() {
     awk '/^VmRSS:/ { print $2 }' "/proc/$1/status"
 }
 
-# start_tail N: a tail for N points on output_ep, connected before return;
-# its CPU time lands in $tmp/tail.cpu.
+# start_tail N [TAIL OPTIONS]: a tail for N points on output_ep, connected
+# before return; its CPU time lands in $tmp/tail.cpu.
 start_tail() {
+    local n=$1
+    shift
     rm -f "$tmp/ready"
     ( TIMEFORMAT='%U %S'
-      time "$tracesan" tail --connect "$output_ep" --count "$1" --timeout 60 \
+      time "$tracesan" tail --connect "$output_ep" --count "$n" --timeout 60 "$@" \
           --ready-file "$tmp/ready" >"$tmp/tail.csv" 2>"$tmp/tail.err" ) 2>"$tmp/tail.cpu" &
     tail_pid=$!
     local waited=0
@@ -94,13 +96,16 @@ wait_tail() {
     got=$(( $(wc -l <"$tmp/tail.csv") - 1 ))
 }
 
-# timed_replay FILE N: a tail for N points, FILE replayed to the server;
-# sets got and elapsed_ms (replay start to the tail's last point).
+# timed_replay FILE N [TAIL OPTIONS]: a tail for N points, FILE replayed to
+# the server; sets got and elapsed_ms (replay start to the tail's last
+# point).
 timed_replay() {
-    start_tail "$2"
+    local file=$1 n=$2
+    shift 2
+    start_tail "$n" "$@"
     local t0
     t0=$(ms)
-    replay "$1"
+    replay "$file"
     wait_tail
     elapsed_ms=$(( $(ms) - t0 ))
 }

@@ -51,6 +51,21 @@ typedef struct ts_driver_env {
     const ts_observer *observer;
 } ts_driver_env;
 
+/* What a driver's transport dropped or refused, by cause, for /metrics
+ * (zero where a driver has no such thing). */
+typedef struct ts_transport_counters {
+    uint64_t publish_dropped_error;  /* send failures other than a full
+                                        output */
+    uint64_t subscriber_cutoffs;     /* PUB output: a subscriber reached
+                                        its HWM and was cut off until it
+                                        caught up, missing >= 1 message */
+    uint64_t input_pauses_output;    /* input paused: output could not take
+                                        more (PUSH output) */
+    int has_zap;                     /* CURVE on: the two below are live */
+    uint64_t zap_accepted;           /* CURVE handshakes let through */
+    uint64_t zap_denied;             /* CURVE handshakes refused */
+} ts_transport_counters;
+
 /* Counts for /metrics, the summary line and STATUS=, summed over the
  * driver's pipelines. */
 typedef struct ts_driver_stats {
@@ -62,15 +77,10 @@ typedef struct ts_driver_stats {
     uint64_t publish_failures;
     uint64_t encode_failures;
     uint64_t dropped_output_hwm;         /* committed, never published */
-    uint64_t dropped_output_error;
-    uint64_t subscriber_cutoffs;
     uint64_t dropped_uncommitted;
-    uint64_t input_pauses_output;
     uint64_t input_pauses_store;
     uint64_t store_commit_failures;
-    int has_zap;
-    uint64_t zap_accepted;
-    uint64_t zap_denied;
+    ts_transport_counters transport;
 } ts_driver_stats;
 
 typedef struct ts_driver_ops {

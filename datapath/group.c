@@ -37,7 +37,6 @@ void ts_group_free(ts_group *group)
     group->wire = NULL;
     ts_buf_free(&group->topic);
     ts_buf_free(&group->payload);
-    ts_buf_free(&group->element);
     ts_format_batch_free(&group->batch);
 }
 
@@ -49,35 +48,62 @@ static void flush_batch(ts_group *group, const ts_sink *sink)
     size_t held = ts_format_batch_count(&group->batch);
     if (held == 0)
         return;
-    ts_buf_reset(&group->payload);
-    if (group->format->batch_write(&group->batch, &group->payload) != 0 ||
+    const void *payload;
+    size_t len;
+    if (ts_format_batch_payload(group->format, &group->batch,
+                                &group->payload, &payload, &len) != 0 ||
         sink->put(sink->arg, TS_TOPIC_BATCH, sizeof TS_TOPIC_BATCH - 1,
-                  group->payload.data, group->payload.len) != 0)
+                  payload, len) != 0)
         group->encode_failures += held;
     ts_format_batch_reset(&group->batch);
 }
 
-/* One encoded outcome (topic, payload) to the sink, or into the open
- * batch. 0, or -1 when it was lost (the fail-closed direction). */
-static int emit(ts_group *group, const ts_sink *sink, int encoded,
-                int sanitized)
+/* The outcome in group->topic and group->payload to the sink. 0, or -1
+ * when it was lost (the fail-closed direction). */
+static int emit(ts_group *group, const ts_sink *sink, int encoded)
+{
+    if (encoded == 0 &&
+        sink->put(sink->arg, group->topic.data, group->topic.len,
+                  group->payload.data, group->payload.len) == 0)
+        return 0;
+    group->encode_failures += encoded != 0;
+    return -1;
+}
+
+/* An outcome encoded straight into the open batch, which goes out when
+ * it holds output.batch_outcomes. */
+static int batch(ts_group *group, const ts_sink *sink, int encoded)
 {
     if (encoded != 0) {
-        group->encode_failures++;
-        return -1;
-    }
-    if (group->batch_outcomes == 0)
-        return sink->put(sink->arg, group->topic.data, group->topic.len,
-                         group->payload.data, group->payload.len);
-    if (group->format->batch_add(&group->batch, sanitized,
-                                 group->payload.data,
-                                 group->payload.len) != 0) {
         group->encode_failures++;
         return -1;
     }
     if (ts_format_batch_count(&group->batch) >= group->batch_outcomes)
         flush_batch(group, sink);
     return 0;
+}
+
+/* One outcome, or a rejection of a whole message (outcome NULL), out. */
+static int output(ts_group *group, const ts_sink *sink,
+                  const ts_outcome *outcome, ts_reason reason,
+                  const char *detail)
+{
+    if (group->batch_outcomes > 0)
+        return batch(group, sink,
+                     outcome != NULL
+                         ? ts_format_batch_outcome(group->format,
+                                                   &group->batch, outcome)
+                         : ts_format_batch_rejection(group->format,
+                                                     &group->batch, reason,
+                                                     detail));
+    ts_buf_reset(&group->topic);
+    ts_buf_reset(&group->payload);
+    return emit(group, sink,
+                outcome != NULL
+                    ? ts_format_outcome(group->format, outcome, &group->topic,
+                                        &group->payload)
+                    : ts_format_rejection(group->format, reason, detail,
+                                          &group->topic, &group->payload));
 }
 
 static void reject_message(ts_group *group, ts_pipeline *pipeline,
@@ -88,12 +114,7 @@ static void reject_message(ts_group *group, ts_pipeline *pipeline,
     const ts_observer *o = group->observer;
     if (o != NULL && o->rejected != NULL)
         o->rejected(o->arg, NULL, reason, detail);
-    ts_buf_reset(&group->topic);
-    ts_buf_reset(&group->payload);
-    emit(group, sink,
-         ts_format_rejection(group->format, reason, detail, &group->topic,
-                             &group->payload),
-         0);
+    output(group, sink, NULL, reason, detail);
 }
 
 /* Profiles live in one array inside the pipeline, so an outcome's profile
@@ -196,12 +217,7 @@ static void process_update(ts_group *group, ts_pipeline *pipeline,
     }
     if (!outcome.sanitized && o != NULL && o->rejected != NULL)
         o->rejected(o->arg, outcome.user_id, outcome.reason, outcome.detail);
-    ts_buf_reset(&group->topic);
-    ts_buf_reset(&group->payload);
-    if (emit(group, sink,
-             ts_format_outcome(group->format, &outcome, &group->topic,
-                               &group->payload),
-             outcome.sanitized) == 0)
+    if (output(group, sink, &outcome, TS_REASON_NONE, NULL) == 0)
         observe_report(group, sink, &outcome,
                        profile_index(pipeline, &outcome));
 }

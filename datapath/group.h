@@ -62,7 +62,7 @@ typedef struct ts_group {
     ts_admission admission;              /* admit NULL: all admitted */
     ts_codec_arena arena;                /* input messages unpack here */
     ts_wire_update *wire;                /* input.max_batch_updates */
-    ts_buf topic, payload, element;      /* one message being encoded */
+    ts_buf topic, payload;               /* one message being encoded */
     ts_format_batch batch;               /* the open OutcomeBatch */
     uint64_t messages;
     uint64_t updates;

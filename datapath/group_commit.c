@@ -282,6 +282,13 @@ static void finish_pipelined(ts_group_commit *gc)
     }
 }
 
+static void clear_both(ts_outbox *ahead, ts_outbox *behind)
+{
+    ts_outbox_clear(ahead);
+    if (behind != NULL)
+        ts_outbox_clear(behind);
+}
+
 int ts_group_commit_finish(ts_group_commit *gc)
 {
     if (gc->writer != NULL)
@@ -297,9 +304,7 @@ int ts_group_commit_finish(ts_group_commit *gc)
         ts_log(TS_LOG_ERROR, "shutting down with an uncommitted batch: %zu "
                "outcomes not published", lost);
         gc->dropped_uncommitted += lost;
-        ts_outbox_clear(ahead);
-        if (behind != NULL)
-            ts_outbox_clear(behind);
+        clear_both(ahead, behind);
     }
     size_t unsent = ts_outbox_unsent(ahead) +
                     (behind != NULL ? ts_outbox_unsent(behind) : 0);
@@ -307,9 +312,7 @@ int ts_group_commit_finish(ts_group_commit *gc)
         ts_log(TS_LOG_WARN, "shutting down with the output full: %zu "
                "committed outcomes not published", unsent);
         gc->dropped_unsent += unsent;
-        ts_outbox_clear(ahead);
-        if (behind != NULL)
-            ts_outbox_clear(behind);
+        clear_both(ahead, behind);
     }
     return gc->held ? 1 : 0;
 }

@@ -22,94 +22,67 @@ struct ts_observer_relay {
     pthread_mutex_t lock;
     ts_buf queue;                /* under lock */
     ts_buf draining;             /* the loop's */
+    ts_buf aligned;              /* the loop's: observations copied out */
     uint64_t dropped;            /* under lock */
 };
 
-/* A record: kind (1 byte), then its fields; strings and byte runs as a
- * size_t length and the bytes. */
-typedef struct record_writer {
-    unsigned char *p;
-} record_writer;
+/* A record is its kind (one byte), then fields, each a size_t length and
+ * its bytes. A string's field holds its NUL (length 0: NULL). */
+typedef struct field {
+    const void *data;
+    size_t len;
+} field;
 
-static void put(record_writer *w, const void *data, size_t len)
+static field text(const char *s)
 {
-    if (len > 0)
-        memcpy(w->p, data, len);
-    w->p += len;
+    return (field){ s, s != NULL ? strlen(s) + 1 : 0 };
 }
 
-static void put_bytes(record_writer *w, const void *data, size_t len)
+static void queue(ts_observer_relay *r, unsigned char kind,
+                  const field *fields, size_t n)
 {
-    put(w, &len, sizeof len);
-    put(w, data, len);
-}
-
-static size_t bytes_size(size_t len)
-{
-    return sizeof(size_t) + len;
-}
-
-/* Reserves `size` bytes of the queue under the lock; NULL (counted) when
- * the queue is full. The caller fills them and unlocks. */
-static unsigned char *reserve(ts_observer_relay *r, size_t size)
-{
+    size_t size = 1;
+    for (size_t i = 0; i < n; i++)
+        size += sizeof(size_t) + fields[i].len;
     pthread_mutex_lock(&r->lock);
     if (r->queue.len + size > r->max_bytes ||
         ts_buf_reserve(&r->queue, size) != 0) {
         r->dropped++;
         pthread_mutex_unlock(&r->lock);
-        return NULL;
+        return;
     }
-    unsigned char *at = r->queue.data + r->queue.len;
+    unsigned char *p = r->queue.data + r->queue.len;
+    *p++ = kind;
+    for (size_t i = 0; i < n; i++) {
+        memcpy(p, &fields[i].len, sizeof(size_t));
+        p += sizeof(size_t);
+        if (fields[i].len > 0)
+            memcpy(p, fields[i].data, fields[i].len);
+        p += fields[i].len;
+    }
     r->queue.len += size;
-    return at;
+    pthread_mutex_unlock(&r->lock);
 }
 
 static void on_latency(void *arg, size_t index, double seconds)
 {
-    ts_observer_relay *r = arg;
-    record_writer w = { reserve(r, 1 + sizeof index + sizeof seconds) };
-    if (w.p == NULL)
-        return;
-    *w.p++ = RECORD_LATENCY;
-    put(&w, &index, sizeof index);
-    put(&w, &seconds, sizeof seconds);
-    pthread_mutex_unlock(&r->lock);
+    field f[] = { { &index, sizeof index }, { &seconds, sizeof seconds } };
+    queue(arg, RECORD_LATENCY, f, 2);
 }
 
 static void on_rejected(void *arg, const char *user_id, ts_reason reason,
                         const char *detail)
 {
-    ts_observer_relay *r = arg;
-    int has_user = user_id != NULL;
-    size_t user_len = has_user ? strlen(user_id) : 0;
-    size_t detail_len = detail != NULL ? strlen(detail) : 0;
     int why = (int)reason;
-    record_writer w = { reserve(r, 1 + sizeof why + sizeof has_user +
-                                       bytes_size(user_len) +
-                                       bytes_size(detail_len)) };
-    if (w.p == NULL)
-        return;
-    *w.p++ = RECORD_REJECTED;
-    put(&w, &why, sizeof why);
-    put(&w, &has_user, sizeof has_user);
-    put_bytes(&w, user_id, user_len);
-    put_bytes(&w, detail, detail_len);
-    pthread_mutex_unlock(&r->lock);
+    field f[] = { { &why, sizeof why }, text(user_id), text(detail) };
+    queue(arg, RECORD_REJECTED, f, 3);
 }
 
 static void on_published(void *arg, const void *topic, size_t topic_len,
                          const void *payload, size_t len)
 {
-    ts_observer_relay *r = arg;
-    record_writer w = { reserve(r, 1 + bytes_size(topic_len) +
-                                       bytes_size(len)) };
-    if (w.p == NULL)
-        return;
-    *w.p++ = RECORD_PUBLISHED;
-    put_bytes(&w, topic, topic_len);
-    put_bytes(&w, payload, len);
-    pthread_mutex_unlock(&r->lock);
+    field f[] = { { topic, topic_len }, { payload, len } };
+    queue(arg, RECORD_PUBLISHED, f, 2);
 }
 
 static int on_counts_reports(void *arg, size_t index)
@@ -121,37 +94,21 @@ static int on_counts_reports(void *arg, size_t index)
 static void on_committed(void *arg, const ts_observation *observations,
                          size_t n)
 {
-    ts_observer_relay *r = arg;
-    record_writer w = { reserve(r, 1 + bytes_size(n * sizeof *observations)) };
-    if (w.p == NULL)
-        return;
-    *w.p++ = RECORD_COMMITTED;
-    put_bytes(&w, observations, n * sizeof *observations);
-    pthread_mutex_unlock(&r->lock);
+    field f[] = { { observations, n * sizeof *observations } };
+    queue(arg, RECORD_COMMITTED, f, 1);
 }
 
 static void on_commit(void *arg, double seconds, size_t outcomes)
 {
-    ts_observer_relay *r = arg;
-    record_writer w = { reserve(r, 1 + sizeof seconds + sizeof outcomes) };
-    if (w.p == NULL)
-        return;
-    *w.p++ = RECORD_COMMIT;
-    put(&w, &seconds, sizeof seconds);
-    put(&w, &outcomes, sizeof outcomes);
-    pthread_mutex_unlock(&r->lock);
+    field f[] = { { &seconds, sizeof seconds },
+                  { &outcomes, sizeof outcomes } };
+    queue(arg, RECORD_COMMIT, f, 2);
 }
 
 static void on_health(void *arg, const char *reason)
 {
-    ts_observer_relay *r = arg;
-    size_t len = reason != NULL ? strlen(reason) + 1 : 0;
-    record_writer w = { reserve(r, 1 + bytes_size(len)) };
-    if (w.p == NULL)
-        return;
-    *w.p++ = RECORD_HEALTH;
-    put_bytes(&w, reason, len);
-    pthread_mutex_unlock(&r->lock);
+    field f[] = { text(reason) };
+    queue(arg, RECORD_HEALTH, f, 1);
 }
 
 ts_observer_relay *ts_observer_relay_new(const ts_observer *target,
@@ -185,6 +142,7 @@ void ts_observer_relay_free(ts_observer_relay *relay)
     pthread_mutex_destroy(&relay->lock);
     ts_buf_free(&relay->queue);
     ts_buf_free(&relay->draining);
+    ts_buf_free(&relay->aligned);
     free(relay);
 }
 
@@ -201,83 +159,60 @@ uint64_t ts_observer_relay_dropped(ts_observer_relay *relay)
     return dropped;
 }
 
-typedef struct record_reader {
-    const unsigned char *p;
-} record_reader;
-
-static void get(record_reader *r, void *out, size_t len)
+/* The next field of a record: its bytes (NULL when empty) and length. */
+static const void *next_field(const unsigned char **p, size_t *len)
 {
-    memcpy(out, r->p, len);
-    r->p += len;
+    memcpy(len, *p, sizeof *len);
+    const unsigned char *data = *p + sizeof *len;
+    *p = data + *len;
+    return *len > 0 ? data : NULL;
 }
 
-static const unsigned char *get_bytes(record_reader *r, size_t *len)
+/* A scalar field, copied out (the queue keeps no alignment). */
+static void next_value(const unsigned char **p, void *out, size_t size)
 {
-    get(r, len, sizeof *len);
-    const unsigned char *at = r->p;
-    r->p += *len;
-    return at;
+    size_t len;
+    const void *data = next_field(p, &len);
+    memset(out, 0, size);
+    memcpy(out, data, len < size ? len : size);
 }
 
-/* Replays one record; the reader ends after it. */
-static void replay(const ts_observer *t, record_reader *r, ts_buf *text)
+static void replay(ts_observer_relay *r, const unsigned char **p)
 {
+    const ts_observer *t = r->target;
     size_t len, len2;
-    switch (*r->p++) {
-    case RECORD_LATENCY: {
+    int kind = *(*p)++;
+    if (kind == RECORD_LATENCY || kind == RECORD_COMMIT) {
         size_t index;
         double seconds;
-        get(r, &index, sizeof index);
-        get(r, &seconds, sizeof seconds);
-        t->latency(t->arg, index, seconds);
-        return;
-    }
-    case RECORD_REJECTED: {
-        int why, has_user;
-        get(r, &why, sizeof why);
-        get(r, &has_user, sizeof has_user);
-        const unsigned char *user = get_bytes(r, &len);
-        const unsigned char *detail = get_bytes(r, &len2);
-        /* NUL-terminated copies, one after the other. */
-        ts_buf_reset(text);
-        if (ts_buf_reserve(text, len + len2 + 2) != 0)
-            return;
-        memcpy(text->data, user, len);
-        text->data[len] = '\0';
-        memcpy(text->data + len + 1, detail, len2);
-        text->data[len + 1 + len2] = '\0';
-        t->rejected(t->arg, has_user ? (const char *)text->data : NULL,
-                    (ts_reason)why, (const char *)text->data + len + 1);
-        return;
-    }
-    case RECORD_PUBLISHED: {
-        const unsigned char *topic = get_bytes(r, &len);
-        const unsigned char *payload = get_bytes(r, &len2);
+        if (kind == RECORD_LATENCY) {
+            next_value(p, &index, sizeof index);
+            next_value(p, &seconds, sizeof seconds);
+            t->latency(t->arg, index, seconds);
+        } else {
+            next_value(p, &seconds, sizeof seconds);
+            next_value(p, &index, sizeof index);
+            t->commit(t->arg, seconds, index);
+        }
+    } else if (kind == RECORD_REJECTED) {
+        int why;
+        next_value(p, &why, sizeof why);
+        const char *user = next_field(p, &len);
+        const char *detail = next_field(p, &len2);
+        t->rejected(t->arg, user, (ts_reason)why, detail);
+    } else if (kind == RECORD_PUBLISHED) {
+        const void *topic = next_field(p, &len);
+        const void *payload = next_field(p, &len2);
         t->published(t->arg, topic, len, payload, len2);
-        return;
-    }
-    case RECORD_COMMITTED: {
-        const unsigned char *bytes = get_bytes(r, &len);
-        size_t n = len / sizeof(ts_observation);
-        ts_buf_reset(text);
-        if (ts_buf_append(text, bytes, len) != 0)
-            return;
-        t->committed(t->arg, (const ts_observation *)(void *)text->data, n);
-        return;
-    }
-    case RECORD_COMMIT: {
-        double seconds;
-        size_t outcomes;
-        get(r, &seconds, sizeof seconds);
-        get(r, &outcomes, sizeof outcomes);
-        t->commit(t->arg, seconds, outcomes);
-        return;
-    }
-    case RECORD_HEALTH: {
-        const unsigned char *reason = get_bytes(r, &len);
-        t->health(t->arg, len > 0 ? (const char *)reason : NULL);
-        return;
-    }
+    } else if (kind == RECORD_COMMITTED) {
+        const void *bytes = next_field(p, &len);
+        ts_buf_reset(&r->aligned);
+        if (ts_buf_append(&r->aligned, bytes, len) == 0)
+            t->committed(t->arg, (const ts_observation *)(void *)
+                                     r->aligned.data,
+                         len / sizeof(ts_observation));
+    } else if (kind == RECORD_HEALTH) {
+        t->health(t->arg, next_field(p, &len));
     }
 }
 
@@ -289,11 +224,9 @@ void ts_observer_relay_drain(ts_observer_relay *relay)
     relay->draining = swap;
     ts_buf_reset(&relay->queue);
     pthread_mutex_unlock(&relay->lock);
-    ts_buf text = { 0 };
-    record_reader reader = { relay->draining.data };
-    const unsigned char *end = relay->draining.data + relay->draining.len;
-    while (reader.p != NULL && reader.p < end)
-        replay(relay->target, &reader, &text);
-    ts_buf_free(&text);
+    const unsigned char *p = relay->draining.data;
+    const unsigned char *end = p + relay->draining.len;
+    while (p != NULL && p < end)
+        replay(relay, &p);
     ts_buf_reset(&relay->draining);
 }

@@ -116,8 +116,7 @@ static void finish_drivers(void *values, ts_setting_context *context)
 
 const ts_setting_section ts_driver_setting_section = {
     .name = "drivers",
-    .rows = driver_rows,
-    .n_rows = sizeof driver_rows / sizeof driver_rows[0],
+    TS_SECTION_ROWS(driver_rows),
     .size = sizeof(ts_driver_settings),
     .finish = finish_drivers,
 };

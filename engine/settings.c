@@ -97,8 +97,7 @@ static void finish_core(void *values, ts_setting_context *context)
 
 const ts_setting_section ts_core_setting_section = {
     .name = "core",
-    .rows = setting_table,
-    .n_rows = sizeof setting_table / sizeof setting_table[0],
+    TS_SECTION_ROWS(setting_table),
     .size = sizeof(ts_settings),
     .finish = finish_core,
 };

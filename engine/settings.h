@@ -117,6 +117,9 @@ const ts_setting_def *ts_profile_setting_table(size_t *n_rows);
 #define TS_BOOL_ROW(values, k, f, def, apply_, doc_)                           \
     { .key = k, .type = TS_SETTING_BOOL, TS_ROW_FIELD(values, f),             \
       .default_value = def, .apply = apply_, .doc = doc_ }
+/* `.rows` and `.n_rows` of a section from a static array of rows. */
+#define TS_SECTION_ROWS(rows_)                                               \
+    .rows = (rows_), .n_rows = sizeof(rows_) / sizeof((rows_)[0])
 /* Ten years: generous upper bound for every duration setting, and small
  * enough that millisecond arithmetic on it cannot overflow. */
 #define TS_MAX_DURATION_S 315360000LL

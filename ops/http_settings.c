@@ -150,8 +150,7 @@ static void release_http(void *values)
 
 const ts_setting_section ts_http_setting_section = {
     .name = "http",
-    .rows = http_rows,
-    .n_rows = sizeof http_rows / sizeof http_rows[0],
+    TS_SECTION_ROWS(http_rows),
     .size = sizeof(ts_http_settings),
     .finish = finish_http,
     .release = release_http,

@@ -230,6 +230,14 @@ static void histogram_samples(text *t, const char *name, const char *label,
     }
 }
 
+/* A histogram without labels: its header and its samples. */
+static void put_histogram(text *t, const char *name, const char *help,
+                          const histogram *h, const double *bounds)
+{
+    header(t, name, "histogram", help);
+    histogram_samples(t, name, NULL, h, bounds);
+}
+
 static void render_profiles(text *t, const ts_metrics *metrics)
 {
     const char *name = "tracesand_update_duration_seconds";
@@ -354,23 +362,20 @@ char *ts_metrics_render(const ts_metrics *metrics,
             "Configuration reloads refused (old configuration kept).",
             metrics->reload_failures);
 
-    header(&t, "tracesand_event_loop_lag_seconds", "histogram",
-           "How late a periodic timer fired: time the loop was busy.");
-    histogram_samples(&t, "tracesand_event_loop_lag_seconds", NULL,
-                      &metrics->loop_lag, latency_bounds);
+    put_histogram(&t, "tracesand_event_loop_lag_seconds",
+                  "How late a periodic timer fired: time the loop was busy.",
+                  &metrics->loop_lag, latency_bounds);
     header(&t, "tracesand_event_loop_lag_last_seconds", "gauge",
            "Lag of the most recent timer tick.");
     put(&t, "tracesand_event_loop_lag_last_seconds %.9g\n",
         metrics->loop_lag_last);
 
-    header(&t, "tracesand_store_commit_duration_seconds", "histogram",
-           "Duration of one durable group commit.");
-    histogram_samples(&t, "tracesand_store_commit_duration_seconds", NULL,
-                      &metrics->commit_latency, latency_bounds);
-    header(&t, "tracesand_store_commit_batch_size", "histogram",
-           "Updates covered by one durable group commit.");
-    histogram_samples(&t, "tracesand_store_commit_batch_size", NULL,
-                      &metrics->commit_batch_size, size_bounds);
+    put_histogram(&t, "tracesand_store_commit_duration_seconds",
+                  "Duration of one durable group commit.",
+                  &metrics->commit_latency, latency_bounds);
+    put_histogram(&t, "tracesand_store_commit_batch_size",
+                  "Updates covered by one durable group commit.",
+                  &metrics->commit_batch_size, size_bounds);
 
     render_profiles(&t, metrics);
 

@@ -84,12 +84,12 @@ static char *render_metrics(void *arg, size_t *len)
         .input_pauses_store = totals.input_pauses_store,
         .store_commit_failures = totals.store_commit_failures,
         .dropped_output_hwm = totals.dropped_output_hwm,
-        .dropped_output_error = totals.dropped_output_error,
-        .subscriber_cutoffs = totals.subscriber_cutoffs,
-        .input_pauses_output = totals.input_pauses_output,
-        .has_zap = totals.has_zap,
-        .zap_accepted = totals.zap_accepted,
-        .zap_denied = totals.zap_denied,
+        .dropped_output_error = totals.transport.publish_dropped_error,
+        .subscriber_cutoffs = totals.transport.subscriber_cutoffs,
+        .input_pauses_output = totals.transport.input_pauses_output,
+        .has_zap = totals.transport.has_zap,
+        .zap_accepted = totals.transport.zap_accepted,
+        .zap_denied = totals.transport.zap_denied,
     };
     if (daemon->http != NULL) {
         sources.has_http = 1;

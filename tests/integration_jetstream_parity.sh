@@ -19,11 +19,9 @@
 
 require_nats
 
-USERS=20
-PER_USER=15
-POINTS=$((USERS * PER_USER))
-# 10 points per window: 5 budget_exhausted per user.
-SANITIZED=$((USERS * 10))
+# 20 users of 15 points, 10 a window: 5 budget_exhausted each.
+USERS=20 PER_USER=15
+POINTS=$((USERS * PER_USER)) SANITIZED=$((USERS * 10))
 REJECTED=$((POINTS - SANITIZED))
 
 start_nats_single

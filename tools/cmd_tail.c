@@ -67,7 +67,8 @@ static void usage(FILE *out)
         "[--count N]\n"
         "                     [--timeout S] [--rejections FILE] "
         "[--ready-file F]\n"
-        "                     [--density FILE] [--format csv|jsonl]\n"
+        "                     [--density FILE] [--format csv|jsonl] "
+        "[--pull]\n"
         "                     [--config FILE] [-o PATH=VALUE]...\n"
         "\n"
         "Subscribes to tracesand's output and prints sanitized points on\n"
@@ -104,6 +105,9 @@ static void usage(FILE *out)
         "                          (the cells themselves: GET /density/<profile>)\n"
         "  -R, --ready-file F      create F once the subscription is connected\n"
         "                          (scripts wait for it before sending)\n"
+        "  -P, --pull              connect a PULL socket to a daemon with\n"
+        "                          output.type = \"push\" (lossless; --topic\n"
+        "                          then filters nothing)\n"
         "  -f, --format csv|jsonl  jsonl: one JSON object per line, on stdout\n"
         "                          for every message received (rejections\n"
         "                          and density estimates too, unless\n"
@@ -368,6 +372,7 @@ int cmd_tail(int argc, char **argv)
     const char *ready_path = NULL;
     const char *density_path = NULL;
     int jsonl = 0;
+    int pull = 0;
     static const char *const formats[] = { "csv", "jsonl", NULL };
     const ts_tool_option options[] = {
         { "topic", 't', TS_ARG_HANDLER, .dest = &subscriptions,
@@ -378,6 +383,7 @@ int cmd_tail(int argc, char **argv)
         { "ready-file", 'R', TS_ARG_STRING, .dest = &ready_path },
         { "density", 'D', TS_ARG_STRING, .dest = &density_path },
         { "format", 'f', TS_ARG_CHOICE, .dest = &jsonl, .choices = formats },
+        { "pull", 'P', TS_ARG_FLAG, .dest = &pull },
         { 0 },
     };
     const ts_tool_command command = {
@@ -444,7 +450,8 @@ int cmd_tail(int argc, char **argv)
     sigaction(SIGTERM, &action, NULL);
 
     context = zmq_ctx_new();
-    socket = context != NULL ? zmq_socket(context, ZMQ_SUB) : NULL;
+    socket = context != NULL ? zmq_socket(context, pull ? ZMQ_PULL : ZMQ_SUB)
+                             : NULL;
     if (socket == NULL ||
         set_int_option(socket, ZMQ_RCVHWM, RECEIVE_HWM) != 0 ||
         set_int_option(socket, ZMQ_LINGER, 0) != 0) {
@@ -454,7 +461,7 @@ int cmd_tail(int argc, char **argv)
     }
     if (subscriptions.n == 0)
         subscriptions.topics[subscriptions.n++] = "";
-    for (size_t i = 0; i < subscriptions.n; i++) {
+    for (size_t i = 0; i < subscriptions.n && !pull; i++) {
         if (zmq_setsockopt(socket, ZMQ_SUBSCRIBE, subscriptions.topics[i],
                            strlen(subscriptions.topics[i])) != 0) {
             fprintf(stderr, TS_TOOL_NAME ": cannot subscribe: %s\n",

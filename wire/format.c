@@ -21,46 +21,37 @@ static int protobuf_read(const ProtobufCMessageDescriptor *descriptor,
 }
 
 /* An element is framed as protobuf frames a repeated embedded message:
- * the key, the length as a varint, the bytes. The batch is then the
- * concatenation, in arrival order, and never has to be unpacked and packed
- * again. Both fields share one buffer (their relative order is free in
- * protobuf, each field's own order is kept). */
-static int protobuf_batch_add(ts_format_batch *batch, int sanitized,
-                              const void *element, size_t len)
+ * the field's key, the length as a varint, the bytes, packed in place.
+ * The batch is then the concatenation, in arrival order, and never has to
+ * be unpacked and packed again. Both fields share one list (their
+ * relative order is free in protobuf, each field's own order is kept). */
+static int protobuf_write_element(const ProtobufCMessage *message,
+                                  ts_buf *list)
 {
-    unsigned char frame[11];
+    size_t size = protobuf_c_message_get_packed_size(message);
+    if (ts_buf_reserve(list, 11 + size) != 0)
+        return -1;
+    uint8_t *out = list->data + list->len;
     size_t n = 0;
-    frame[n++] = sanitized ? BATCH_KEY_SANITIZED : BATCH_KEY_REJECTED;
-    for (uint64_t rest = len;; rest >>= 7) {
-        frame[n++] = (unsigned char)(rest < 0x80 ? rest
-                                                 : (rest & 0x7f) | 0x80);
+    out[n++] = message->descriptor ==
+                       &tracesan__v1__sanitized_location__descriptor
+                   ? BATCH_KEY_SANITIZED : BATCH_KEY_REJECTED;
+    for (uint64_t rest = size;; rest >>= 7) {
+        out[n++] = (uint8_t)(rest < 0x80 ? rest : (rest & 0x7f) | 0x80);
         if (rest < 0x80)
             break;
     }
-    size_t mark = batch->sanitized.len;
-    if (ts_buf_append(&batch->sanitized, frame, n) != 0 ||
-        ts_buf_append(&batch->sanitized, element, len) != 0) {
-        batch->sanitized.len = mark;
+    if (protobuf_c_message_pack(message, out + n) != size)
         return -1;
-    }
-    if (sanitized)
-        batch->n_sanitized++;
-    else
-        batch->n_rejected++;
+    list->len += n + size;
     return 0;
-}
-
-static int protobuf_batch_write(const ts_format_batch *batch, ts_buf *out)
-{
-    return ts_buf_append(out, batch->sanitized.data, batch->sanitized.len);
 }
 
 const ts_format ts_format_protobuf = {
     .name = "protobuf",
     .write = ts_codec_pack,
     .read = protobuf_read,
-    .batch_add = protobuf_batch_add,
-    .batch_write = protobuf_batch_write,
+    .write_element = protobuf_write_element,
 };
 
 /* ------------------------------------------------------------------ json */
@@ -73,20 +64,16 @@ static int json_read(const ProtobufCMessageDescriptor *descriptor,
                               0);
 }
 
-/* Each field's elements, comma-separated, in their own buffer: JSON
+/* Each field's elements, comma-separated, in a list of their own: JSON
  * writes a repeated field as one array. */
-static int json_batch_add(ts_format_batch *batch, int sanitized,
-                          const void *element, size_t len)
+static int json_write_element(const ProtobufCMessage *message, ts_buf *list)
 {
-    ts_buf *list = sanitized ? &batch->sanitized : &batch->rejected;
-    size_t *n = sanitized ? &batch->n_sanitized : &batch->n_rejected;
     size_t mark = list->len;
-    if ((*n > 0 && ts_buf_append(list, ",", 1) != 0) ||
-        ts_buf_append(list, element, len) != 0) {
+    if ((mark > 0 && ts_buf_append(list, ",", 1) != 0) ||
+        ts_json_from_message(message, list) != 0) {
         list->len = mark;
         return -1;
     }
-    (*n)++;
     return 0;
 }
 
@@ -123,7 +110,8 @@ const ts_format ts_format_json = {
     .name = "json",
     .write = ts_json_from_message,
     .read = json_read,
-    .batch_add = json_batch_add,
+    .write_element = json_write_element,
+    .split_lists = 1,
     .batch_write = json_batch_write,
 };
 
@@ -165,6 +153,70 @@ int ts_format_density(const ts_format *format,
     return ts_codec_write_density(estimate, format->write, topic, payload);
 }
 
+/* Counts an element `written` into `list`, or cuts the list back. */
+static int counted(ts_format_batch *batch, int sanitized, ts_buf *list,
+                   int written, size_t mark)
+{
+    if (written != 0) {
+        list->len = mark;
+        return -1;
+    }
+    if (sanitized)
+        batch->n_sanitized++;
+    else
+        batch->n_rejected++;
+    return 0;
+}
+
+static ts_buf *list_of(const ts_format *format, ts_format_batch *batch,
+                       int sanitized)
+{
+    return format->split_lists && !sanitized ? &batch->rejected
+                                             : &batch->sanitized;
+}
+
+int ts_format_batch_outcome(const ts_format *format, ts_format_batch *batch,
+                            const ts_outcome *outcome)
+{
+    ts_buf *list = list_of(format, batch, outcome->sanitized);
+    size_t mark = list->len;
+    ts_buf_reset(&batch->topic);
+    return counted(batch, outcome->sanitized, list,
+                     ts_codec_write_outcome(outcome, format->write_element,
+                                            &batch->topic, list),
+                     mark);
+}
+
+int ts_format_batch_rejection(const ts_format *format, ts_format_batch *batch,
+                              ts_reason reason, const char *detail)
+{
+    ts_buf *list = list_of(format, batch, 0);
+    size_t mark = list->len;
+    ts_buf_reset(&batch->topic);
+    return counted(batch, 0, list,
+                     ts_codec_write_rejection(reason, NULL, 0, NULL, detail,
+                                              format->write_element,
+                                              &batch->topic, list),
+                     mark);
+}
+
+int ts_format_batch_payload(const ts_format *format,
+                            const ts_format_batch *batch, ts_buf *scratch,
+                            const void **data, size_t *len)
+{
+    if (format->batch_write == NULL) {
+        *data = batch->sanitized.data;
+        *len = batch->sanitized.len;
+        return 0;
+    }
+    ts_buf_reset(scratch);
+    if (format->batch_write(batch, scratch) != 0)
+        return -1;
+    *data = scratch->data;
+    *len = scratch->len;
+    return 0;
+}
+
 void ts_format_batch_reset(ts_format_batch *batch)
 {
     ts_buf_reset(&batch->sanitized);
@@ -176,6 +228,7 @@ void ts_format_batch_free(ts_format_batch *batch)
 {
     ts_buf_free(&batch->sanitized);
     ts_buf_free(&batch->rejected);
+    ts_buf_free(&batch->topic);
     batch->n_sanitized = batch->n_rejected = 0;
 }
 
@@ -201,8 +254,7 @@ static const ts_setting_def format_rows[] = {
 
 const ts_setting_section ts_format_setting_section = {
     .name = "format",
-    .rows = format_rows,
-    .n_rows = sizeof format_rows / sizeof format_rows[0],
+    TS_SECTION_ROWS(format_rows),
     .size = sizeof(ts_format_settings),
 };
 

@@ -22,13 +22,15 @@
 
 #define TS_TOPIC_BATCH "batch"
 
-/* The outcomes of one input message on their way into one OutcomeBatch:
- * sanitized and rejected elements, each already in the format. */
+/* Outcomes on their way into one OutcomeBatch, each encoded straight
+ * into it: the sanitized and the rejected elements (a format that keeps
+ * one list keeps them all in `sanitized`). */
 typedef struct ts_format_batch {
     ts_buf sanitized;
     ts_buf rejected;
     size_t n_sanitized;
     size_t n_rejected;
+    ts_buf topic;                /* scratch: an element's topic */
 } ts_format_batch;
 
 typedef struct ts_format {
@@ -40,10 +42,13 @@ typedef struct ts_format {
     int (*read)(const ProtobufCMessageDescriptor *descriptor,
                 const void *data, size_t len, ProtobufCAllocator *allocator,
                 ProtobufCMessage **out);
-    /* Adds one element (bytes of write) to a batch. 0, or -1. */
-    int (*batch_add)(ts_format_batch *batch, int sanitized,
-                     const void *element, size_t len);
-    /* Appends the OutcomeBatch the batch holds to out. 0, or -1. */
+    /* Appends a SanitizedLocation or Rejection to its list of a batch,
+     * as an element of OutcomeBatch. 0, or -1 (the list as it was). */
+    int (*write_element)(const ProtobufCMessage *message, ts_buf *list);
+    /* 1: sanitized and rejected elements in lists of their own. */
+    int split_lists;
+    /* Appends the OutcomeBatch the lists make to out; NULL when the
+     * `sanitized` list is the message as it is. 0, or -1. */
     int (*batch_write)(const ts_format_batch *batch, ts_buf *out);
 } ts_format;
 
@@ -65,6 +70,19 @@ int ts_format_rejection(const ts_format *format, ts_reason reason,
 int ts_format_density(const ts_format *format,
                       const Tracesan__V1__DensityEstimate *estimate,
                       ts_buf *topic, ts_buf *payload);
+
+/* An outcome into the open batch; a rejection not tied to an update. 0,
+ * or -1 (the batch as it was). */
+int ts_format_batch_outcome(const ts_format *format, ts_format_batch *batch,
+                            const ts_outcome *outcome);
+int ts_format_batch_rejection(const ts_format *format, ts_format_batch *batch,
+                              ts_reason reason, const char *detail);
+/* The batch as one message's payload: the batch's own bytes when the
+ * format needs nothing around them, else written into `scratch`. 0, or
+ * -1. */
+int ts_format_batch_payload(const ts_format *format,
+                            const ts_format_batch *batch, ts_buf *scratch,
+                            const void **data, size_t *len);
 
 void ts_format_batch_reset(ts_format_batch *batch);
 void ts_format_batch_free(ts_format_batch *batch);

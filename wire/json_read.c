@@ -316,6 +316,34 @@ static int read_string(parser *ps, int *has_nul)
     return 0;
 }
 
+/* What a name stands for in a descriptor: an enum's value, a message's
+ * field; NULL when nothing. */
+typedef const void *(*name_lookup)(const void *descriptor, const char *name);
+
+static const void *enum_value_named(const void *descriptor, const char *name)
+{
+    return protobuf_c_enum_descriptor_get_value_by_name(descriptor, name);
+}
+
+static const void *field_named(const void *descriptor, const char *name)
+{
+    return protobuf_c_message_descriptor_get_field_by_name(descriptor, name);
+}
+
+/* A quoted name, left in the scratch buffer, and what it names: 0 with
+ * *found (NULL for no such name, or a string holding a NUL, which no name
+ * does), or -1. */
+static int read_name(parser *ps, name_lookup lookup, const void *descriptor,
+                     const void **found)
+{
+    int has_nul;
+    if (read_string(ps, &has_nul) != 0)
+        return -1;
+    *found = has_nul ? NULL
+                     : lookup(descriptor, (const char *)ps->scratch.data);
+    return 0;
+}
+
 /* Length of the JSON number at s (RFC 8259 grammar), 0 when there is none;
  * *integral: no fraction and no exponent. */
 static size_t number_length(const unsigned char *s, const unsigned char *end,
@@ -494,13 +522,10 @@ static int read_enum(parser *ps, const ProtobufCFieldDescriptor *field,
     const ProtobufCEnumDescriptor *descriptor = field->descriptor;
     if (*ps->p == '"') {
         const unsigned char *quote = ps->p;
-        int has_nul;
-        if (read_string(ps, &has_nul) != 0)
+        const void *found;
+        if (read_name(ps, enum_value_named, descriptor, &found) != 0)
             return -1;
-        const ProtobufCEnumValue *value =
-            has_nul ? NULL
-                    : protobuf_c_enum_descriptor_get_value_by_name(
-                          descriptor, (const char *)ps->scratch.data);
+        const ProtobufCEnumValue *value = found;
         if (value == NULL) {
             ps->p = quote;
             return fail(ps, "not a name of enum %s", descriptor->name);
@@ -730,13 +755,10 @@ static int read_members(parser *ps,
         if (*ps->p != '"')
             return fail(ps, "expected a field name");
         const unsigned char *key = ps->p;
-        int has_nul;
-        if (read_string(ps, &has_nul) != 0)
+        const void *found;
+        if (read_name(ps, field_named, descriptor, &found) != 0)
             return -1;
-        const ProtobufCFieldDescriptor *field =
-            has_nul ? NULL
-                    : protobuf_c_message_descriptor_get_field_by_name(
-                          descriptor, (const char *)ps->scratch.data);
+        const ProtobufCFieldDescriptor *field = found;
         if (field == NULL) {
             ps->p = key;
             if (!echoable_name(&ps->scratch))

@@ -121,29 +121,22 @@ static int put_value(ts_buf *out, const ProtobufCFieldDescriptor *field,
 {
     char number[64];
     int n;
+    if (ts_json_is_integer(field->type)) {
+        /* Every integer type as the widest of its signedness. */
+        int wide = ts_json_is_64bit_integer(field->type);
+        if (ts_json_is_unsigned_integer(field->type))
+            n = snprintf(number, sizeof number, "%" PRIu64,
+                         wide ? *(const uint64_t *)member
+                              : (uint64_t)*(const uint32_t *)member);
+        else
+            n = snprintf(number, sizeof number, "%" PRId64,
+                         wide ? *(const int64_t *)member
+                              : (int64_t)*(const int32_t *)member);
+        if (n < 0 || (size_t)n >= sizeof number)
+            return -1;
+        return put(out, number, (size_t)n);
+    }
     switch (field->type) {
-    case PROTOBUF_C_TYPE_INT32:
-    case PROTOBUF_C_TYPE_SINT32:
-    case PROTOBUF_C_TYPE_SFIXED32:
-        n = snprintf(number, sizeof number, "%" PRId32,
-                     *(const int32_t *)member);
-        break;
-    case PROTOBUF_C_TYPE_UINT32:
-    case PROTOBUF_C_TYPE_FIXED32:
-        n = snprintf(number, sizeof number, "%" PRIu32,
-                     *(const uint32_t *)member);
-        break;
-    case PROTOBUF_C_TYPE_INT64:
-    case PROTOBUF_C_TYPE_SINT64:
-    case PROTOBUF_C_TYPE_SFIXED64:
-        n = snprintf(number, sizeof number, "%" PRId64,
-                     *(const int64_t *)member);
-        break;
-    case PROTOBUF_C_TYPE_UINT64:
-    case PROTOBUF_C_TYPE_FIXED64:
-        n = snprintf(number, sizeof number, "%" PRIu64,
-                     *(const uint64_t *)member);
-        break;
     case PROTOBUF_C_TYPE_FLOAT: {
         float value = *(const float *)member;
         if (!isfinite(value))

@@ -227,39 +227,39 @@ static int add_stream(ts_js_conn *conn, jsStreamConfig *cfg, char *err,
 int ts_js_ensure_streams(ts_js_conn *conn, const struct ts_nats_settings *nats,
                          char *err, size_t errlen)
 {
-    jsStreamConfig cfg;
-    const char *in_subjects[] = { TS_JS_SUBJECT_IN ".*" };
-    jsStreamConfig_Init(&cfg);
-    cfg.Name = TS_JS_STREAM_IN;
-    cfg.Subjects = in_subjects;
-    cfg.SubjectsLen = 1;
-    cfg.Storage = js_FileStorage;
-    cfg.Replicas = (int64_t)nats->replicas;
-    if (add_stream(conn, &cfg, err, errlen) != 0)
-        return -1;
-    const char *out_subjects[] = { "tracesan.out.>", "tracesan.rejected",
-                                   "tracesan.other", "tracesan.batch" };
-    jsStreamConfig_Init(&cfg);
-    cfg.Name = TS_JS_STREAM_OUT;
-    cfg.Subjects = out_subjects;
-    cfg.SubjectsLen = 4;
-    cfg.Storage = js_FileStorage;
-    cfg.Replicas = (int64_t)nats->replicas;
-    cfg.Duplicates = nats->dedupe_window_ms * 1000000;  /* nanoseconds */
-    if (add_stream(conn, &cfg, err, errlen) != 0)
-        return -1;
-    const char *state_subjects[] = { TS_JS_SUBJECT_STATE ".*" };
-    jsStreamConfig_Init(&cfg);
-    cfg.Name = TS_JS_STREAM_STATE;
-    cfg.Subjects = state_subjects;
-    cfg.SubjectsLen = 1;
-    cfg.Storage = js_FileStorage;
-    cfg.Replicas = (int64_t)nats->replicas;
-    /* Snapshots replace a partition's older records atomically. */
-    cfg.AllowRollup = true;
-    cfg.DenyDelete = true;
-    if (add_stream(conn, &cfg, err, errlen) != 0)
-        return -1;
+    static const char *const in_subjects[] = { TS_JS_SUBJECT_IN ".*" };
+    static const char *const out_subjects[] = {
+        "tracesan.out.>", "tracesan.rejected", "tracesan.other",
+        "tracesan.batch"
+    };
+    static const char *const state_subjects[] = { TS_JS_SUBJECT_STATE ".*" };
+    static const struct {
+        const char *name;
+        const char *const *subjects;
+        int n_subjects;
+        int dedupes;         /* the output's duplicate window */
+        int rolls_up;        /* snapshots replace a partition's older
+                                records atomically */
+    } streams[] = {
+        { TS_JS_STREAM_IN, in_subjects, 1, 0, 0 },
+        { TS_JS_STREAM_OUT, out_subjects, 4, 1, 0 },
+        { TS_JS_STREAM_STATE, state_subjects, 1, 0, 1 },
+    };
+    for (size_t i = 0; i < sizeof streams / sizeof streams[0]; i++) {
+        jsStreamConfig cfg;
+        jsStreamConfig_Init(&cfg);
+        cfg.Name = streams[i].name;
+        cfg.Subjects = (const char **)streams[i].subjects;
+        cfg.SubjectsLen = streams[i].n_subjects;
+        cfg.Storage = js_FileStorage;
+        cfg.Replicas = (int64_t)nats->replicas;
+        if (streams[i].dedupes)  /* nanoseconds */
+            cfg.Duplicates = nats->dedupe_window_ms * 1000000;
+        cfg.AllowRollup = streams[i].rolls_up != 0;
+        cfg.DenyDelete = streams[i].rolls_up != 0;
+        if (add_stream(conn, &cfg, err, errlen) != 0)
+            return -1;
+    }
     kvStore *kv = NULL;
     natsStatus s = js_KeyValue(&kv, conn->js, TS_JS_LEASE_BUCKET);
     if (s != NATS_OK) {

@@ -3,7 +3,9 @@
 #define INT_ROW(...) TS_INT_ROW(ts_nats_settings, __VA_ARGS__)
 #define STRING_ROW(...) TS_STRING_ROW(ts_nats_settings, __VA_ARGS__)
 #define RESTART TS_APPLY_RESTART
-#define UNSET TS_SETTING_EMPTY_UNSET
+/* A file the connection reads; unset (or "") = none. */
+#define FILE_ROW(k, f, doc_)                                                 \
+    STRING_ROW(k, f, NULL, TS_SETTING_EMPTY_UNSET, NULL, RESTART, doc_)
 
 static const ts_setting_def nats_rows[] = {
     STRING_ROW("nats.servers", servers, "nats://127.0.0.1:4222", 0, NULL,
@@ -25,18 +27,19 @@ static const ts_setting_def nats_rows[] = {
             RESTART, "output stream duplicate window"),
     INT_ROW("nats.snapshot_every", snapshot_every, 1, 1000000, 1, "256",
             RESTART, "changelog records between two snapshots"),
-    STRING_ROW("nats.creds_file", creds_file, NULL, UNSET, NULL, RESTART,
-               "NATS credentials file (JWT and NKey seed)"),
-    STRING_ROW("nats.nkey_seed_file", nkey_seed_file, NULL, UNSET, NULL,
-               RESTART, "NKey seed file (without a creds file)"),
-    STRING_ROW("nats.nkey_public", nkey_public, NULL, UNSET, NULL, RESTART,
-               "the user's public NKey, with nkey_seed_file"),
-    STRING_ROW("nats.tls_ca_file", tls_ca_file, NULL, UNSET, NULL, RESTART,
-               "CA certificates: set, the connection requires TLS"),
-    STRING_ROW("nats.tls_cert_file", tls_cert_file, NULL, UNSET, NULL,
-               RESTART, "client certificate chain for TLS"),
-    STRING_ROW("nats.tls_key_file", tls_key_file, NULL, UNSET, NULL, RESTART,
-               "client private key for TLS"),
+    FILE_ROW("nats.creds_file", creds_file,
+             "NATS credentials file (JWT and NKey seed)"),
+    FILE_ROW("nats.nkey_seed_file", nkey_seed_file,
+             "NKey seed file (without a creds file)"),
+    /* Not a file, but unset the same way. */
+    FILE_ROW("nats.nkey_public", nkey_public,
+             "the user's public NKey, with nkey_seed_file"),
+    FILE_ROW("nats.tls_ca_file", tls_ca_file,
+             "CA certificates: set, the connection requires TLS"),
+    FILE_ROW("nats.tls_cert_file", tls_cert_file,
+             "client certificate chain for TLS"),
+    FILE_ROW("nats.tls_key_file", tls_key_file,
+             "client private key for TLS"),
 };
 
 /* Keys that only work in pairs: refused here rather than at the first
@@ -66,8 +69,7 @@ static void finish_nats(void *values, ts_setting_context *context)
 
 const ts_setting_section ts_nats_setting_section = {
     .name = "nats",
-    .rows = nats_rows,
-    .n_rows = sizeof nats_rows / sizeof nats_rows[0],
+    TS_SECTION_ROWS(nats_rows),
     .size = sizeof(ts_nats_settings),
     .finish = finish_nats,
 };

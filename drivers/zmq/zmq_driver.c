@@ -60,15 +60,6 @@ static int on_output_ready(void *arg)
     return ts_group_commit_output_ready(&d->commit);
 }
 
-static ts_publish_result publish(void *arg, const void *topic,
-                                 size_t topic_len, const void *payload,
-                                 size_t len)
-{
-    ts_driver *d = arg;
-    return ts_transport_publish(d->transport, topic, topic_len, payload,
-                                len);
-}
-
 static void pause_input(void *arg)
 {
     ts_transport_pause_input(((ts_driver *)arg)->transport);
@@ -159,7 +150,7 @@ static int zmq_open(ts_driver **out, const ts_driver_env *env, char *err,
         .store_backend = &d->store_backend,
         .pipeline = d->pipeline,
         .outbox = &d->outbox,
-        .publisher = { d, publish },
+        .publisher = ts_transport_publisher(d->transport),
         .pause_input = pause_input,
         .resume_input = resume_input,
         .input_arg = d,
@@ -221,14 +212,7 @@ static void zmq_stats(const ts_driver *d, ts_driver_stats *out)
     out->dropped_uncommitted = d->commit.dropped_uncommitted;
     out->input_pauses_store = d->commit.pauses;
     out->store_commit_failures = d->commit.failures;
-    ts_transport_counters transport;
-    ts_transport_get_counters(d->transport, &transport);
-    out->dropped_output_error = transport.publish_dropped_error;
-    out->subscriber_cutoffs = transport.subscriber_cutoffs;
-    out->input_pauses_output = transport.input_pauses_output;
-    out->has_zap = transport.has_zap;
-    out->zap_accepted = transport.zap_accepted;
-    out->zap_denied = transport.zap_denied;
+    ts_transport_get_counters(d->transport, &out->transport);
 }
 
 /* The profiles are the caller's (ops/reload.c swaps them in the pipeline
@@ -270,13 +254,16 @@ const ts_driver_ops ts_zmq_driver = {
     .input_types = input_types,
     .output_types = output_types,
     .settings = &ts_zmq_setting_section,
+    /* It commits to state.dir's store, and PRIVIC loops run with it. */
     .uses_store = 1,
     .runs_population = 1,
+    /* Its life on the loop. */
     .open = zmq_open,
     .start = zmq_start,
     .describe = zmq_describe,
     .finish = zmq_finish,
     .close = zmq_close,
+    /* What the operations side reads and asks of it. */
     .stats = zmq_stats,
     .adopt_config = zmq_adopt_config,
     .publish = zmq_publish,

@@ -127,8 +127,7 @@ static size_t zmq_restart_changes(const void *old_values,
 
 const ts_setting_section ts_zmq_setting_section = {
     .name = "zmq",
-    .rows = zmq_rows,
-    .n_rows = sizeof zmq_rows / sizeof zmq_rows[0],
+    TS_SECTION_ROWS(zmq_rows),
     .size = sizeof(ts_zmq_settings),
     .finish = finish_zmq,
     .release = release_zmq,

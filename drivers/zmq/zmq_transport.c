@@ -547,6 +547,18 @@ ts_publish_result ts_transport_publish(ts_transport *t, const void *topic,
     return TS_PUBLISH_FAILED;
 }
 
+static ts_publish_result publish_to(void *arg, const void *topic,
+                                    size_t topic_len, const void *payload,
+                                    size_t len)
+{
+    return ts_transport_publish(arg, topic, topic_len, payload, len);
+}
+
+ts_publisher ts_transport_publisher(ts_transport *t)
+{
+    return (ts_publisher){ t, publish_to };
+}
+
 int ts_transport_reload_allow_lists(ts_transport *t,
                                     const ts_zmq_settings *settings,
                                     char *err, size_t errlen)

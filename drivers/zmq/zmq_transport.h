@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "datapath/driver.h"
 #include "datapath/io.h"
 #include "drivers/zmq/zmq_settings.h"
 
@@ -24,19 +25,6 @@ typedef void (*ts_on_batch_end_fn)(void *arg);
  * (a publish blocked again), 0 once none are: input then resumes. */
 typedef int (*ts_on_output_ready_fn)(void *arg);
 
-/* Everything the transport dropped or refused, by cause, for /metrics. */
-typedef struct ts_transport_counters {
-    uint64_t publish_dropped_error;  /* send failures other than a full
-                                        output */
-    uint64_t subscriber_cutoffs;     /* PUB output: a subscriber reached
-                                        its HWM and was cut off until it
-                                        caught up, missing >= 1 message */
-    uint64_t input_pauses_output;    /* input paused: output could not take
-                                        more (PUSH output) */
-    int has_zap;                     /* CURVE on: the two below are live */
-    uint64_t zap_accepted;           /* CURVE handshakes let through */
-    uint64_t zap_denied;             /* CURVE handshakes refused */
-} ts_transport_counters;
 
 /* What the sockets are made from. */
 typedef struct ts_transport_options {
@@ -58,6 +46,8 @@ void ts_transport_start(ts_transport *transport, ts_on_message_fn on_message,
 ts_publish_result ts_transport_publish(ts_transport *transport,
                                        const void *topic, size_t topic_len,
                                        const void *payload, size_t len);
+/* ts_transport_publish as a publisher (the outbox's, the group commit's). */
+ts_publisher ts_transport_publisher(ts_transport *transport);
 /* The endpoints actually bound/connected (resolves tcp://...:* ports). */
 const char *ts_transport_input_endpoint(const ts_transport *transport);
 const char *ts_transport_output_endpoint(const ts_transport *transport);
