@@ -32,6 +32,7 @@ start_broker() {
         echo "max_queued_messages 0"
         echo "max_queued_bytes 0"
         echo "log_dest file $TMPD/broker.log"
+        [ -n "${MQTT_BROKER_DEBUG:-}" ] && echo "log_type all"
         # Started as root, mosquitto would become user mosquitto, which
         # cannot write to the test's private directory.
         echo "user $(id -un)"

@@ -507,7 +507,7 @@ static void mqtt_stats(const ts_driver *d, ts_driver_stats *out)
     out->dropped_uncommitted = d->commit.dropped_uncommitted;
     out->input_pauses_store = d->commit.pauses;
     out->store_commit_failures = d->commit.failures;
-    out->dropped_output_error = client.publish_refused;
+    out->transport.publish_dropped_error = client.publish_refused;
 }
 
 static int mqtt_render_metrics(ts_driver *d, ts_buf *out)
