@@ -80,6 +80,15 @@ struct ts_mqtt_client {
 };
 
 static void connect_next(ts_mqtt_client *c);
+
+/* Messages handed over and not yet acknowledged fill the window: what
+ * comes meanwhile is held, unprocessed. The consumer's memory of recent
+ * messages covers the window, whatever the broker sends past its
+ * Receive Maximum. */
+static int window_full(const ts_mqtt_client *c)
+{
+    return c->unacked_in >= c->config.max_inflight_in;
+}
 static void on_read(struct bufferevent *bev, void *arg);
 static void process_input(ts_mqtt_client *c);
 
@@ -440,12 +449,8 @@ static void deliver(ts_mqtt_client *c, const uint8_t *body, size_t len,
     c->stats.messages++;
     if (p.dup)
         c->stats.duplicates++;
-    /* Receive Maximum is what we ask; Mosquitto 2.0.11 has been seen to
-     * send a few dozen past it while our acknowledgements are on their
-     * way. Counted, not fatal: the consumer sizes its memory of recent
-     * messages with room for it. */
-    if (p.qos > 0 && ++c->unacked_in > c->config.max_inflight_in)
-        c->stats.over_receive_maximum++;
+    if (p.qos > 0)
+        c->unacked_in++;
     if (c->events.message != NULL)
         c->events.message(c->events.arg, &m);
 }
@@ -477,23 +482,34 @@ static int one_packet(ts_mqtt_client *c, struct evbuffer *in, int from_held)
         return 0;
     int type = first >> 4;
     size_t total = header_len + remaining;
-    if (type == TS_MQTT_PUBLISH && c->paused && !from_held) {
+    int oversized = remaining > c->config.max_payload + 65536 + 16;
+    if (type == TS_MQTT_PUBLISH && !oversized && !from_held &&
+        (c->paused || window_full(c) || evbuffer_get_length(c->held) > 0)) {
         if (avail < total)
             return 0;
-        /* Held QoS 1 messages are bounded by mqtt.max_inflight; QoS 0
-         * ones by nothing but this: past it they are dropped, counted
-         * (QoS 0 promises no delivery). */
-        if (((first >> 1) & 3) == 0 &&
-            evbuffer_get_length(c->held) > MAX_HELD_BYTES) {
-            c->stats.dropped_qos0++;
-            evbuffer_drain(in, total);
-            return 1;
+        if (evbuffer_get_length(c->held) > MAX_HELD_BYTES) {
+            /* QoS 0 promises no delivery: dropped, counted. A broker
+             * that sends this much QoS 1 past the window gets a new
+             * session; held messages were not processed, and come
+             * again. */
+            if (((first >> 1) & 3) == 0) {
+                c->stats.dropped_qos0++;
+                evbuffer_drain(in, total);
+                return 1;
+            }
+            lose(c, "the broker sent more than 32 MiB past mqtt.max_inflight",
+                 0);
+            return -1;
         }
+        /* Receive Maximum is what we ask; Mosquitto 2.0.11 sends
+         * thousands past it to a client that also publishes on the same
+         * connection. */
+        if (window_full(c))
+            c->stats.over_receive_maximum++;
         evbuffer_remove_buffer(in, c->held, total);
         return 1;
     }
-    if (type == TS_MQTT_PUBLISH &&
-        remaining > c->config.max_payload + 65536 + 16) {
+    if (type == TS_MQTT_PUBLISH && oversized) {
         /* Too large to hold: read its head, skip its payload. */
         size_t want = header_len + 2 + 65535 + 2;
         if (want > avail)
@@ -566,7 +582,8 @@ static void process_input(ts_mqtt_client *c)
     int delivered = 0;
     uint64_t connection = c->connection;
     /* Held messages first, in order, once input resumes. */
-    while (!c->paused && evbuffer_get_length(c->held) > 0) {
+    while (!c->paused && !window_full(c) &&
+           evbuffer_get_length(c->held) > 0) {
         int rc = one_packet(c, c->held, 1);
         if (rc < 0 || c->connection != connection)
             return;
@@ -886,6 +903,8 @@ void ts_mqtt_client_ack(ts_mqtt_client *c, uint64_t connection,
     c->stats.acks_sent++;
     if (c->unacked_in > 0)
         c->unacked_in--;
+    if (!window_full(c) && evbuffer_get_length(c->held) > 0)
+        event_active(c->resume_event, EV_TIMEOUT, 0);
 }
 
 static uint16_t next_packet_id(ts_mqtt_client *c)

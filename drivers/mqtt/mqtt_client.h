@@ -13,9 +13,10 @@
  * connection it subscribes again and sends again, with DUP, the QoS 1
  * publishes the server has not acknowledged.
  *
- * Received messages are handed over as they are read; while the consumer
- * has paused input, PUBLISH packets are held (bounded) while the client
- * keeps reading acknowledgements and pings. */
+ * Received messages are handed over as they are read, at most
+ * max_inflight_in of them unacknowledged; past that, and while the
+ * consumer has paused input, PUBLISH packets are held (bounded) while the
+ * client keeps reading acknowledgements and pings. */
 #ifndef TRACESAN_DRIVERS_MQTT_MQTT_CLIENT_H
 #define TRACESAN_DRIVERS_MQTT_MQTT_CLIENT_H
 
@@ -66,9 +67,8 @@ typedef struct ts_mqtt_client_config {
     int keepalive_s;
     int clean_start;
     uint32_t session_expiry_s;       /* v5 */
-    /* QoS 1 messages received and not yet acknowledged the broker may
-     * send: Receive Maximum (v5); a 3.1.1 broker's own setting must not
-     * exceed it. More is counted (over_receive_maximum). */
+    /* QoS 1 messages handed over and not yet acknowledged, at most; sent
+     * as Receive Maximum (v5). More are held (over_receive_maximum). */
     uint16_t max_inflight_in;
     size_t max_payload;              /* larger payloads are skipped */
     const char *const *filters;      /* subscribed on every connection */
@@ -91,8 +91,9 @@ typedef struct ts_mqtt_client_stats {
                                         or written (QoS 0) */
     uint64_t publish_refused;        /* PUBACK with a failure code */
     uint64_t resent;                 /* own publishes sent again */
-    uint64_t over_receive_maximum;   /* messages received past
-                                        max_inflight_in unacknowledged */
+    uint64_t over_receive_maximum;   /* messages held, unprocessed,
+                                        because max_inflight_in were
+                                        unacknowledged */
     uint64_t dropped_qos0;           /* QoS 0 input dropped while paused */
 } ts_mqtt_client_stats;
 

@@ -59,8 +59,8 @@ struct ts_driver {
 static const char *const types[] = { "mqtt", NULL };
 
 /* What the broker may deliver again is what it has not had our PUBACK
- * for: mqtt.max_inflight messages, and the few dozen a broker sends past
- * its Receive Maximum (drivers/mqtt/mqtt_client.c); twice, plus room. */
+ * for, and the client hands over at most mqtt.max_inflight messages
+ * unacknowledged (drivers/mqtt/mqtt_client.h); twice, plus room. */
 static size_t recent_slots(const ts_mqtt_settings *mqtt)
 {
     return 2 * (size_t)mqtt->max_inflight + 100;
@@ -557,8 +557,8 @@ static int mqtt_render_metrics(ts_driver *d, ts_buf *out)
            "output messages waiting for their PUBACK",
            ts_mqtt_client_unacknowledged(d->client));
     SERIES("over_receive_maximum_total", "counter",
-           "messages received with mqtt.max_inflight already "
-           "unacknowledged", c.over_receive_maximum);
+           "messages the broker sent with mqtt.max_inflight already "
+           "unacknowledged, held unprocessed", c.over_receive_maximum);
     SERIES("dropped_qos0_total", "counter",
            "QoS 0 input dropped while input was paused and 32 MiB waited",
            c.dropped_qos0);
