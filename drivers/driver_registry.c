@@ -5,11 +5,13 @@
 #include <string.h>
 
 #include "drivers/jetstream/jetstream_driver.h"
+#include "drivers/mqtt/mqtt_driver.h"
 #include "drivers/zmq/zmq_driver.h"
 
 static const ts_driver_ops *const drivers[] = {
     &ts_zmq_driver,
     &ts_jetstream_driver,
+    &ts_mqtt_driver,
     NULL,
 };
 

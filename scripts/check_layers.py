@@ -37,7 +37,7 @@ ORDER = [
     ["wire"],
     ["state"],
     ["datapath"],
-    ["drivers/zmq", "drivers/jetstream"],
+    ["drivers/zmq", "drivers/jetstream", "drivers/mqtt"],
     ["drivers"],
     ["ops"],
     ["daemon"],
@@ -47,6 +47,7 @@ ORDER = [
 FORBIDDEN = {
     ("ops", "drivers/zmq"), ("ops", "drivers/jetstream"),
     ("daemon", "drivers/zmq"), ("daemon", "drivers/jetstream"),
+    ("ops", "drivers/mqtt"), ("daemon", "drivers/mqtt"),
 }
 
 RANK = {folder: i for i, rank in enumerate(ORDER) for folder in rank}

@@ -26,6 +26,7 @@ packages=(
     nats-server libnats-dev openssl
     python3-venv python3-pip python3-setuptools python3-wheel
     debhelper dpkg-dev lintian help2man adduser systemd
+    mosquitto mosquitto-clients libssl-dev
 )
 
 install_missing_packages() {

@@ -407,7 +407,7 @@ TS_TEST(test_type_and_range_errors_with_line)
     expect_file_error("input = {\n  hwm = \"lots\";\n};\n", 2,
                       "input.hwm must be an integer");
     expect_file_error("input = {\n  type = \"push\";\n};\n", 2,
-                      "\"pull\", \"sub\" or \"jetstream\"");
+                      "\"pull\", \"sub\", \"jetstream\" or \"mqtt\"");
     expect_file_error("input = {\n  endpoint = \"localhost\";\n};\n", 2,
                       "ZeroMQ endpoint");
     expect_file_error("input = {\n  subscribe = [ 1, 2 ];\n};\n", 2,

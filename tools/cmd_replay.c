@@ -346,6 +346,11 @@ int cmd_replay(int argc, char **argv)
         if (strcmp(argv[i], "--jetstream") == 0 ||
             strncmp(argv[i], "--jetstream=", 12) == 0)
             return cmd_replay_jetstream(argc, argv);
+    /* The MQTT publisher (tools/mqtt_tools.c). */
+    for (int i = 1; i < argc; i++)
+        if (strcmp(argv[i], "--mqtt") == 0 ||
+            strncmp(argv[i], "--mqtt=", 7) == 0)
+            return cmd_replay_mqtt(argc, argv);
     double rate = 0.0; /* points/s, 0 = unlimited */
     uint64_t batch = DEFAULT_BATCH;
     int use_pub = 0;

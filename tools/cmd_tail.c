@@ -353,6 +353,11 @@ static int flush_outputs(FILE *rejections)
 
 int cmd_tail(int argc, char **argv)
 {
+    /* The MQTT subscriber (tools/mqtt_tools.c). */
+    for (int i = 1; i < argc; i++)
+        if (strcmp(argv[i], "--mqtt") == 0 ||
+            strncmp(argv[i], "--mqtt=", 7) == 0)
+            return cmd_tail_mqtt(argc, argv);
     topic_list subscriptions = { .n = 0 };
     uint64_t count = 0;      /* 0 = unlimited */
     double timeout_s = 0.0;  /* 0 = none */

@@ -32,6 +32,9 @@ int cmd_cip_loss(int argc, char **argv);
 /* tools/cmd_jetstream.c (docs/scale-out.md) */
 int cmd_replay_jetstream(int argc, char **argv);
 int cmd_jetstream(int argc, char **argv);
+/* tools/mqtt_tools.c (docs/mqtt.md) */
+int cmd_replay_mqtt(int argc, char **argv);
+int cmd_tail_mqtt(int argc, char **argv);
 
 /* What the daemon takes in one input message (input.max_message_bytes,
  * input.max_batch_updates). */

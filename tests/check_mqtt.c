@@ -1,0 +1,185 @@
+/* The MQTT driver's pure parts: packets written and read back, topic
+ * filters, the user level, ISO 8601 times, trackers' JSON mapped to a
+ * LocationBatch (OwnTracks' names), and output topics that cannot make
+ * another level or hold bytes that are not UTF-8. */
+#include <check.h>
+#include <string.h>
+
+#include "drivers/mqtt/mqtt_packet.h"
+#include "drivers/mqtt/mqtt_payload.h"
+#include "drivers/mqtt/mqtt_topics.h"
+#include "tests/support/check_run.h"
+
+TS_TEST(test_publish_round_trip)
+{
+    for (int version = TS_MQTT_V311; version <= TS_MQTT_V5; version++) {
+        ts_buf out = { 0 };
+        ck_assert_int_eq(ts_mqtt_write_publish(&out, version, "a/b", 3,
+                                               "xyz", 3, 1, 77, 1), 0);
+        uint8_t first;
+        size_t remaining, header;
+        ck_assert_int_eq(ts_mqtt_read_header(out.data, out.len, &first,
+                                             &remaining, &header), 1);
+        ck_assert_uint_eq(header + remaining, out.len);
+        ts_mqtt_publish p;
+        const char *why = NULL;
+        ck_assert_int_eq(ts_mqtt_read_publish(first, out.data + header,
+                                              remaining, version, 0, &p,
+                                              &why), 0);
+        ck_assert_uint_eq(p.topic_len, 3);
+        ck_assert(memcmp(p.topic, "a/b", 3) == 0);
+        ck_assert_uint_eq(p.packet_id, 77);
+        ck_assert_int_eq(p.qos, 1);
+        ck_assert_int_eq(p.dup, 1);
+        ck_assert_uint_eq(p.payload_len, 3);
+        ck_assert(memcmp(p.payload, "xyz", 3) == 0);
+        ts_buf_free(&out);
+    }
+}
+END_TEST
+
+TS_TEST(test_truncated_and_malformed_packets)
+{
+    uint8_t first;
+    size_t remaining, header;
+    const uint8_t partial[] = { 0x30, 0x80 };
+    ck_assert_int_eq(ts_mqtt_read_header(partial, 2, &first, &remaining,
+                                         &header), 0);
+    const uint8_t too_long[] = { 0x30, 0x80, 0x80, 0x80, 0x80, 0x01 };
+    ck_assert_int_eq(ts_mqtt_read_header(too_long, 6, &first, &remaining,
+                                         &header), -1);
+    ts_mqtt_publish p;
+    const char *why = NULL;
+    const uint8_t short_topic[] = { 0x00, 0x09, 'a' };
+    ck_assert_int_eq(ts_mqtt_read_publish(0x32, short_topic, 3, TS_MQTT_V5,
+                                          0, &p, &why), -1);
+    ck_assert_ptr_nonnull(why);
+}
+END_TEST
+
+TS_TEST(test_topic_filters)
+{
+    ck_assert(ts_mqtt_topic_matches("fleet/+/location", "fleet/t1/location",
+                                    17));
+    ck_assert(!ts_mqtt_topic_matches("fleet/+/location", "fleet/location",
+                                     14));
+    ck_assert(ts_mqtt_topic_matches("fleet/+/location", "fleet//location",
+                                    15));
+    ck_assert(ts_mqtt_topic_matches("fleet/#", "fleet", 5));
+    ck_assert(ts_mqtt_topic_matches("#", "a/b/c", 5));
+    ck_assert(!ts_mqtt_topic_matches("#", "$SYS/x", 6));
+    ck_assert(!ts_mqtt_topic_is_valid("a\0b", 3));
+    ck_assert(!ts_mqtt_topic_is_valid("a\xff", 2));
+    const char *user;
+    size_t len;
+    ck_assert(ts_mqtt_topic_level("fleet/t1/location", 17, 2, &user, &len));
+    ck_assert_uint_eq(len, 2);
+    ck_assert(!ts_mqtt_topic_level("fleet//location", 15, 2, &user, &len));
+    ck_assert(!ts_mqtt_topic_level("fleet", 5, 2, &user, &len));
+}
+END_TEST
+
+TS_TEST(test_iso8601)
+{
+    int64_t ms;
+    ck_assert_int_eq(ts_mqtt_parse_iso8601("2023-11-14T22:13:20Z", 20, &ms),
+                     0);
+    ck_assert_int_eq(ms, 1700000000000LL);
+    ck_assert_int_eq(ts_mqtt_parse_iso8601("2023-11-14T23:13:20.250+01:00",
+                                           29, &ms), 0);
+    ck_assert_int_eq(ms, 1700000000250LL);
+    /* A local time names no instant. */
+    ck_assert_int_eq(ts_mqtt_parse_iso8601("2023-11-14T22:13:20", 19, &ms),
+                     -1);
+    ck_assert_int_eq(ts_mqtt_parse_iso8601("2023-13-14T22:13:20Z", 20, &ms),
+                     -1);
+}
+END_TEST
+
+static Tracesan__V1__LocationUpdate *one_update(ts_buf *batch_bytes,
+                                                Tracesan__V1__LocationBatch
+                                                    **batch)
+{
+    *batch = ts_codec_decode_batch(batch_bytes->data, batch_bytes->len);
+    ck_assert_ptr_nonnull(*batch);
+    ck_assert_uint_eq((*batch)->n_updates, 1);
+    return (*batch)->updates[0];
+}
+
+/* OwnTracks' location object (owntracks.org/booklet/tech/json): lat,
+ * lon, tst in seconds, acc in metres, and members tracesand ignores. */
+TS_TEST(test_owntracks_mapping)
+{
+    ts_mqtt_json_names names = {
+        .user = { "user_id" }, .n_user = 1,
+        .lat = { "latitude", "lat" }, .n_lat = 2,
+        .lon = { "lon", "lng" }, .n_lon = 2,
+        .time = { "tst" }, .n_time = 1,
+        .accuracy = { "acc" }, .n_accuracy = 1,
+        .profile = { "profile" }, .n_profile = 1,
+        .time_unit = TS_MQTT_TIME_S,
+    };
+    const char *json = "{\"_type\":\"location\",\"tid\":\"al\",\"lat\":40.75,"
+                       "\"lon\":-73.99,\"tst\":1700000000,\"acc\":12,"
+                       "\"batt\":80,\"inregions\":[\"home\",{\"x\":[1]}]}";
+    ts_buf out = { 0 };
+    ts_reason reason;
+    char detail[160];
+    ck_assert_int_eq(ts_mqtt_payload_to_batch(TS_MQTT_PAYLOAD_JSON, &names,
+                                              json, strlen(json), "alice", 5,
+                                              &out, &reason, detail,
+                                              sizeof detail), 0);
+    Tracesan__V1__LocationBatch *batch;
+    Tracesan__V1__LocationUpdate *u = one_update(&out, &batch);
+    ck_assert_str_eq(u->user_id, "alice");
+    ck_assert_int_eq(u->timestamp_ms, 1700000000000LL);
+    ck_assert(u->has_lat && u->lat == 40.75);
+    ck_assert(u->has_lon && u->lon == -73.99);
+    ck_assert(u->has_horizontal_accuracy_m &&
+              u->horizontal_accuracy_m == 12);
+    ts_codec_batch_free(batch);
+    /* Errors name the member, never its value. */
+    const char *bad = "{\"lat\":\"40.123456\",\"lon\":-73.99,\"tst\":1}";
+    ck_assert_int_eq(ts_mqtt_payload_to_batch(TS_MQTT_PAYLOAD_JSON, &names,
+                                              bad, strlen(bad), NULL, 0,
+                                              &out, &reason, detail,
+                                              sizeof detail), -1);
+    ck_assert_int_eq(reason, TS_REASON_MALFORMED);
+    ck_assert_ptr_null(strstr(detail, "40.123456"));
+    const char *two = "{\"lat\":1}{\"lat\":2}";
+    ck_assert_int_eq(ts_mqtt_payload_to_batch(TS_MQTT_PAYLOAD_JSON, &names,
+                                              two, strlen(two), NULL, 0,
+                                              &out, &reason, detail,
+                                              sizeof detail), -1);
+    ts_buf_free(&out);
+}
+END_TEST
+
+TS_TEST(test_output_topics_escape)
+{
+    ts_mqtt_settings s;
+    ts_setting_section_defaults(&ts_mqtt_setting_section, &s);
+    const ts_format *format = ts_format_find("protobuf");
+    Tracesan__V1__Rejection r = TRACESAN__V1__REJECTION__INIT;
+    r.user_id = "a/b+#\xff";
+    ts_buf payload = { 0 }, topic = { 0 };
+    ck_assert_int_eq(ts_codec_pack(&r.base, &payload), 0);
+    ck_assert_int_eq(ts_mqtt_output_topic(&s, format, "rejected", 8,
+                                          payload.data, payload.len, &topic),
+                     0);
+    ck_assert_uint_eq(topic.len, strlen("tracesan/rejected/a%2Fb%2B%23%FF"));
+    ck_assert(memcmp(topic.data, "tracesan/rejected/a%2Fb%2B%23%FF",
+                     topic.len) == 0);
+    ck_assert_int_eq(ts_mqtt_topic_kind(&s, (const char *)topic.data,
+                                        topic.len), TS_MQTT_KIND_REJECTED);
+    ck_assert_int_eq(ts_mqtt_topic_kind(&s, "tracesan/sanitized/p/u", 22),
+                     TS_MQTT_KIND_SANITIZED);
+    ts_buf_free(&payload);
+    ts_buf_free(&topic);
+}
+END_TEST
+
+int main(void)
+{
+    return ts_check_main("mqtt", 0, NULL, NULL);
+}
