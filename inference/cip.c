@@ -84,7 +84,7 @@ int ts_cip_sigma_eff(const double *t, size_t d, const unsigned char *in_s,
     int rc = -1;
     cip_work w;
     cip_blocks b = {0};
-    if (cip_work_alloc(&w, &sp, 0, err, errlen) != 0) {
+    if (cip_work_alloc(&w, &sp, 1, err, errlen) != 0) {
         cip_split_free(&sp);
         return -1;
     }
@@ -92,10 +92,11 @@ int ts_cip_sigma_eff(const double *t, size_t d, const unsigned char *in_s,
         ts_fail(err, errlen, "out of memory");
         goto out;
     }
+    gsl_matrix *k = w.dd;
+    cip_correlations(&sp, prior->length_scale, k);
     double nugget = 0.0;
     for (int step = 0;; step++) {
-        int status =
-            cip_blocks_build(&sp, prior->length_scale, nugget, 1, &b, &w);
+        int status = cip_blocks_build(&sp, k, nugget, 1, &b, &w);
         if (status == 0)
             break;
         if (step == JITTER_STEPS) {
@@ -150,7 +151,7 @@ int ts_cip_loss(const double *t, size_t d, const unsigned char *in_s,
         goto done;
     gsl_matrix_view view = gsl_matrix_view_array(eff, ns, ns);
     double top;
-    if (cip_eigen_range(&view.matrix, scratch, NULL, &top) != 0) {
+    if (cip_eigen_range(&view.matrix, scratch, 1e-12, NULL, &top) != 0) {
         ts_fail(err, errlen, "Sigma_eff has an entry that is not finite");
         goto done;
     }

@@ -129,13 +129,23 @@ typedef struct ts_cip_sup_result {
     int ill_conditioned;
 } ts_cip_sup_result;
 
+/* When the refinement may stop: once the bound is within slack (relative)
+ * or abs_slack (absolute) of the largest L* evaluated, or at most enough
+ * (a caller that only needs to know it is under a threshold), or once an
+ * evaluated L* exceeds give_up (a caller that only needs to know the sup
+ * is above it; the bound returned is then not tight). */
+typedef struct ts_cip_sup_goal {
+    double slack, abs_slack, enough, give_up;
+} ts_cip_sup_goal;
+
 /* The certified bound for noise sigma_z > 0. prior->length_scale is l_max;
  * an independent prior has no l (L* is then exact and constant). t: d
- * finite timestamps, 1 <= d <= TS_CIP_SUP_MAX_POINTS. */
+ * finite timestamps, 1 <= d <= TS_CIP_SUP_MAX_POINTS. goal NULL: within
+ * TS_CIP_SUP_SLACK. */
 int ts_cip_sup_loss(const double *t, size_t d, const unsigned char *in_s,
                     const ts_cip_prior *prior, double sigma_z, double radius,
-                    double renyi_order, ts_cip_sup_result *out, char *err,
-                    size_t errlen);
+                    double renyi_order, const ts_cip_sup_goal *goal,
+                    ts_cip_sup_result *out, char *err, size_t errlen);
 
 /* The certified bound over the caller's grid ls[0..n-1] (ascending, every
  * entry in (0, l_max], the last one l_max), without refinement: what the

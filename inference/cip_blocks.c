@@ -1,6 +1,9 @@
 /* The linear algebra shared by the CIP loss at one length scale
  * (inference/cip.c) and its certified supremum over length scales
  * (inference/cip_sup.c): see cip_blocks.h. */
+/* GSL's element accessors inline (they are most of the small-matrix
+ * work here); range checks stay on. */
+#define HAVE_INLINE 1
 #include "inference/cip_blocks.h"
 
 #include <float.h>
@@ -179,15 +182,16 @@ static size_t count_below(const double *a, const double *b, size_t n, double x,
  * the k-th smallest eigenvalue, 0-based) when upper, else the largest
  * with count_below(x) <= k (a lower bound on it). */
 static double bisect(const double *a, const double *b, size_t n, size_t k,
-                     double lo, double hi, double pivmin, int upper)
+                     double lo, double hi, double pivmin, double rel_tol,
+                     int upper)
 {
-    /* Far below what any caller needs: 1e-12 relative, or the absolute
-     * accuracy of the count itself (about eps ||T||, ||T|| <= 2n here). */
+    /* rel_tol relative, or the absolute accuracy of the count itself
+     * (about eps ||T||, ||T|| <= 2n here). */
     double floor = 16.0 * (double)n * DBL_EPSILON;
     for (int step = 0; step < STURM_STEPS; step++) {
         double mid = 0.5 * (lo + hi);
         if (!(mid > lo && mid < hi) ||
-            hi - lo <= fmax(1e-12 * fmax(fabs(lo), fabs(hi)), floor))
+            hi - lo <= fmax(rel_tol * fmax(fabs(lo), fabs(hi)), floor))
             break;
         if (count_below(a, b, n, mid, pivmin) >= k + 1)
             hi = mid;
@@ -197,7 +201,8 @@ static double bisect(const double *a, const double *b, size_t n, size_t k,
     return upper ? hi : lo;
 }
 
-int cip_eigen_range(gsl_matrix *m, double *scratch, double *lo, double *hi)
+int cip_eigen_range(gsl_matrix *m, double *scratch, double rel_tol, double *lo,
+                    double *hi)
 {
     size_t n = m->size1;
     double scale = 0.0;
@@ -250,9 +255,9 @@ int cip_eigen_range(gsl_matrix *m, double *scratch, double *lo, double *hi)
     double pivmin = DBL_MIN * fmax(1.0, b_max * b_max);
     double unscale = ldexp(1.0, e2);
     if (lo != NULL)
-        *lo = bisect(a, b, n, 0, g_lo, g_hi, pivmin, 0) * unscale;
+        *lo = bisect(a, b, n, 0, g_lo, g_hi, pivmin, rel_tol, 0) * unscale;
     if (hi != NULL)
-        *hi = bisect(a, b, n, n - 1, g_lo, g_hi, pivmin, 1) * unscale;
+        *hi = bisect(a, b, n, n - 1, g_lo, g_hi, pivmin, rel_tol, 1) * unscale;
     return 0;
 }
 
@@ -281,16 +286,28 @@ int cip_blocks_alloc(cip_blocks *b, const cip_split *sp)
 
 /* 0, or 1 when K_ss + nugget I does not factor (with a reciprocal
  * condition number of at least CIP_MIN_RCOND when need_rcond). */
-int cip_blocks_build(const cip_split *sp, double l, double nugget,
+void cip_correlations(const cip_split *sp, double l, gsl_matrix *k)
+{
+    size_t d = sp->ns + sp->nu;
+    for (size_t i = 0; i < d; i++) {
+        gsl_matrix_set(k, i, i, 1.0);
+        for (size_t j = 0; j < i; j++) {
+            double c = cip_correlation(l, cip_split_time(sp, i),
+                                       cip_split_time(sp, j));
+            gsl_matrix_set(k, i, j, c);
+            gsl_matrix_set(k, j, i, c);
+        }
+    }
+}
+
+int cip_blocks_build(const cip_split *sp, const gsl_matrix *k, double nugget,
                      int need_rcond, cip_blocks *b, cip_work *w)
 {
     size_t ns = sp->ns, nu = sp->nu;
+    gsl_matrix_const_view k_ss = gsl_matrix_const_submatrix(k, 0, 0, ns, ns);
+    gsl_matrix_memcpy(b->chol, &k_ss.matrix);
     for (size_t i = 0; i < ns; i++)
-        for (size_t j = 0; j < ns; j++)
-            gsl_matrix_set(b->chol, i, j,
-                           cip_correlation(l, cip_split_time(sp, i),
-                                           cip_split_time(sp, j)) +
-                               (i == j ? nugget : 0.0));
+        *gsl_matrix_ptr(b->chol, i, i) += nugget;
     if (gsl_linalg_cholesky_decomp1(b->chol) != GSL_SUCCESS)
         return 1;
     if (need_rcond) {
@@ -304,19 +321,14 @@ int cip_blocks_build(const cip_split *sp, double l, double nugget,
         return 0;
     /* X = L^-1 K_su; K_{u|s} = K_uu + nugget I - X^T X; A^T = L^-T X. */
     gsl_matrix *x = w->su;
-    for (size_t i = 0; i < ns; i++)
-        for (size_t j = 0; j < nu; j++)
-            gsl_matrix_set(x, i, j,
-                           cip_correlation(l, cip_split_time(sp, i),
-                                           cip_split_time(sp, ns + j)));
+    gsl_matrix_const_view k_su = gsl_matrix_const_submatrix(k, 0, ns, ns, nu);
+    gsl_matrix_const_view k_uu = gsl_matrix_const_submatrix(k, ns, ns, nu, nu);
+    gsl_matrix_memcpy(x, &k_su.matrix);
     gsl_blas_dtrsm(CblasLeft, CblasLower, CblasNoTrans, CblasNonUnit, 1.0,
                    b->chol, x);
+    gsl_matrix_memcpy(b->cond, &k_uu.matrix);
     for (size_t i = 0; i < nu; i++)
-        for (size_t j = 0; j < nu; j++)
-            gsl_matrix_set(b->cond, i, j,
-                           cip_correlation(l, cip_split_time(sp, ns + i),
-                                           cip_split_time(sp, ns + j)) +
-                               (i == j ? nugget : 0.0));
+        *gsl_matrix_ptr(b->cond, i, i) += nugget;
     gsl_blas_dgemm(CblasTrans, CblasNoTrans, -1.0, x, x, 1.0, b->cond);
     cip_symmetrize(b->cond);
     gsl_blas_dtrsm(CblasLeft, CblasLower, CblasTrans, CblasNonUnit, 1.0,
@@ -358,7 +370,7 @@ int cip_effective(const gsl_matrix *a, const gsl_matrix *cond, double cond_var,
     if (alpha == NULL)
         return 0;
     double top;
-    if (cip_eigen_range(m, w->eig, NULL, &top) != 0)
+    if (cip_eigen_range(m, w->eig, 1e-12, NULL, &top) != 0)
         return ts_fail(err, errlen,
                        "Sigma_eff has an entry that is not "
                        "finite");

@@ -71,12 +71,18 @@ void cip_work_free(cip_work *w);
 void cip_symmetrize(gsl_matrix *m);
 /* Bounds on the extreme eigenvalues of the symmetric n x n m (destroyed;
  * lo, hi may be NULL): *lo <= lambda_min and *hi >= lambda_max, each
- * within about eps ||m|| or 1e-12 relative (ignoring m's own rounding). scratch
- * holds 3 n doubles. GSL's QR iteration (gsl_eigen_symm) has no iteration cap
- * and never ends on a matrix of subnormal entries, so this is a Householder
- * tridiagonalisation (a fixed number of steps) and a Sturm-count bisection
- * of at most 128 halvings per end. -1 when an entry is not finite. */
-int cip_eigen_range(gsl_matrix *m, double *scratch, double *lo, double *hi);
+ * within rel_tol relative (down to about eps ||m||, and ignoring m's own
+ * rounding). scratch holds 3 n doubles. GSL's QR iteration
+ * (gsl_eigen_symm) has no iteration cap and never ends on a matrix of
+ * subnormal entries, so this is a Householder tridiagonalisation (a fixed
+ * number of steps) and a Sturm-count bisection of at most 128 halvings
+ * per end. -1 when an entry is not finite. */
+int cip_eigen_range(gsl_matrix *m, double *scratch, double rel_tol, double *lo,
+                    double *hi);
+
+/* The correlation matrix at length scale l, rows and columns S then U,
+ * into k (d x d). */
+void cip_correlations(const cip_split *sp, double l, gsl_matrix *k);
 
 /* K's blocks at one length scale, with `nugget` on K's diagonal. */
 typedef struct cip_blocks {
@@ -87,10 +93,10 @@ typedef struct cip_blocks {
 
 int cip_blocks_alloc(cip_blocks *b, const cip_split *sp);
 void cip_blocks_free(cip_blocks *b);
-/* Fills b at length scale l: 0, or 1 when K_ss + nugget I does not factor
- * (with a reciprocal condition number of at least CIP_MIN_RCOND when
- * need_rcond). */
-int cip_blocks_build(const cip_split *sp, double l, double nugget,
+/* Fills b from the correlations k (cip_correlations at one l): 0, or 1
+ * when K_ss + nugget I does not factor (with a reciprocal condition
+ * number of at least CIP_MIN_RCOND when need_rcond). */
+int cip_blocks_build(const cip_split *sp, const gsl_matrix *k, double nugget,
                      int need_rcond, cip_blocks *b, cip_work *w);
 
 /* Sigma_eff = A^T (cond_var (cond - cond_shift I) + sigma_z^2 I)^-1 A

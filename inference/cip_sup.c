@@ -38,6 +38,9 @@
  * stable, Higham 2002, Theorems 10.3 and 8.5; GSL's symmetric
  * eigenvalues are accurate to eps ||M||). The bound widens each Loewner
  * step by that much. This is an argument, not interval arithmetic. */
+/* GSL's element accessors inline (they are most of the small-matrix
+ * work here); range checks stay on. */
+#define HAVE_INLINE 1
 #include "inference/cip.h"
 
 #include <float.h>
@@ -59,6 +62,10 @@
 #define TAIL_FACTOR 8.0
 /* The grid's node data, at most (the evaluation cap shrinks with d). */
 #define MEMORY_BUDGET (8u << 20)
+/* Relative precision of the eigenvalue bounds inside an interval's bound:
+ * each is an upper bound whatever the precision, which only costs
+ * tightness. */
+#define BOUND_TOL 1e-3
 /* Intervals at most this wide (l_b / l_a) skip H1: H2, second order,
  * is the smaller there (measured on the irregular trace of check_cip). */
 #define H1_MIN_RATIO 1.1
@@ -75,13 +82,24 @@ static double rounding(size_t d)
 
 typedef struct node {
     double l;
-    double mu;    /* lambda_min(K_ss(l)) less the rounding; <= 0: unusable */
-    double a_fro; /* ||A||_F */
-    double a_top; /* an upper bound on ||A||_2^2 */
-    double g_top; /* an upper bound on lambda_max(K_{u|s}) */
-    double alpha; /* alpha*(l) at the search's sigma_z */
+    double mu;     /* lambda_min(K_ss(l)) less the rounding; <= 0: unusable */
+    double a_fro;  /* ||A||_F */
+    double a_top;  /* an upper bound on ||A||_2^2 */
+    double g_top;  /* an upper bound on lambda_max(K_{u|s}) */
+    double alpha;  /* alpha*(l) at the search's sigma_z */
+    gsl_matrix *k; /* d x d: K(l), rows S then U */
     cip_blocks b;
 } node;
+
+/* Between two adjacent grid points. NAN: not computed yet. */
+typedef struct interval {
+    /* With each end r (0: l_a, 1: l_b) as the reference: a bound on
+     * |x_l(y) - computed x_r(y)| / |y| over the interval. */
+    double root_h[2];
+    double bound; /* the alpha* bound at the search's sigma_z */
+} interval;
+
+static const interval stale = {{NAN, NAN}, NAN};
 
 typedef struct search {
     const cip_split *sp;
@@ -90,8 +108,7 @@ typedef struct search {
     double e; /* rounding(d) */
     size_t n, cap, evaluations;
     node *nodes;      /* ascending l, the last at l_max */
-    double *root_h;   /* interval i (nodes i, i+1): sqrt(h) + rounding */
-    double *bound;    /* interval i: alpha* bound at sigma_z */
+    interval *iv;     /* iv[i]: between nodes i and i + 1 */
     double tail_root; /* ||A(l)|| bound for l <= nodes[0].l */
     cip_work w;
 } search;
@@ -109,13 +126,19 @@ static double certified_loss(const search *s, double alpha)
     return loss_of(s, alpha) * (1.0 + 64.0 * (double)d * DBL_EPSILON);
 }
 
+static void node_free(node *n)
+{
+    cip_blocks_free(&n->b);
+    gsl_matrix_free(n->k);
+    n->k = NULL;
+}
+
 static void search_free(search *s)
 {
     for (size_t i = 0; i < s->n; i++)
-        cip_blocks_free(&s->nodes[i].b);
+        node_free(&s->nodes[i]);
     free(s->nodes);
-    free(s->root_h);
-    free(s->bound);
+    free(s->iv);
     cip_work_free(&s->w);
 }
 
@@ -129,21 +152,20 @@ static int search_init(search *s, const cip_split *sp,
     s->sigma_z = sigma_z;
     s->radius = radius;
     s->order = order;
-    s->e = rounding(sp->ns + sp->nu);
-    size_t node_bytes =
-        sizeof(double) * (sp->ns * sp->ns + sp->nu * sp->ns + sp->nu * sp->nu);
+    size_t d = sp->ns + sp->nu;
+    s->e = rounding(d);
+    size_t node_bytes = sizeof(double) * (sp->ns * sp->ns + sp->nu * sp->ns +
+                                          sp->nu * sp->nu + d * d);
     size_t affordable = MEMORY_BUDGET / (node_bytes + sizeof(node));
     s->cap = cap < affordable ? cap : affordable;
     if (s->cap < INITIAL_NODES + 1)
         s->cap = INITIAL_NODES + 1;
     s->nodes = calloc(s->cap, sizeof *s->nodes);
-    s->root_h = calloc(s->cap, sizeof *s->root_h);
-    s->bound = calloc(s->cap, sizeof *s->bound);
-    if (s->nodes == NULL || s->root_h == NULL || s->bound == NULL ||
+    s->iv = calloc(s->cap, sizeof *s->iv);
+    if (s->nodes == NULL || s->iv == NULL ||
         cip_work_alloc(&s->w, sp, 1, err, errlen) != 0) {
         free(s->nodes);
-        free(s->root_h);
-        free(s->bound);
+        free(s->iv);
         memset(s, 0, sizeof *s);
         return ts_fail(err, errlen, "out of memory");
     }
@@ -157,22 +179,22 @@ static int node_eval(search *s, double l, node *n, char *err, size_t errlen)
     cip_work *w = &s->w;
     memset(n, 0, sizeof *n);
     n->l = l;
-    if (cip_blocks_alloc(&n->b, sp) != 0)
+    n->k = gsl_matrix_alloc(sp->ns + sp->nu, sp->ns + sp->nu);
+    if (n->k == NULL || cip_blocks_alloc(&n->b, sp) != 0)
         return ts_fail(err, errlen, "out of memory");
     s->evaluations++;
-    if (cip_blocks_build(sp, l, 0.0, 0, &n->b, w) != 0)
+    cip_correlations(sp, l, n->k);
+    if (cip_blocks_build(sp, n->k, 0.0, 0, &n->b, w) != 0)
         return ts_fail(err, errlen,
                        "the secret points' correlation matrix "
                        "does not factor at length scale %g",
                        l);
-    for (size_t i = 0; i < sp->ns; i++)
-        for (size_t j = 0; j < sp->ns; j++)
-            gsl_matrix_set(w->ss, i, j,
-                           cip_correlation(l, cip_split_time(sp, i),
-                                           cip_split_time(sp, j)));
+    gsl_matrix_const_view k_ss =
+        gsl_matrix_const_submatrix(n->k, 0, 0, sp->ns, sp->ns);
+    gsl_matrix_memcpy(w->ss, &k_ss.matrix);
     double lo;
-    if (cip_eigen_range(w->ss, w->eig, &lo, NULL) != 0)
-        return ts_fail(err, errlen, "eigenvalues of K_ss did not converge");
+    if (cip_eigen_range(w->ss, w->eig, 1e-6, &lo, NULL) != 0)
+        return ts_fail(err, errlen, "K_ss has an entry that is not finite");
     n->mu = lo - s->e;
     double fro = 0.0, trace = 0.0;
     for (size_t i = 0; i < sp->nu; i++) {
@@ -197,51 +219,69 @@ static int node_eval(search *s, double l, node *n, char *err, size_t errlen)
 }
 
 /* w->dd = N~ = rho K(l_a) - K(l_b) / rho, rho = l_b / l_a. */
-static void fill_n(search *s, double l_a, double l_b)
+static void fill_n(search *s, const node *a, const node *b)
 {
-    const cip_split *sp = s->sp;
-    size_t d = sp->ns + sp->nu;
-    double rho = l_b / l_a;
-    for (size_t i = 0; i < d; i++)
-        for (size_t j = 0; j < d; j++) {
-            double ti = cip_split_time(sp, i), tj = cip_split_time(sp, j);
-            gsl_matrix_set(s->w.dd, i, j,
-                           rho * cip_correlation(l_a, ti, tj) -
-                               cip_correlation(l_b, ti, tj) / rho);
-        }
+    double rho = b->l / a->l;
+    gsl_matrix_memcpy(s->w.dd, a->k);
+    gsl_matrix_scale(s->w.dd, rho);
+    for (size_t i = 0; i < a->k->size1; i++)
+        for (size_t j = 0; j < a->k->size2; j++)
+            *gsl_matrix_ptr(s->w.dd, i, j) -= gsl_matrix_get(b->k, i, j) / rho;
 }
 
-/* sqrt(h) for interval i, plus the rounding of A_a: a bound on
- * |x_l(y) - computed x_a(y)| / |y| for every l in the interval. */
-static int interval_root_h(search *s, size_t i, double *root_h)
+/* lambda_max(B^T N~ B) for B = [-A^T; I] (d x nu), N~ in w->dd. */
+static int quadratic_top(search *s, const gsl_matrix *a, double *top)
+{
+    cip_work *w = &s->w;
+    size_t ns = s->sp->ns, nu = s->sp->nu;
+    gsl_matrix *bm = w->du, *nb = w->du2;
+    for (size_t r = 0; r < ns; r++)
+        for (size_t col = 0; col < nu; col++)
+            gsl_matrix_set(bm, r, col, -gsl_matrix_get(a, col, r));
+    for (size_t r = 0; r < nu; r++)
+        for (size_t col = 0; col < nu; col++)
+            gsl_matrix_set(bm, ns + r, col, r == col ? 1.0 : 0.0);
+    gsl_blas_dgemm(CblasNoTrans, CblasNoTrans, 1.0, w->dd, bm, 0.0, nb);
+    gsl_blas_dgemm(CblasTrans, CblasNoTrans, 1.0, bm, nb, 0.0, w->uu);
+    cip_symmetrize(w->uu);
+    if (cip_eigen_range(w->uu, w->eig, BOUND_TOL, NULL, top) != 0)
+        return -1;
+    *top = fmax(0.0, *top);
+    return 0;
+}
+
+/* For interval i and each of its ends as the reference r (0: l_a, 1:
+ * l_b), a bound on |x_l(y) - computed x_r(y)| / |y| for every l in the
+ * interval: sqrt(h) plus the reference's rounding. */
+static int interval_root_h(search *s, size_t i, double root_h[2])
 {
     const node *a = &s->nodes[i], *b = &s->nodes[i + 1];
     const cip_split *sp = s->sp;
     cip_work *w = &s->w;
-    size_t ns = sp->ns, nu = sp->nu;
+    size_t ns = sp->ns;
     double rho = b->l / a->l, e = s->e;
     if (!(a->mu > 0.0) || !(b->mu > 0.0)) {
-        *root_h = INFINITY;
+        root_h[0] = root_h[1] = INFINITY;
         return 0;
     }
     double zeta = e * pow(1.0 + fmax(a->a_fro, b->a_fro), 2.0);
 
-    /* H1 = (rho K_{u|s}(l_a) - K_{u|s}(l_b)) / mu_b, smaller than H2 on
-     * wide intervals only. */
+    /* H1 = (rho K_{u|s}(l_a) - K_{u|s}(l_b)) / mu_b, for either
+     * reference; smaller than H2 on wide intervals only. */
     double h1 = INFINITY;
     if (rho > H1_MIN_RATIO) {
         gsl_matrix_memcpy(w->uu, a->b.cond);
         gsl_matrix_scale(w->uu, rho);
         gsl_matrix_sub(w->uu, b->b.cond);
         double top1;
-        if (cip_eigen_range(w->uu, w->eig, NULL, &top1) != 0)
+        if (cip_eigen_range(w->uu, w->eig, BOUND_TOL, NULL, &top1) != 0)
             return -1;
         h1 = (fmax(0.0, top1) + (1.0 + rho) * zeta) / b->mu;
     }
 
-    /* H2 = c rho B_a^T N~ B_a / mu_b, c = rho lambda_max(L_b^-1 N~_ss
+    /* H2 = c rho B_r^T N~ B_r / mu_b, c = rho lambda_max(L_b^-1 N~_ss
      * L_b^-T) widened by the rounding of K_ss(l_b)'s factor. */
-    fill_n(s, a->l, b->l);
+    fill_n(s, a, b);
     gsl_matrix_view n_ss = gsl_matrix_submatrix(w->dd, 0, 0, ns, ns);
     gsl_matrix_memcpy(w->ss, &n_ss.matrix);
     gsl_blas_dtrsm(CblasLeft, CblasLower, CblasNoTrans, CblasNonUnit, 1.0,
@@ -250,83 +290,72 @@ static int interval_root_h(search *s, size_t i, double *root_h)
                    b->b.chol, w->ss);
     cip_symmetrize(w->ss);
     double top_c;
-    if (cip_eigen_range(w->ss, w->eig, NULL, &top_c) != 0)
+    if (cip_eigen_range(w->ss, w->eig, BOUND_TOL, NULL, &top_c) != 0)
         return -1;
     double kappa = 4.0 * e / b->mu;
     double c = rho * (fmax(0.0, top_c) * (1.0 + kappa) + kappa);
-    /* B_a = [-A_a^T; I] (d x nu), then B_a^T N~ B_a. */
-    gsl_matrix *ba = w->du;
-    for (size_t r = 0; r < ns; r++)
-        for (size_t col = 0; col < nu; col++)
-            gsl_matrix_set(ba, r, col, -gsl_matrix_get(a->b.a, col, r));
-    for (size_t r = 0; r < nu; r++)
-        for (size_t col = 0; col < nu; col++)
-            gsl_matrix_set(ba, ns + r, col, r == col ? 1.0 : 0.0);
-    gsl_matrix *nb = w->du2;
-    gsl_blas_dgemm(CblasNoTrans, CblasNoTrans, 1.0, w->dd, ba, 0.0, nb);
-    gsl_blas_dgemm(CblasTrans, CblasNoTrans, 1.0, ba, nb, 0.0, w->uu);
-    cip_symmetrize(w->uu);
-    double top_w;
-    if (cip_eigen_range(w->uu, w->eig, NULL, &top_w) != 0)
-        return -1;
-    double wbar = fmax(0.0, top_w) + (1.0 + rho) * e * pow(1.0 + a->a_fro, 2.0);
-    double h2 = c * rho * wbar / b->mu;
-
-    /* The reference is the computed x_a: its residual in q_a is at most
-     * e |z_a| <= e (1 + ||A_a||) |y|, which moves x_l's bound by at most
-     * rho^2 e (1 + ||A_a||) / mu_b (doubled for the solves). */
-    double tau = 2.0 * rho * rho * e * (1.0 + a->a_fro) / b->mu;
-    *root_h = sqrt(fmin(h1, h2)) + tau;
-    return isnan(*root_h) ? -1 : 0;
-}
-
-/* The alpha* bound over interval i at the search's sigma_z. */
-static int interval_bound(search *s, size_t i, double *bound)
-{
-    const node *a = &s->nodes[i], *b = &s->nodes[i + 1];
-    double sz = s->sigma_z;
-    if (!isfinite(s->root_h[i])) {
-        *bound = INFINITY;
-        return 0;
+    const node *ends[2] = {a, b};
+    for (int r = 0; r < 2; r++) {
+        double top_w;
+        if (quadratic_top(s, ends[r]->b.a, &top_w) != 0)
+            return -1;
+        double wbar = top_w + (1.0 + rho) * e * pow(1.0 + ends[r]->a_fro, 2.0);
+        double h2 = c * rho * wbar / b->mu;
+        /* The reference is the computed x_r: its residual in q_r is at
+         * most e |z_r| <= e (1 + ||A_r||) |y|, which moves x_l's bound by
+         * at most rho^2 e (1 + ||A_r||) / mu_b (doubled for the solves). */
+        double tau = 2.0 * rho * rho * e * (1.0 + ends[r]->a_fro) / b->mu;
+        root_h[r] = sqrt(fmin(h1, h2)) + tau;
+        if (isnan(root_h[r]))
+            return -1;
     }
-    /* p <= ||A_a||^2 / sigma_z^2, as C_b >= sigma_z^2 I. Where sigma_x^2
-     * K_{u|s} is not negligible next to sigma_z^2, p itself, with C_b less
-     * the rounding of K_{u|s}(l_b). */
-    double rho = b->l / a->l;
-    double var = s->prior->sigma_x * s->prior->sigma_x / rho;
-    double p = a->a_top / (sz * sz), pc;
-    if (var * b->g_top > 1e-6 * sz * sz) {
-        double zeta_b = s->e * pow(1.0 + b->a_fro, 2.0);
-        if (cip_effective(a->b.a, b->b.cond, var, zeta_b, sz, NULL, &pc, &s->w,
-                          NULL, 0) == 0)
-            p = fmin(p, pc * (1.0 + 1e-9));
-    }
-    double root = sqrt(p) + s->root_h[i] / sz;
-    *bound = root * root;
     return 0;
 }
 
-/* Inserts a node at l between nodes[i] and nodes[i + 1]. */
-static int insert_node(search *s, size_t i, double l, char *err, size_t errlen)
+/* The alpha* bound over interval i at the search's sigma_z: the smaller
+ * of the bounds from either end. */
+static int interval_bound(search *s, size_t i, double *bound)
+{
+    const node *a = &s->nodes[i], *b = &s->nodes[i + 1];
+    const node *ends[2] = {a, b};
+    double sz = s->sigma_z;
+    double rho = b->l / a->l;
+    double var = s->prior->sigma_x * s->prior->sigma_x / rho;
+    double zeta_b = s->e * pow(1.0 + b->a_fro, 2.0);
+    *bound = INFINITY;
+    for (int r = 0; r < 2; r++) {
+        if (!isfinite(s->iv[i].root_h[r]))
+            continue;
+        /* p <= ||A_r||^2 / sigma_z^2, as C_b >= sigma_z^2 I. Where
+         * sigma_x^2 K_{u|s} is not negligible next to sigma_z^2, p itself,
+         * with C_b less the rounding of K_{u|s}(l_b). */
+        double p = ends[r]->a_top / (sz * sz), pc;
+        if (var * b->g_top > 1e-6 * sz * sz &&
+            cip_effective(ends[r]->b.a, b->b.cond, var, zeta_b, sz, NULL, &pc,
+                          &s->w, NULL, 0) == 0)
+            p = fmin(p, pc * (1.0 + 1e-9));
+        double root = sqrt(p) + s->iv[i].root_h[r] / sz;
+        *bound = fmin(*bound, root * root);
+    }
+    return 0;
+}
+
+/* Inserts a node at l as nodes[at] (0 < at < n: inside interval at - 1,
+ * which splits; at = 0: below the grid). */
+static int insert_node(search *s, size_t at, double l, char *err, size_t errlen)
 {
     node fresh;
     if (node_eval(s, l, &fresh, err, errlen) != 0) {
-        cip_blocks_free(&fresh.b);
+        node_free(&fresh);
         return -1;
     }
-    size_t at = i + 1;
     memmove(&s->nodes[at + 1], &s->nodes[at], (s->n - at) * sizeof *s->nodes);
     s->nodes[at] = fresh;
-    /* Interval i splits into i and i + 1; those after move up one. */
-    if (s->n >= 2 && at <= s->n - 1) {
-        memmove(&s->root_h[at + 1], &s->root_h[at],
-                (s->n - 1 - at) * sizeof *s->root_h);
-        memmove(&s->bound[at + 1], &s->bound[at],
-                (s->n - 1 - at) * sizeof *s->bound);
-    }
+    memmove(&s->iv[at + 1], &s->iv[at], (s->n - 1 - at) * sizeof *s->iv);
+    s->iv[at] = stale;
+    if (at > 0)
+        s->iv[at - 1] = stale;
     s->n++;
-    s->root_h[i] = s->root_h[at] = NAN;
-    s->bound[i] = s->bound[at] = NAN;
     return 0;
 }
 
@@ -338,8 +367,7 @@ static void update_tail(search *s)
     double fro = 0.0;
     for (size_t i = 0; i < sp->ns; i++)
         for (size_t j = 0; j < sp->nu; j++) {
-            double k = cip_correlation(first->l, cip_split_time(sp, i),
-                                       cip_split_time(sp, sp->ns + j));
+            double k = gsl_matrix_get(first->k, i, sp->ns + j);
             fro += k * k;
         }
     s->tail_root = first->mu > 0.0
@@ -362,32 +390,38 @@ static int refresh(search *s, double *alpha_bound, double *peak,
             *peak_at = i;
         }
     for (size_t i = 0; i + 1 < s->n; i++) {
-        if (isnan(s->root_h[i]) && interval_root_h(s, i, &s->root_h[i]) != 0)
+        interval *v = &s->iv[i];
+        if (isnan(v->root_h[0]) && interval_root_h(s, i, v->root_h) != 0)
             return ts_fail(err, errlen,
                            "the bound between length scales "
                            "%g and %g did not compute",
                            s->nodes[i].l, s->nodes[i + 1].l);
-        if (isnan(s->bound[i]) && interval_bound(s, i, &s->bound[i]) != 0)
-            return ts_fail(err, errlen, "out of memory");
-        worst = fmax(worst, s->bound[i]);
+        if (isnan(v->bound))
+            interval_bound(s, i, &v->bound);
+        worst = fmax(worst, v->bound);
     }
-    *alpha_bound = fmax(worst, best);
+    *alpha_bound = best >= 0.0 ? fmax(worst, best) : worst;
     *peak = best;
     return 0;
 }
 
-/* Re-evaluates every node's alpha* and every bound at sigma_z. */
-static int set_sigma_z(search *s, double sigma_z, char *err, size_t errlen)
+/* Moves the search to sigma_z: the intervals' bounds are recomputed on
+ * the next refresh, the nodes' alpha* now when nodes_too (else NAN, left
+ * out of refresh's maximum). */
+static int set_sigma_z(search *s, double sigma_z, int nodes_too, char *err,
+                       size_t errlen)
 {
     s->sigma_z = sigma_z;
     double var = s->prior->sigma_x * s->prior->sigma_x;
-    for (size_t i = 0; i < s->n; i++)
-        if (cip_effective(s->nodes[i].b.a, s->nodes[i].b.cond, var, 0.0,
-                          sigma_z, NULL, &s->nodes[i].alpha, &s->w, err,
-                          errlen) != 0)
+    for (size_t i = 0; i < s->n; i++) {
+        s->nodes[i].alpha = NAN;
+        if (nodes_too && cip_effective(s->nodes[i].b.a, s->nodes[i].b.cond, var,
+                                       0.0, sigma_z, NULL, &s->nodes[i].alpha,
+                                       &s->w, err, errlen) != 0)
             return -1;
+    }
     for (size_t i = 0; i + 1 < s->n; i++)
-        s->bound[i] = NAN;
+        s->iv[i].bound = NAN;
     return 0;
 }
 
@@ -401,9 +435,14 @@ static void fill_result(const search *s, double alpha_bound, double peak,
     out->ill_conditioned = 0;
 }
 
-/* Refines the grid until the bound is within TS_CIP_SUP_SLACK of the peak
- * or the evaluations run out. */
-static int refine(search *s, ts_cip_sup_result *out, char *err, size_t errlen)
+static const ts_cip_sup_goal default_goal = {.slack = TS_CIP_SUP_SLACK,
+                                             .abs_slack = 0.0,
+                                             .enough = 0.0,
+                                             .give_up = INFINITY};
+
+/* Refines the grid until the goal is met or the evaluations run out. */
+static int refine(search *s, const ts_cip_sup_goal *goal,
+                  ts_cip_sup_result *out, char *err, size_t errlen)
 {
     for (;;) {
         double alpha_bound, peak;
@@ -411,33 +450,23 @@ static int refine(search *s, ts_cip_sup_result *out, char *err, size_t errlen)
         if (refresh(s, &alpha_bound, &peak, &peak_at, err, errlen) != 0)
             return -1;
         fill_result(s, alpha_bound, peak, peak_at, out);
-        double target = (1.0 + TS_CIP_SUP_SLACK) * loss_of(s, peak);
-        if (out->loss <= target || s->n >= s->cap)
+        double peak_loss = loss_of(s, peak);
+        double target = fmax(
+            fmax((1.0 + goal->slack) * peak_loss, peak_loss + goal->abs_slack),
+            goal->enough);
+        if (out->loss <= target || peak_loss > goal->give_up || s->n >= s->cap)
             return 0;
         /* Split every interval above the target, from the right so that
          * the indices still to visit do not move. */
         for (size_t i = s->n - 1; i-- > 0 && s->n < s->cap;)
-            if (certified_loss(s, s->bound[i]) > target &&
-                insert_node(s, i, sqrt(s->nodes[i].l * s->nodes[i + 1].l), err,
-                            errlen) != 0)
+            if (certified_loss(s, s->iv[i].bound) > target &&
+                insert_node(s, i + 1, sqrt(s->nodes[i].l * s->nodes[i + 1].l),
+                            err, errlen) != 0)
                 return -1;
         double tail = s->tail_root / s->sigma_z;
-        if (certified_loss(s, tail * tail) > target && s->n < s->cap) {
-            /* A new first node: the old first interval is kept. */
-            node fresh;
-            if (node_eval(s, s->nodes[0].l / TAIL_FACTOR, &fresh, err,
-                          errlen) != 0) {
-                cip_blocks_free(&fresh.b);
-                return -1;
-            }
-            memmove(&s->nodes[1], &s->nodes[0], s->n * sizeof *s->nodes);
-            memmove(&s->root_h[1], &s->root_h[0],
-                    (s->n - 1) * sizeof *s->root_h);
-            memmove(&s->bound[1], &s->bound[0], (s->n - 1) * sizeof *s->bound);
-            s->nodes[0] = fresh;
-            s->root_h[0] = s->bound[0] = NAN;
-            s->n++;
-        }
+        if (certified_loss(s, tail * tail) > target && s->n < s->cap &&
+            insert_node(s, 0, s->nodes[0].l / TAIL_FACTOR, err, errlen) != 0)
+            return -1;
     }
 }
 
@@ -447,10 +476,10 @@ static int seed(search *s, const double *ls, size_t count, char *err,
 {
     for (size_t i = 0; i < count; i++) {
         if (node_eval(s, ls[i], &s->nodes[s->n], err, errlen) != 0) {
-            cip_blocks_free(&s->nodes[s->n].b);
+            node_free(&s->nodes[s->n]);
             return -1;
         }
-        s->root_h[s->n] = s->bound[s->n] = NAN;
+        s->iv[s->n] = stale;
         s->n++;
     }
     return 0;
@@ -521,8 +550,9 @@ static int check_sup_model(const double *t, size_t d, const unsigned char *in_s,
 
 static int sup_loss(const double *t, size_t d, const unsigned char *in_s,
                     const ts_cip_prior *prior, double sigma_z, double radius,
-                    double renyi_order, const double *ls, size_t n_ls,
-                    ts_cip_sup_result *out, char *err, size_t errlen)
+                    double renyi_order, const ts_cip_sup_goal *goal,
+                    const double *ls, size_t n_ls, ts_cip_sup_result *out,
+                    char *err, size_t errlen)
 {
     if (check_sup_model(t, d, in_s, prior, radius, renyi_order, out, err,
                         errlen) != 0)
@@ -558,7 +588,7 @@ static int sup_loss(const double *t, size_t d, const unsigned char *in_s,
     if (seed(&s, refining ? grid : ls, n_ls, err, errlen) != 0)
         goto out;
     if (refining) {
-        rc = refine(&s, out, err, errlen);
+        rc = refine(&s, goal != NULL ? goal : &default_goal, out, err, errlen);
     } else {
         double alpha_bound, peak;
         size_t peak_at = 0;
@@ -574,11 +604,11 @@ out:
 
 int ts_cip_sup_loss(const double *t, size_t d, const unsigned char *in_s,
                     const ts_cip_prior *prior, double sigma_z, double radius,
-                    double renyi_order, ts_cip_sup_result *out, char *err,
-                    size_t errlen)
+                    double renyi_order, const ts_cip_sup_goal *goal,
+                    ts_cip_sup_result *out, char *err, size_t errlen)
 {
-    return sup_loss(t, d, in_s, prior, sigma_z, radius, renyi_order, NULL, 0,
-                    out, err, errlen);
+    return sup_loss(t, d, in_s, prior, sigma_z, radius, renyi_order, goal, NULL,
+                    0, out, err, errlen);
 }
 
 int ts_cip_sup_loss_on_grid(const double *t, size_t d,
@@ -600,15 +630,16 @@ int ts_cip_sup_loss_on_grid(const double *t, size_t d,
     if (ls[n - 1] != prior->length_scale)
         return ts_fail(err, errlen, "the grid must end at l_max = %g",
                        prior->length_scale);
-    return sup_loss(t, d, in_s, prior, sigma_z, radius, renyi_order, ls, n, out,
-                    err, errlen);
+    return sup_loss(t, d, in_s, prior, sigma_z, radius, renyi_order, NULL, ls,
+                    n, out, err, errlen);
 }
 
-/* The certified bound of s's grid at sigma_z (no refinement). */
+/* The certified bound of s's grid at sigma_z (no refinement), the nodes'
+ * own losses left out (the intervals' bounds cover them). */
 static int bound_at(search *s, double sigma_z, double *loss, char *err,
                     size_t errlen)
 {
-    if (set_sigma_z(s, sigma_z, err, errlen) != 0)
+    if (set_sigma_z(s, sigma_z, 0, err, errlen) != 0)
         return -1;
     double alpha_bound, peak;
     size_t peak_at = 0;
@@ -630,8 +661,12 @@ static double closed_form_sigma_z(const search *s, double epsilon,
         *g_top = fmax(*g_top, s->nodes[i].g_top);
     }
     for (size_t i = 0; i + 1 < s->n; i++) {
-        double root = sqrt(s->nodes[i].a_top) + s->root_h[i];
-        m = fmax(m, root * root);
+        double best = INFINITY;
+        for (int r = 0; r < 2; r++) {
+            double root = sqrt(s->nodes[i + r].a_top) + s->iv[i].root_h[r];
+            best = fmin(best, root * root);
+        }
+        m = fmax(m, best);
     }
     size_t d = s->sp->ns + s->sp->nu;
     double c = 0.5 * s->order * (double)s->sp->ns * s->radius * s->radius;
@@ -654,31 +689,32 @@ int ts_cip_min_sigma_z_sup(const double *t, size_t d, const unsigned char *in_s,
         check_sup_model(t, d, in_s, prior, radius, renyi_order, out, err,
                         errlen) != 0)
         return -1;
-    /* The sup is at least L*(l_max): its sigma_z is a lower end. */
-    double lo;
-    ts_cip_result at_max;
-    if (ts_cip_min_sigma_z(t, d, in_s, prior, radius, renyi_order, epsilon,
-                           rel_tol, &lo, &at_max, err, errlen) != 0)
-        return -1;
-    if (at_max.jitter > 0.0) {
-        memset(out, 0, sizeof *out);
-        out->loss = out->peak_loss = INFINITY;
-        out->ill_conditioned = 1;
-        *sigma_z = INFINITY;
-        return 0;
-    }
-    /* Certify there; above it, the bound on the grid refined there is
-     * decreasing in sigma_z: bisect it. */
-    *sigma_z = lo;
     cip_split sp;
     if (cip_split_init(&sp, t, d, in_s, err, errlen) != 0)
         return -1;
+    /* The independent prior's sigma_z is a lower end (alpha* >= 0), and
+     * exact when alpha* = 0 at every l. */
+    double lo = cip_independent_sigma_z(sp.ns, radius, renyi_order, epsilon);
+    *sigma_z = INFINITY;
+    if (!cip_scale_ok(lo)) {
+        cip_split_free(&sp);
+        return ts_fail(err, errlen,
+                       "no computable sigma_z meets epsilon %g "
+                       "(sigma_z outside [%g, %g])",
+                       epsilon, CIP_MIN_SCALE, CIP_MAX_SCALE);
+    }
     int rc = trivial_case(t, d, in_s, prior, &sp, lo, radius, renyi_order, out,
                           err, errlen);
     if (rc != 0) {
+        if (rc > 0 && !out->ill_conditioned)
+            *sigma_z = lo;
         cip_split_free(&sp);
         return rc < 0 ? -1 : 0;
     }
+    /* Refine the grid there: with sigma_x << sigma_z the bound's ratio to
+     * the largest loss evaluated does not depend on sigma_z, so the same
+     * grid serves every sigma_z tried below, and on a fixed grid the bound
+     * decreases with sigma_z. */
     search s;
     if (search_init(&s, &sp, prior, lo, radius, renyi_order,
                     TS_CIP_SUP_MAX_EVALUATIONS, err, errlen) != 0) {
@@ -689,12 +725,8 @@ int ts_cip_min_sigma_z_sup(const double *t, size_t d, const unsigned char *in_s,
     double grid[INITIAL_NODES];
     size_t n0 = initial_grid(&sp, prior->length_scale, grid);
     if (seed(&s, grid, n0, err, errlen) != 0 ||
-        refine(&s, out, err, errlen) != 0)
+        refine(&s, &default_goal, out, err, errlen) != 0)
         goto out;
-    if (out->loss <= epsilon) {
-        rc = 0;
-        goto out;
-    }
     double g_top, hi = closed_form_sigma_z(&s, epsilon, &g_top);
     if (!cip_scale_ok(hi)) {
         ts_fail(err, errlen,
@@ -703,12 +735,12 @@ int ts_cip_min_sigma_z_sup(const double *t, size_t d, const unsigned char *in_s,
                 CIP_MAX_SCALE, epsilon, prior->length_scale);
         goto out;
     }
-    hi = fmax(hi, lo);
     /* sigma_x shortens the bound by a factor of at most 1 + sigma_x^2
-     * g_top / sigma_z^2: when that is within the tolerance, the closed
-     * form is the answer. */
+     * g_top / sigma_z^2, and the sigma_z that meets it by half that: when
+     * that is within the tolerance even at hi / 2, the closed form is the
+     * answer; else bisect. */
     double var = prior->sigma_x * prior->sigma_x;
-    if (var * g_top / (lo * lo) > rel_tol) {
+    if (2.0 * var * g_top / (hi * hi) > rel_tol) {
         for (int k = 0; hi > lo * (1.0 + rel_tol); k++) {
             double mid = sqrt(lo * hi), loss;
             if (k == MAX_BISECTION_STEPS) {
@@ -725,19 +757,19 @@ int ts_cip_min_sigma_z_sup(const double *t, size_t d, const unsigned char *in_s,
                 lo = mid;
         }
     }
-    /* Rounding in the bisection's last step can leave the bound a hair
-     * above epsilon: a few tolerance steps up settle it. */
+    /* Rounding in the last step can leave the bound a hair above
+     * epsilon: a few tolerance steps up settle it. */
     double loss = INFINITY;
-    for (int k = 0; k < 4; k++) {
+    for (int k = 0; k < 4 && !(loss <= epsilon); k++) {
+        if (k > 0)
+            hi *= 1.0 + rel_tol;
         if (bound_at(&s, hi, &loss, err, errlen) != 0)
             goto out;
-        if (loss <= epsilon)
-            break;
-        hi *= 1.0 + rel_tol;
     }
     double alpha_bound, peak;
     size_t peak_at = 0;
-    if (refresh(&s, &alpha_bound, &peak, &peak_at, err, errlen) != 0)
+    if (set_sigma_z(&s, hi, 1, err, errlen) != 0 ||
+        refresh(&s, &alpha_bound, &peak, &peak_at, err, errlen) != 0)
         goto out;
     fill_result(&s, alpha_bound, peak, peak_at, out);
     if (!(out->loss <= epsilon)) {

@@ -135,19 +135,30 @@ static int secret_mask(const cip_gp_profile *p, const double *t, size_t d,
  * nugget's loss is that of a different, rougher prior and can be far
  * below the RBF prior's (0.5 s apart at l = 60 s it asks a third of the
  * noise), so such a trace is refused, not approximated. *loss is INFINITY
- * when no bound could be certified. */
+ * when no bound could be certified.
+ *
+ * The bound only has to be tight where it sets the charge: within
+ * TS_CIP_SUP_SLACK of epsilon absolute (the trace's charge is a running
+ * maximum that ends near epsilon), not at all below what the trace has
+ * already been charged (`charged`), and not once an evaluated loss is
+ * above epsilon (the point then starts a new trace). */
 static int trace_loss(const cip_gp_profile *p, const double *t, size_t d,
-                      double sigma_z, double *loss)
+                      double sigma_z, double charged, double *loss)
 {
     unsigned char in_s[TS_CIP_GP_MAX_WINDOW];
     if (secret_mask(p, t, d, in_s) != 0)
         return -1;
     ts_cip_prior prior = { .sigma_x = p->sigma_x_m,
                            .length_scale = p->length_scale_max_s };
+    ts_cip_sup_goal goal = { .slack = TS_CIP_SUP_SLACK,
+                             .abs_slack = TS_CIP_SUP_SLACK * p->epsilon,
+                             .enough = charged,
+                             .give_up = p->epsilon };
     ts_cip_sup_result result;
     char why[256];
     if (ts_cip_sup_loss(t, d, in_s, &prior, sigma_z, p->radius_m,
-                        p->renyi_order, &result, why, sizeof why) != 0)
+                        p->renyi_order, &goal, &result, why,
+                        sizeof why) != 0)
         return -1;
     if (result.ill_conditioned)
         return 1;
@@ -308,7 +319,7 @@ static int place_point(const cip_gp_profile *p, cip_gp_state *next,
             (double)(ts_ms - next->trace_start_ms) / 1000.0;
         double loss;
         int status = trace_loss(p, offsets, next->points + 1,
-                                next->sigma_z_m, &loss);
+                                next->sigma_z_m, next->charged, &loss);
         if (status < 0)
             return -1;
         if (status == 0 && loss <= p->epsilon) {
@@ -330,7 +341,8 @@ static int place_point(const cip_gp_profile *p, cip_gp_state *next,
     if (status != 0)
         return status;
     offsets[0] = 0.0;
-    if (trace_loss(p, offsets, 1, sigma_z, &loss) != 0 || loss > p->epsilon)
+    if (trace_loss(p, offsets, 1, sigma_z, 0.0, &loss) != 0 ||
+        loss > p->epsilon)
         return -1;
     next->trace_start_ms = ts_ms;
     next->sigma_z_m = sigma_z;

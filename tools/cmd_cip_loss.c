@@ -244,8 +244,8 @@ static int certified_row(const double *t, size_t d, const unsigned char *in_s,
                  ? ts_cip_min_sigma_z_sup(t, d, in_s, prior, radius, renyi,
                                           epsilon, EPSILON_REL_TOL, &sz, &res,
                                           err, sizeof err)
-                 : ts_cip_sup_loss(t, d, in_s, prior, sz, radius, renyi, &res,
-                                   err, sizeof err);
+                 : ts_cip_sup_loss(t, d, in_s, prior, sz, radius, renyi, NULL,
+                                   &res, err, sizeof err);
     if (rc == 0 && res.ill_conditioned) {
         rc = -1;
         snprintf(err, sizeof err, "the secret points' prior covariance needs "
