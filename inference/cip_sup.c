@@ -26,12 +26,17 @@
  *   H2 = c rho B_a^T N B_a / mu_b, from the identity K_ss(l) (x_l - x_a) =
  *        (N(l) z_a)_s, N(l) = (l/l_a) K(l_a) - K(l) >= 0, by Cauchy-Schwarz
  *        in N: N <= N~ = rho K(l_a) - K(l_b) / rho, N~_ss <= (c / rho)
- *        K_ss(l_b), z_a = B_a y, B_a = [-A_a^T; I];
+ *        K_ss(l_b), z_a = B_a y, B_a = [-A_a^T; I]; or
+ *   H3 = (rho ||D_s.|| (1 + ||A_a||) / mu_b)^2 I, D = K(l_b) - K(l_a), from
+ *        the same identity with (K(l_a) z_a)_s = 0 and K's entries
+ *        monotone in l;
+ *  and the same with l_b as the reference;
  *  mu_b = lambda_min(K_ss(l_b)). Hence alpha*(l) <= (sqrt(p) + sqrt(h) /
  *  sigma_z)^2 with p = lambda_max(A_a^T C_b^-1 A_a), h = lambda_max(H).
- * H1 is first order in sqrt(rho - 1), H2 in rho - 1 (both are computed and
- * the smaller kept). Below the first grid point l_0, by Fact 2,
- * alpha*(l) <= (||K_us(l_0)||_F / mu_0)^2 / sigma_z^2.
+ * H1 is first order in sqrt(rho - 1), H2 and H3 in rho - 1, H3 vanishing
+ * with the correlations (all are computed and the smallest kept). Below the
+ * first grid point l_0, by Fact 2, alpha*(l) <= (||K_us(l_0)||_F / mu_0)^2 /
+ * sigma_z^2.
  *
  * Rounding: every block computed from K is exact for some K + E with
  * ||E|| <= ROUNDING(d) (Cholesky and triangular solves are backward
@@ -294,8 +299,21 @@ static int interval_root_h(search *s, size_t i, double root_h[2])
         return -1;
     double kappa = 4.0 * e / b->mu;
     double c = rho * (fmax(0.0, top_c) * (1.0 + kappa) + kappa);
+    /* H3: the scaling part of N cancels in (N z_r)_s, as (K(l_r) z_r)_s
+     * = 0, leaving ((K(l_r) - K(l)) z_r)_s, whose entries K's
+     * monotonicity in l bounds by |K(l_b) - K(l_a)|: |x_l - x_r| <=
+     * ||D_s.|| |z_r| / lambda_min(K_ss(l)). First order in rho - 1, and
+     * zero where the correlations are. */
+    double d_fro = 0.0;
+    for (size_t i = 0; i < ns; i++)
+        for (size_t j = 0; j < a->k->size2; j++) {
+            double v = gsl_matrix_get(b->k, i, j) - gsl_matrix_get(a->k, i, j);
+            d_fro += v * v;
+        }
+    d_fro = sqrt(d_fro) + 2.0 * e;
     const node *ends[2] = {a, b};
     for (int r = 0; r < 2; r++) {
+        double h3_root = rho * d_fro * (1.0 + ends[r]->a_fro) / b->mu;
         double top_w;
         if (quadratic_top(s, ends[r]->b.a, &top_w) != 0)
             return -1;
@@ -305,7 +323,7 @@ static int interval_root_h(search *s, size_t i, double root_h[2])
          * most e |z_r| <= e (1 + ||A_r||) |y|, which moves x_l's bound by
          * at most rho^2 e (1 + ||A_r||) / mu_b (doubled for the solves). */
         double tau = 2.0 * rho * rho * e * (1.0 + ends[r]->a_fro) / b->mu;
-        root_h[r] = sqrt(fmin(h1, h2)) + tau;
+        root_h[r] = fmin(sqrt(fmin(h1, h2)), h3_root) + tau;
         if (isnan(root_h[r]))
             return -1;
     }

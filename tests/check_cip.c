@@ -42,6 +42,17 @@ static void even_times(double *t, size_t d, double interval)
         t[i] = (double)i * interval;
 }
 
+/* d points interval apart, every other one secret. */
+static void even_every_other(double *t, unsigned char *in_s, size_t d,
+                             double interval)
+{
+    char err[200] = "";
+    even_times(t, d, interval);
+    ck_assert_int_eq(ts_cip_secret_mask(TS_CIP_SECRET_EVERY_OTHER, t, d, 0,
+                                        0, in_s, err, sizeof err),
+                     0);
+}
+
 static ts_cip_result loss_of(const double *t, size_t d,
                              const unsigned char *in_s, double l,
                              double sigma_x, double sigma_z, double r,
@@ -153,9 +164,7 @@ TS_TEST(test_independent_and_all_secret)
     double t[10];
     unsigned char every_other[10], all[10];
     char err[200];
-    even_times(t, 10, 1.0);
-    ck_assert_int_eq(ts_cip_secret_mask(TS_CIP_SECRET_EVERY_OTHER, t, 10, 0,
-                                        0, every_other, err, sizeof err), 0);
+    even_every_other(t, every_other, 10, 1.0);
     ck_assert_int_eq(ts_cip_secret_mask(TS_CIP_SECRET_ALL, t, 10, 0, 0, all,
                                         err, sizeof err), 0);
     const double szs[] = {0.1, 1.0, 7.0};
@@ -181,10 +190,7 @@ TS_TEST(test_monotone_in_length_scale_and_noise)
 {
     double t[10];
     unsigned char in_s[10];
-    char err[200];
-    even_times(t, 10, 1.0);
-    ck_assert_int_eq(ts_cip_secret_mask(TS_CIP_SECRET_EVERY_OTHER, t, 10, 0,
-                                        0, in_s, err, sizeof err), 0);
+    even_every_other(t, in_s, 10, 1.0);
     const double szs[] = {0.2, 0.5, 1.0, 3.0, 10.0};
     for (size_t k = 0; k < 5; k++) {
         double prev = 0.0;
@@ -212,9 +218,7 @@ TS_TEST(test_min_sigma_z_meets_epsilon_below_l_max)
     double t[10];
     unsigned char in_s[10];
     char err[200] = "";
-    even_times(t, 10, 1.0);
-    ck_assert_int_eq(ts_cip_secret_mask(TS_CIP_SECRET_EVERY_OTHER, t, 10, 0,
-                                        0, in_s, err, sizeof err), 0);
+    even_every_other(t, in_s, 10, 1.0);
     const double epss[] = {0.1, 1.0, 5.0};
     const double l_maxes[] = {0.5, 1.0, 3.0};
     const double tol = 1e-6, r = 1.0, lambda = 2.0;
@@ -251,9 +255,7 @@ TS_TEST(test_ill_conditioned_prior_jitters_within_bound_or_refuses)
     double t[12];
     unsigned char in_s[12];
     char err[200] = "";
-    even_times(t, 12, 0.01);
-    ck_assert_int_eq(ts_cip_secret_mask(TS_CIP_SECRET_EVERY_OTHER, t, 12, 0,
-                                        0, in_s, err, sizeof err), 0);
+    even_every_other(t, in_s, 12, 0.01);
     ts_cip_prior prior = {.sigma_x = 2.0, .length_scale = 30.0};
     ts_cip_result res;
     int rc = ts_cip_loss(t, 12, in_s, &prior, 1.0, 1.0, 2.0, &res, err,
@@ -583,9 +585,7 @@ TS_TEST(test_no_computation_hangs)
     double t[10];
     unsigned char in_s[10];
     char err[200] = "";
-    even_times(t, 10, 5.0);
-    ck_assert_int_eq(ts_cip_secret_mask(TS_CIP_SECRET_EVERY_OTHER, t, 10, 0,
-                                        0, in_s, err, sizeof err), 0);
+    even_every_other(t, in_s, 10, 5.0);
     ts_cip_result res;
     /* Issue 25: sigma_x^2 underflowed to 0 and the nugget search never
      * ended. Refused now, with the range in the message. */
