@@ -39,10 +39,11 @@
  * sigma_z^2.
  *
  * Rounding: every block computed from K is exact for some K + E with
- * ||E|| <= ROUNDING(d) (Cholesky and triangular solves are backward
- * stable, Higham 2002, Theorems 10.3 and 8.5; GSL's symmetric
- * eigenvalues are accurate to eps ||M||). The bound widens each Loewner
+ * ||E|| <= rounding(d) (Cholesky and triangular solves are backward
+ * stable, Higham 2002, Theorems 10.3 and 8.5; the Sturm count is exact
+ * for a matrix within about eps ||M||). The bound widens each Loewner
  * step by that much. This is an argument, not interval arithmetic. */
+
 /* GSL's element accessors inline (they are most of the small-matrix
  * work here); range checks stay on. */
 #define HAVE_INLINE 1
