@@ -22,8 +22,9 @@
 
 #include "mechanisms/mechanism.h"
 
-/* Largest window_points: a point costs an eigendecomposition of up to this
- * size (bench/bench_cip_gp). */
+/* Largest window_points: a point costs a certified search over length
+ * scales on matrices of up to this size, about 1.8 ms of CPU at 10, 4.8 ms
+ * at 32 and 18 ms at 64 on a steady 30 s cadence (docs/cip.md, "Cost"). */
 #define TS_CIP_GP_MAX_WINDOW 64
 
 extern const ts_mechanism_ops ts_cip_gp_ops;
