@@ -157,10 +157,11 @@ int ts_cip_sup_loss_on_grid(const double *t, size_t d,
                             const double *ls, size_t n,
                             ts_cip_sup_result *out, char *err, size_t errlen);
 
-/* The smallest sigma_z (to relative tolerance rel_tol, as
- * ts_cip_min_sigma_z) whose certified bound is at most epsilon; `at` (may
- * be NULL) receives the certificate at *sigma_z. at->ill_conditioned set
- * (return 0, *sigma_z INFINITY) when the trace cannot be certified. */
+/* A sigma_z whose certified bound is at most epsilon, within relative
+ * tolerance rel_tol of the smallest that the grid it refines (once, at
+ * the independent prior's sigma_z) certifies; `at` (may be NULL) receives
+ * the certificate at *sigma_z. at->ill_conditioned set (return 0,
+ * *sigma_z INFINITY) when the trace cannot be certified. */
 int ts_cip_min_sigma_z_sup(const double *t, size_t d,
                            const unsigned char *in_s,
                            const ts_cip_prior *prior, double radius,
