@@ -843,6 +843,15 @@ void ts_mqtt_client_free(ts_mqtt_client *c)
 {
     if (c == NULL)
         return;
+    /* Nothing more is handed over: the consumer is finishing, and what
+     * it would process now it could no longer commit. */
+    c->events.message = NULL;
+    c->events.batch_end = NULL;
+    c->events.writable = NULL;
+    c->events.up = NULL;
+    c->events.down = NULL;
+    if (c->bev != NULL)
+        bufferevent_disable(c->bev, EV_READ);
     if (c->bev != NULL && c->state == UP) {
         ts_buf_reset(&c->packet);
         if (ts_mqtt_write_empty(&c->packet, c->config.version,
