@@ -1,10 +1,20 @@
 /* The MQTT driver's pure parts: packets written and read back, topic
  * filters, the user level, ISO 8601 times, trackers' JSON mapped to a
- * LocationBatch (OwnTracks' names), and output topics that cannot make
- * another level or hold bytes that are not UTF-8. */
+ * LocationBatch (OwnTracks' names), output topics that cannot make
+ * another level or hold bytes that are not UTF-8, and a broker's host
+ * name looked up while the event loop goes on. */
+#include <arpa/inet.h>
 #include <check.h>
+#include <netinet/in.h>
 #include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
+#include <event2/dns.h>
+#include <event2/event.h>
+
+#include "drivers/mqtt/mqtt_client.h"
 #include "drivers/mqtt/mqtt_packet.h"
 #include "drivers/mqtt/mqtt_payload.h"
 #include "drivers/mqtt/mqtt_topics.h"
@@ -176,6 +186,121 @@ TS_TEST(test_output_topics_escape)
                      TS_MQTT_KIND_SANITIZED);
     ts_buf_free(&payload);
     ts_buf_free(&topic);
+}
+END_TEST
+
+/* A name server on a loopback UDP port that the test's own loop serves:
+ * it notes each query's name and answers NXDOMAIN. */
+typedef struct fake_dns {
+    int fd;
+    struct event_base *base;
+    int queries;
+    char name[256];
+} fake_dns;
+
+static void fake_dns_read(evutil_socket_t fd, short what, void *arg)
+{
+    (void)what;
+    fake_dns *dns = arg;
+    uint8_t packet[512];
+    struct sockaddr_in from;
+    socklen_t from_len = sizeof from;
+    ssize_t n = recvfrom(fd, packet, sizeof packet, 0,
+                         (struct sockaddr *)&from, &from_len);
+    if (n < 12)
+        return;
+    dns->queries++;
+    /* The question's name, from its labels. */
+    size_t at = 12, out = 0;
+    while (at < (size_t)n && packet[at] != 0 && out + 64 < sizeof dns->name) {
+        size_t label = packet[at++];
+        if (out > 0)
+            dns->name[out++] = '.';
+        for (size_t i = 0; i < label && at < (size_t)n; i++)
+            dns->name[out++] = (char)packet[at++];
+    }
+    dns->name[out] = '\0';
+    packet[2] |= 0x80;                 /* a response */
+    packet[3] = 0x80 | 3;              /* recursion available, NXDOMAIN */
+    sendto(fd, packet, (size_t)n, 0, (struct sockaddr *)&from, from_len);
+    event_base_loopbreak(dns->base);
+}
+
+typedef struct down_seen {
+    int calls;
+    char why[256];
+} down_seen;
+
+static void note_down(void *arg, const char *why, int refused)
+{
+    (void)refused;
+    down_seen *seen = arg;
+    seen->calls++;
+    snprintf(seen->why, sizeof seen->why, "%s", why);
+}
+
+/* Connecting to a broker by name must not block the loop in a lookup:
+ * starting returns with the name unresolved, the loop meanwhile serves
+ * other events (here, the name server itself), and the answer comes back
+ * as a failure that names the host. A blocking lookup would have failed
+ * the connection inside ts_mqtt_client_start. */
+TS_TEST(test_host_name_resolves_off_the_loop)
+{
+    fake_dns dns = { .base = event_base_new() };
+    ck_assert_ptr_nonnull(dns.base);
+    dns.fd = socket(AF_INET, SOCK_DGRAM, 0);
+    struct sockaddr_in addr = { .sin_family = AF_INET };
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof addr;
+    ck_assert_int_eq(bind(dns.fd, (struct sockaddr *)&addr, len), 0);
+    ck_assert_int_eq(getsockname(dns.fd, (struct sockaddr *)&addr, &len), 0);
+    struct event *served = event_new(dns.base, dns.fd, EV_READ | EV_PERSIST,
+                                     fake_dns_read, &dns);
+    event_add(served, NULL);
+    struct evdns_base *resolver = evdns_base_new(dns.base, 0);
+    char server[64];
+    snprintf(server, sizeof server, "127.0.0.1:%d", ntohs(addr.sin_port));
+    ck_assert_int_eq(evdns_base_nameserver_ip_add(resolver, server), 0);
+
+    const char *url = "mqtt://broker.tracesan.invalid:1883";
+    down_seen seen = { 0 };
+    ts_mqtt_client_config config = {
+        .urls = &url, .n_urls = 1, .client_id = "dns-test",
+        .version = TS_MQTT_V5, .keepalive_s = 30, .clean_start = 1,
+        .max_inflight_in = 10, .max_payload = 1024, .qos = 1,
+        .max_inflight_out = 10, .retry_first_ms = 60000,
+        .retry_max_ms = 60000, .dns = resolver,
+    };
+    ts_mqtt_client_events events = { .arg = &seen, .down = note_down };
+    char err[256];
+    ts_mqtt_client *client = ts_mqtt_client_new(&config, &events, dns.base,
+                                                err, sizeof err);
+    ck_assert_msg(client != NULL, "%s", err);
+    ts_mqtt_client_start(client);
+    ck_assert_int_eq(seen.calls, 0);
+
+    struct timeval limit = { 5, 0 };
+    event_base_loopexit(dns.base, &limit);
+    event_base_dispatch(dns.base);
+    ck_assert_int_ge(dns.queries, 1);
+    /* evdns mixes the case of its queries (DNS 0x20). */
+    ck_assert_msg(strcasecmp(dns.name, "broker.tracesan.invalid") == 0, "%s",
+                  dns.name);
+    ck_assert_int_eq(seen.calls, 0);
+    /* The NXDOMAIN (both families' queries) ends the attempt. */
+    for (int i = 0; i < 10 && seen.calls == 0; i++) {
+        event_base_loopexit(dns.base, &limit);
+        event_base_loop(dns.base, EVLOOP_ONCE);
+    }
+    ck_assert_int_eq(seen.calls, 1);
+    ck_assert_msg(strstr(seen.why, "cannot resolve broker.tracesan.invalid") !=
+                      NULL, "%s", seen.why);
+
+    ts_mqtt_client_free(client);
+    evdns_base_free(resolver, 1);
+    event_free(served);
+    close(dns.fd);
+    event_base_free(dns.base);
 }
 END_TEST
 

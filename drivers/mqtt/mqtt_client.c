@@ -10,6 +10,7 @@
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
 #include <event2/bufferevent_ssl.h>
+#include <event2/dns.h>
 #include <event2/event.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
@@ -54,6 +55,8 @@ struct ts_mqtt_client {
     char *client_id, *username, *password;
     char *ca_file, *cert_file, *key_file;
     SSL_CTX *tls;
+    struct evdns_base *dns;
+    int own_dns;                     /* dns is ours to free */
     struct bufferevent *bev;
     struct event *retry_timer, *keepalive_timer, *resume_event;
     state state;
@@ -623,7 +626,6 @@ static void on_write(struct bufferevent *bev, void *arg)
 
 static void on_event(struct bufferevent *bev, short what, void *arg)
 {
-    (void)bev;
     ts_mqtt_client *c = arg;
     if (what & BEV_EVENT_CONNECTED) {
         ts_mqtt_connect connect = {
@@ -646,6 +648,13 @@ static void on_event(struct bufferevent *bev, short what, void *arg)
         return;
     }
     char why[ERR_MAX + 64];
+    int dns_error = bufferevent_socket_get_dns_error(bev);
+    if (dns_error != 0) {
+        snprintf(why, sizeof why, "%s: cannot resolve %s: %s", c->url,
+                 c->host, evutil_gai_strerror(dns_error));
+        lose(c, why, 0);
+        return;
+    }
     int tls = strncmp(c->url, "mqtts://", 8) == 0;
     if (tls && c->state == CONNECTING && (what & BEV_EVENT_ERROR) &&
         EVUTIL_SOCKET_ERROR() != ECONNREFUSED) {
@@ -710,11 +719,11 @@ static void connect_next(ts_mqtt_client *c)
     bufferevent_enable(c->bev, EV_READ | EV_WRITE);
     char port_text[8];
     snprintf(port_text, sizeof port_text, "%d", port);
-    /* Host names resolve with the system resolver (a blocking call, as
-     * at any connect); a broker is usually named by address or in
-     * /etc/hosts. */
-    if (bufferevent_socket_connect_hostname(c->bev, NULL, AF_UNSPEC, c->host,
-                                            port) != 0) {
+    /* An address connects at once; a name is looked up by evdns while
+     * the loop goes on, and a failed lookup comes back through on_event
+     * (bufferevent_socket_get_dns_error). */
+    if (bufferevent_socket_connect_hostname(c->bev, c->dns, AF_UNSPEC,
+                                            c->host, port) != 0) {
         char why[HOST_MAX + 64];
         snprintf(why, sizeof why, "cannot connect to %s", c->url);
         lose(c, why, 0);
@@ -817,6 +826,25 @@ ts_mqtt_client *ts_mqtt_client_new(const ts_mqtt_client_config *config,
         ts_mqtt_client_free(c);
         return NULL;
     }
+    c->dns = config->dns;
+    c->config.dns = NULL;
+    if (c->dns == NULL) {
+        /* Without a usable resolv.conf, names in /etc/hosts still
+         * resolve. */
+        c->dns = evdns_base_new(base, EVDNS_BASE_INITIALIZE_NAMESERVERS |
+                                          EVDNS_BASE_DISABLE_WHEN_INACTIVE);
+        if (c->dns == NULL &&
+            (c->dns = evdns_base_new(base,
+                                     EVDNS_BASE_DISABLE_WHEN_INACTIVE)) !=
+                NULL)
+            evdns_base_load_hosts(c->dns, NULL);
+        c->own_dns = c->dns != NULL;
+        if (c->dns == NULL) {
+            snprintf(err, errlen, "cannot set up the name resolver");
+            ts_mqtt_client_free(c);
+            return NULL;
+        }
+    }
     c->retry_timer = event_new(base, -1, 0, on_retry, c);
     c->keepalive_timer = event_new(base, -1, 0, on_keepalive, c);
     c->resume_event = event_new(base, -1, 0, on_resume, c);
@@ -863,6 +891,8 @@ void ts_mqtt_client_free(ts_mqtt_client *c)
             event_base_loop(c->base, EVLOOP_ONCE | EVLOOP_NONBLOCK);
     }
     close_connection(c);
+    if (c->own_dns)
+        evdns_base_free(c->dns, 1);
     if (c->retry_timer != NULL)
         event_free(c->retry_timer);
     if (c->keepalive_timer != NULL)
