@@ -17,7 +17,9 @@
 #include "drivers/mqtt/mqtt_client.h"
 #include "drivers/mqtt/mqtt_packet.h"
 #include "drivers/mqtt/mqtt_payload.h"
+#include "drivers/mqtt/mqtt_recent.h"
 #include "drivers/mqtt/mqtt_topics.h"
+#include "state/store.h"
 #include "tests/support/check_run.h"
 
 TS_TEST(test_publish_round_trip)
@@ -301,6 +303,79 @@ TS_TEST(test_host_name_resolves_off_the_loop)
     event_free(served);
     close(dns.fd);
     event_base_free(dns.base);
+}
+END_TEST
+
+typedef struct listed {
+    size_t n;
+    char first[64];
+} listed;
+
+static int list_one(void *ctx, const char *id, size_t id_len,
+                    const void *bytes, size_t len)
+{
+    (void)bytes;
+    (void)len;
+    listed *l = ctx;
+    if (l->n++ == 0)
+        snprintf(l->first, sizeof l->first, "%.*s", (int)id_len, id);
+    return 0;
+}
+
+/* The kept outcomes share the users' store and transactions, but are no
+ * user: a listing (tracesan state list/export) and the user count skip
+ * them, and they still read back for a redelivery. */
+TS_TEST(test_kept_outcomes_are_not_users)
+{
+    char dir[64];
+    snprintf(dir, sizeof dir, "/tmp/check_mqtt.XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    char err[256];
+    ts_store *store = ts_store_open(dir, TS_STORE_SYNC_NONE, 16, 0, err,
+                                    sizeof err);
+    ck_assert_msg(store != NULL, "%s", err);
+
+    ts_outbox box = { 0 };
+    ck_assert_int_eq(ts_outbox_put(&box, "sanitized.geoind", 16, "point", 5),
+                     0);
+    uint8_t fingerprint[TS_MQTT_FINGERPRINT_BYTES];
+    ts_mqtt_fingerprint("fleet/a/location", 16, "{}", 2, fingerprint);
+    ts_mqtt_recent *recent = ts_mqtt_recent_new(3);
+    ck_assert_int_eq(ts_mqtt_recent_add(recent, fingerprint, &box, 0), 0);
+    ts_record_batch batch = { 0 };
+    ck_assert_int_eq(ts_mqtt_recent_save(recent, &batch), 0);
+    ts_user_record alice = { .spent = 0.25, .last_ts_ms = 1 };
+    ck_assert_int_eq(ts_record_batch_add(&batch, "alice", 5, &alice), 0);
+    ck_assert_int_eq(ts_store_begin(store, err, sizeof err), 0);
+    ck_assert_int_eq(ts_store_put_batch(store, &batch, err, sizeof err), 0);
+    ck_assert_int_eq(ts_store_commit(store, err, sizeof err), 0);
+
+    listed users = { 0 };
+    ck_assert_int_eq(ts_store_iterate(store, list_one, &users), 0);
+    ck_assert_uint_eq(users.n, 1);
+    ck_assert_str_eq(users.first, "alice");
+    ts_store_info info;
+    ck_assert_int_eq(ts_store_get_info(store, &info), 0);
+    ck_assert_uint_eq(info.users, 1);
+    ck_assert(ts_store_is_own_key("\x01mqtt.recent.0", 15));
+    ck_assert(!ts_store_is_own_key("alice", 5));
+
+    ts_mqtt_recent *again = ts_mqtt_recent_new(3);
+    ck_assert_int_eq(ts_mqtt_recent_load(again, store, err, sizeof err), 0);
+    ck_assert_uint_eq(ts_mqtt_recent_count(again), 1);
+    ck_assert_int_ge(ts_mqtt_recent_find(again, fingerprint), 0);
+
+    ts_mqtt_recent_free(again);
+    ts_mqtt_recent_free(recent);
+    ts_record_batch_free(&batch);
+    ts_outbox_free(&box);
+    ts_store_close(store);
+    char path[128];
+    snprintf(path, sizeof path, "%s/data.mdb", dir);
+    unlink(path);
+    snprintf(path, sizeof path, "%s/lock.mdb", dir);
+    unlink(path);
+    rmdir(dir);
 }
 END_TEST
 

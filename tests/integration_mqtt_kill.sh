@@ -113,6 +113,11 @@ check_ge "round 3's committed group answered from its kept outcomes" 1 "$after_h
 note "redeliveries answered from kept outcomes over all rounds: $redelivered"
 "$TRACESAN" state --dir "$TMPD/state" list >"$TMPD/ledger.csv" ||
     fatal "tracesan state list failed"
+# The kept outcomes live in the same store, as no user.
+check "the state listing names users only, not the kept outcomes" \
+    bash -c "! grep -q 'mqtt.recent' '$TMPD/ledger.csv'"
+check_eq "the store counts users only" $((2 * USERS)) \
+    "$("$TRACESAN" state --dir "$TMPD/state" stats | sed -n 's/^users=//p')"
 check "ledger >= eps published, nobody over budget" \
     "$PY" "$top_srcdir/tests/mqtt_check.py" ledger "$MTAIL_OUT" "$TMPD/ledger.csv" "$BUDGET"
 # Every debit's point reached the output: a message committed and not
