@@ -167,6 +167,24 @@ TS_TEST(test_owntracks_mapping)
 }
 END_TEST
 
+/* An empty protobuf payload on a topic that names the user is an empty
+ * batch: it maps to nothing (the intake refuses it), without packing into
+ * a buffer that has no memory yet (found by fuzz_mqtt: UB before). */
+TS_TEST(test_empty_protobuf_payload_with_topic_user)
+{
+    ts_mqtt_json_names names = { .n_user = 0 };
+    ts_buf out = { 0 };
+    ts_reason reason = TS_REASON_NONE;
+    char detail[160] = "";
+    ck_assert_int_eq(ts_mqtt_payload_to_batch(TS_MQTT_PAYLOAD_PROTOBUF,
+                                              &names, "", 0, "truck-17", 8,
+                                              &out, &reason, detail,
+                                              sizeof detail), 0);
+    ck_assert_uint_eq(out.len, 0);
+    ts_buf_free(&out);
+}
+END_TEST
+
 TS_TEST(test_output_topics_escape)
 {
     ts_mqtt_settings s;
