@@ -79,12 +79,8 @@ start_daemon held "${daemon_args[@]}" -o 'input.type="mqtt"' \
 "$TRACESAN" replay --mqtt "$BROKER_URL" --topic 'fleet/{user}/location' \
     --payload json "$TMPD/held.csv" 2>>"$TMPD/replay.log" ||
     { show_file "$TMPD/replay.log"; fatal "replay of the last fixes failed"; }
-for i in $(seq 1 400); do
-    [ "$(metric "$HTTP_EP" tracesand_store_commit_duration_seconds_count)" -ge 1 ] && break
-    sleep 0.05
-done
 check_ge "round 3: a group committed behind the unread PUSH output" 1 \
-    "$(metric "$HTTP_EP" tracesand_store_commit_duration_seconds_count)"
+    "$(wait_metric "$HTTP_EP" tracesand_store_commit_duration_seconds_count 1)"
 check_eq "round 3: none of its messages acknowledged" 0 \
     "$(metric "$HTTP_EP" tracesand_mqtt_acks_total)"
 kill -KILL "$DAEMON_PID"

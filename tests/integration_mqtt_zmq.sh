@@ -32,12 +32,8 @@ wait_health "$HTTP_EP" 200 || fatal "daemon not connected to the broker"
     --payload json "$TMPD/sample.csv" 2>>"$TMPD/replay.log" ||
     fatal "replay into the broker failed"
 # No consumer on the PUSH socket: the first group commits, then waits.
-for i in $(seq 1 200); do
-    [ "$(metric "$HTTP_EP" tracesand_store_commit_duration_seconds_count)" -ge 1 ] && break
-    sleep 0.05
-done
 check_ge "a group was committed" 1 \
-    "$(metric "$HTTP_EP" tracesand_store_commit_duration_seconds_count)"
+    "$(wait_metric "$HTTP_EP" tracesand_store_commit_duration_seconds_count 1)"
 check_ge "messages were handed to the driver" 1 \
     "$(metric "$HTTP_EP" tracesand_mqtt_messages_total)"
 sleep 0.5
@@ -49,12 +45,8 @@ check_eq "no PUBACK while the PUSH output cannot take the outcomes" 0 \
 check "every update has exactly one outcome on ZeroMQ" \
     "$PY" "$top_srcdir/tests/mqtt_check.py" outcomes "$TMPD/sample.csv" \
     "$TMPD/push.jsonl" --exactly-one
-for i in $(seq 1 100); do
-    [ "$(metric "$HTTP_EP" tracesand_mqtt_acks_total)" -ge "$total" ] && break
-    sleep 0.05
-done
 check_eq "every message acknowledged once its outcomes were taken" "$total" \
-    "$(metric "$HTTP_EP" tracesand_mqtt_acks_total)"
+    "$(wait_metric "$HTTP_EP" tracesand_mqtt_acks_total "$total" 5)"
 stop_daemon mqtt-push
 
 # ------------------------------------------------ ZeroMQ in, MQTT out
