@@ -185,6 +185,51 @@ TS_TEST(test_empty_protobuf_payload_with_topic_user)
 }
 END_TEST
 
+/* A LocationBatch the intake takes stays one when the topic's user
+ * replaces its users, whatever unknown fields it carries (found by
+ * fuzz_mqtt: protobuf-c wrote a two-byte key of field 0 back as one byte,
+ * which it then refused, so the message became malformed). */
+TS_TEST(test_protobuf_payload_keeps_decoding_with_topic_user)
+{
+    Tracesan__V1__LocationUpdate u = TRACESAN__V1__LOCATION_UPDATE__INIT;
+    u.user_id = "v1";
+    u.has_timestamp_ms = 1;
+    u.timestamp_ms = 1700000000000LL;
+    u.has_lat = u.has_lon = 1;
+    u.lat = 40.71;
+    u.lon = -74.0;
+    Tracesan__V1__LocationUpdate *list[] = { &u };
+    Tracesan__V1__LocationBatch batch = TRACESAN__V1__LOCATION_BATCH__INIT;
+    batch.n_updates = 1;
+    batch.updates = list;
+    ts_buf payload = { 0 }, out = { 0 };
+    ck_assert_int_eq(ts_codec_pack(&batch.base, &payload), 0);
+    const uint8_t odd_field[] = { 0x80, 0x00, 0x47 };
+    ck_assert_int_eq(ts_buf_append(&payload, odd_field, sizeof odd_field), 0);
+    Tracesan__V1__LocationBatch *in =
+        ts_codec_decode_batch(payload.data, payload.len);
+    ck_assert_ptr_nonnull(in);   /* the intake would take it */
+    ts_codec_batch_free(in);
+
+    ts_mqtt_json_names names = { .n_user = 0 };
+    ts_reason reason = TS_REASON_NONE;
+    char detail[160] = "";
+    ck_assert_int_eq(ts_mqtt_payload_to_batch(TS_MQTT_PAYLOAD_PROTOBUF,
+                                              &names, payload.data,
+                                              payload.len, "truck-17", 8,
+                                              &out, &reason, detail,
+                                              sizeof detail), 0);
+    Tracesan__V1__LocationBatch *mapped;
+    Tracesan__V1__LocationUpdate *m = one_update(&out, &mapped);
+    ck_assert_str_eq(m->user_id, "truck-17");
+    ck_assert(m->has_lat && m->lat == 40.71 && m->has_lon && m->lon == -74.0);
+    ck_assert_int_eq(m->timestamp_ms, 1700000000000LL);
+    ts_codec_batch_free(mapped);
+    ts_buf_free(&payload);
+    ts_buf_free(&out);
+}
+END_TEST
+
 TS_TEST(test_output_topics_escape)
 {
     ts_mqtt_settings s;
