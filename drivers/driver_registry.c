@@ -71,7 +71,8 @@ static ts_setting_def driver_rows[] = {
     TS_CHOICE_ROW(ts_driver_settings, "input.type", input_type,
                   input_choices, "pull", TS_APPLY_RESTART,
                   "which driver reads updates: a ZeroMQ PULL or SUB socket, "
-                  "or JetStream partitions (docs/scale-out.md)"),
+                  "JetStream partitions (docs/scale-out.md) or MQTT topics "
+                  "(docs/mqtt.md)"),
     TS_CHOICE_ROW(ts_driver_settings, "output.type", output_type,
                   output_choices, "pub", TS_APPLY_RESTART,
                   "PUB (best effort), PUSH (lossless, pauses input), MQTT "
