@@ -140,6 +140,7 @@ ts_driver_env ts_daemon_env(ts_daemon *daemon)
         .config = daemon->config,
         .input_type = ts_driver_input_type(daemon->config),
         .output_type = ts_driver_output_type(daemon->config),
+        .output = ts_driver_output_of_config(daemon->config),
         .base = daemon->base,
         .rng = daemon->rng,
         .pipeline = daemon->pipeline,

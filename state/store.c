@@ -492,6 +492,11 @@ int ts_store_get_meta(ts_store *store, const char *name, void **bytes,
     return result;
 }
 
+int ts_store_is_own_key(const void *key, size_t len)
+{
+    return len > 0 && *(const unsigned char *)key < 0x20;
+}
+
 int ts_store_iterate(ts_store *store, ts_store_visit_fn visit, void *ctx)
 {
     MDB_txn *txn;
@@ -506,10 +511,12 @@ int ts_store_iterate(ts_store *store, ts_store_visit_fn visit, void *ctx)
     int result = 0;
     int rc = mdb_cursor_get(cursor, &key, &value, MDB_FIRST);
     while (rc == 0) {
-        result = visit(ctx, key.mv_data, key.mv_size, value.mv_data,
-                       value.mv_size);
-        if (result != 0)
-            break;
+        if (!ts_store_is_own_key(key.mv_data, key.mv_size)) {
+            result = visit(ctx, key.mv_data, key.mv_size, value.mv_data,
+                           value.mv_size);
+            if (result != 0)
+                break;
+        }
         rc = mdb_cursor_get(cursor, &key, &value, MDB_NEXT);
     }
     if (result == 0 && rc != MDB_NOTFOUND)
@@ -530,11 +537,26 @@ int ts_store_get_info(ts_store *store, ts_store_info *info)
         mdb_txn_begin(store->env, NULL, MDB_RDONLY, &txn) != 0)
         return -1;
     int rc = mdb_stat(txn, store->users, &users_stat);
+    /* The daemon's own records sort first (their keys start below any
+     * user id's first byte): count them off. */
+    size_t own = 0;
+    MDB_cursor *cursor;
+    if (rc == 0 && (rc = mdb_cursor_open(txn, store->users, &cursor)) == 0) {
+        MDB_val key, value;
+        int at = mdb_cursor_get(cursor, &key, &value, MDB_FIRST);
+        while (at == 0 && ts_store_is_own_key(key.mv_data, key.mv_size)) {
+            own++;
+            at = mdb_cursor_get(cursor, &key, &value, MDB_NEXT);
+        }
+        if (at != 0 && at != MDB_NOTFOUND)
+            rc = at;
+        mdb_cursor_close(cursor);
+    }
     mdb_txn_abort(txn);
     if (rc != 0)
         return -1;
     info->schema_version = store->schema_version;
-    info->users = users_stat.ms_entries;
+    info->users = users_stat.ms_entries - own;
     info->map_size_bytes = env_info.me_mapsize;
     info->page_size = env_stat.ms_psize;
     info->used_bytes = (env_info.me_last_pgno + 1) * (size_t)env_stat.ms_psize;

@@ -449,7 +449,10 @@ static int import_file(ts_store *store, const char *path)
         const json_field *user = field(fields, n, "user");
         ts_user_record record;
         unsigned char *state = NULL;
-        const char *bad = user == NULL || !user->is_string || user->len == 0
+        /* A key of the daemon's own records is no user's. */
+        const char *bad = user == NULL || !user->is_string ||
+                                  user->len == 0 ||
+                                  ts_store_is_own_key(user->text, user->len)
                               ? "user"
                               : record_from_fields(fields, n, &record, &state);
         if (bad != NULL) {
