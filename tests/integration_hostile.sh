@@ -8,8 +8,8 @@
 #                                                  `unknown_profile`
 #   4. 300 updates dated 1970                   -> 300 `too_old`
 #   5. a subscriber that does not read          -> its cut-offs counted
-#   6. HTTP connections past the cap            -> refused, counted; the
-#      daemon keeps serving ZeroMQ
+#   6. HTTP connections past the cap            -> refused or evicted,
+#      counted; the daemon keeps serving ZeroMQ
 #   7. HTTP connections past the fd limit       -> accept backs off; no spin
 # Throughout: one output per update, no crash, RSS under a stated bound,
 # and /healthz answering within 100 ms (sampled every 50 ms) while the
@@ -196,8 +196,12 @@ send_raw --batch-of 1 --user-prefix during-cap- \
 wait_for_pid "$HOLD_PID" 10 || kill -KILL "$HOLD_PID"
 sleep 0.3
 scrape
-check_ge "cap: connections beyond 64 refused" 36 \
-    "$(metric 'tracesand_http_connections_total{result="refused"}')"
+# Beyond the cap a newcomer is refused, or takes the slot of a connection
+# that waited over 1 s for a head (issue 25, item 7): either way closed and
+# counted.
+check_ge "cap: connections beyond 64 refused or evicted" 36 \
+    "$(( $(metric 'tracesand_http_connections_total{result="refused"}') +
+         $(metric tracesand_http_evictions_total) ))"
 check_eq "cap: the ZeroMQ update during the attack was handled" 1 \
     "$(( $(metric tracesand_sanitized_total) - $(metric tracesand_sanitized_total "$TMPD/before.txt") ))"
 stop_daemon hostile
