@@ -150,70 +150,67 @@ static int parse_request_line(ts_http_head *head, const char *line, size_t n)
     return 0;
 }
 
-/* Content-Length = 1*DIGIT; a list, or several lines, only when every
- * value is the same (RFC 9110 section 8.6). Compared as digit strings,
- * so that no value overflows. */
-static int content_length(head_state *st, const char *v, size_t n)
+/* Calls take(st, element, len) for each element of a list value; -1 at
+ * the first refusal, or when the list is empty and `empty` says why. */
+static int each_element(head_state *st, const char *v, size_t n,
+                        int (*take)(head_state *, const char *, size_t),
+                        const char *empty)
 {
     size_t at = 0;
     const char *element;
     size_t len;
     int elements = 0;
     while (next_element(v, n, &at, &element, &len)) {
-        if (!all_of(element, len, is_digit))
-            return fail(st->head, 400, "Content-Length is not a number");
-        while (len > 1 && element[0] == '0') {
-            element++;
-            len--;
-        }
-        if (st->length != NULL &&
-            (st->length_len != len ||
-             memcmp(st->length, element, len) != 0))
-            return fail(st->head, 400, "Content-Length values differ");
-        st->length = element;
-        st->length_len = len;
+        if (take(st, element, len) != 0)
+            return -1;
         elements++;
     }
-    if (elements == 0)
+    if (elements == 0 && empty != NULL)
+        return fail(st->head, 400, empty);
+    return 0;
+}
+
+/* Content-Length = 1*DIGIT; a list, or several lines, only when every
+ * value is the same (RFC 9110 section 8.6). Compared as digit strings,
+ * so that no value overflows. */
+static int content_length(head_state *st, const char *element, size_t len)
+{
+    if (!all_of(element, len, is_digit))
         return fail(st->head, 400, "Content-Length is not a number");
+    while (len > 1 && element[0] == '0') {
+        element++;
+        len--;
+    }
+    if (st->length != NULL &&
+        (st->length_len != len || memcmp(st->length, element, len) != 0))
+        return fail(st->head, 400, "Content-Length values differ");
+    st->length = element;
+    st->length_len = len;
     return 0;
 }
 
 /* Transfer-Encoding: transfer codings without parameters; which ones are
  * judged once the head is complete, as they may span lines. */
-static int transfer_encoding(head_state *st, const char *v, size_t n)
+static int transfer_coding(head_state *st, const char *element, size_t len)
 {
-    size_t at = 0;
-    const char *element;
-    size_t len;
-    int elements = 0;
-    st->transfer_encodings++;
-    while (next_element(v, n, &at, &element, &len)) {
-        if (!all_of(element, len, is_tchar))
-            return fail(st->head, 400, "malformed Transfer-Encoding");
-        st->chunked_last = name_is(element, len, "chunked");
-        if (st->chunked_last)
-            st->chunked_codings++;
-        else
-            st->other_codings++;
-        elements++;
-    }
-    if (elements == 0)
+    if (!all_of(element, len, is_tchar))
         return fail(st->head, 400, "malformed Transfer-Encoding");
+    st->chunked_last = name_is(element, len, "chunked");
+    if (st->chunked_last)
+        st->chunked_codings++;
+    else
+        st->other_codings++;
     return 0;
 }
 
-static void connection(head_state *st, const char *v, size_t n)
+static int connection_option(head_state *st, const char *element,
+                             size_t len)
 {
-    size_t at = 0;
-    const char *element;
-    size_t len;
-    while (next_element(v, n, &at, &element, &len)) {
-        if (name_is(element, len, "close"))
-            st->connection_close = 1;
-        else if (name_is(element, len, "keep-alive"))
-            st->connection_keep_alive = 1;
-    }
+    if (name_is(element, len, "close"))
+        st->connection_close = 1;
+    else if (name_is(element, len, "keep-alive"))
+        st->connection_keep_alive = 1;
+    return 0;
 }
 
 static int field(head_state *st, const char *name, size_t name_len,
@@ -226,11 +223,14 @@ static int field(head_state *st, const char *name, size_t name_len,
         if (!all_of(v, n, is_host_char))
             return fail(head, 400, "invalid Host");
     } else if (name_is(name, name_len, "Content-Length")) {
-        return content_length(st, v, n);
+        return each_element(st, v, n, content_length,
+                            "Content-Length is not a number");
     } else if (name_is(name, name_len, "Transfer-Encoding")) {
-        return transfer_encoding(st, v, n);
+        st->transfer_encodings++;
+        return each_element(st, v, n, transfer_coding,
+                            "malformed Transfer-Encoding");
     } else if (name_is(name, name_len, "Connection")) {
-        connection(st, v, n);
+        return each_element(st, v, n, connection_option, NULL);
     } else if (name_is(name, name_len, "Authorization")) {
         /* A second one could carry a token past a proxy that checked the
          * first. */

@@ -213,22 +213,30 @@ stop_daemon hostile
 #    that, 120 idle connections. accept() fails with EMFILE; the listener
 #    rests with backoff instead of spinning (it once burned 100 % CPU and
 #    wrote 1.8 M log lines in 5 s).
-(
-    ulimit -n 64
-    exec "$TRACESAND" -c "$SHIPPED_CONF" \
-        -o 'input.endpoint=tcp://127.0.0.1:*' \
-        -o 'output.endpoint=tcp://127.0.0.1:*' \
-        -o 'http.listen=127.0.0.1:0' -o 'state.dir=""' \
-        -o 'http.max_connections=1000'
-) 2>"$TMPD/fd.daemon.log" </dev/null &
-FD_PID=$!
-background_pids+=("$FD_PID")
-for _ in $(seq 1 100); do
-    grep -q 'ready input=' "$TMPD/fd.daemon.log" && break
-    sleep 0.05
-done
-HTTP_EP=$(sed -n 's/.*ready input=.* http=\([^ ]*\).*/\1/p' "$TMPD/fd.daemon.log" | head -n 1)
-[ -n "$HTTP_EP" ] || fatal "fd-limited daemon printed no http endpoint"
+# own_daemon NAME CONF [-o ...]: a daemon apart from start_daemon's (its
+# own file, or OWN_FD_LIMIT descriptors) on ephemeral ports, logging to
+# $TMPD/NAME.daemon.log; sets OWN_PID and HTTP_EP once it is ready.
+own_daemon() {
+    local name=$1 conf=$2
+    shift 2
+    (
+        [ -z "${OWN_FD_LIMIT:-}" ] || ulimit -n "$OWN_FD_LIMIT"
+        exec "$TRACESAND" -c "$conf" -o 'input.endpoint=tcp://127.0.0.1:*' \
+            -o 'output.endpoint=tcp://127.0.0.1:*' \
+            -o 'http.listen=127.0.0.1:0' -o 'state.dir=""' "$@"
+    ) 2>"$TMPD/$name.daemon.log" </dev/null &
+    OWN_PID=$!
+    background_pids+=("$OWN_PID")
+    for _ in $(seq 1 100); do
+        grep -q 'ready input=' "$TMPD/$name.daemon.log" && break
+        sleep 0.05
+    done
+    HTTP_EP=$(sed -n 's/.*ready input=.* http=\([^ ]*\).*/\1/p' \
+                  "$TMPD/$name.daemon.log" | head -n 1)
+    [ -n "$HTTP_EP" ] || fatal "$name: the daemon printed no http endpoint"
+}
+OWN_FD_LIMIT=64 own_daemon fd "$SHIPPED_CONF" -o 'http.max_connections=1000'
+FD_PID=$OWN_PID
 HOST=${HTTP_EP%:*} PORT=${HTTP_EP##*:}
 hold_connections 120 4 &
 HOLD_PID=$!
@@ -311,17 +319,8 @@ refused_in_time "fifo: the state store's data.mdb" \
 # A SIGHUP whose new configuration includes a FIFO: refused and counted,
 # while /healthz goes on answering.
 cp "$SHIPPED_CONF" "$TMPD/live.conf"
-"$TRACESAND" -c "$TMPD/live.conf" -o 'input.endpoint=tcp://127.0.0.1:*' \
-    -o 'output.endpoint=tcp://127.0.0.1:*' -o 'http.listen=127.0.0.1:0' \
-    -o 'state.dir=""' 2>"$TMPD/live.daemon.log" </dev/null &
-LIVE_PID=$!
-background_pids+=("$LIVE_PID")
-for _ in $(seq 1 100); do
-    grep -q 'ready input=' "$TMPD/live.daemon.log" && break
-    sleep 0.05
-done
-HTTP_EP=$(sed -n 's/.*ready input=.* http=\([^ ]*\).*/\1/p' "$TMPD/live.daemon.log" | head -n 1)
-[ -n "$HTTP_EP" ] || fatal "the live daemon printed no http endpoint"
+own_daemon live "$TMPD/live.conf"
+LIVE_PID=$OWN_PID
 printf '@include "fifo"\n' >>"$TMPD/live.conf"
 kill -HUP "$LIVE_PID"
 : >"$TMPD/live.healthz.txt"
