@@ -50,7 +50,7 @@
  * evhttp of Debian's libevent 2.1 cannot cap its connections nor tell us
  * when one closes, and an accept() failing with EMFILE made it spin. This
  * one serves GET, HEAD and CORS preflights, bounded in every dimension:
- * connections, head size, queued reply bytes and idle time. A streaming
+ * connections, head size and time, queued reply bytes. A streaming
  * route takes its connection over, and the feed's own limits apply. */
 struct ts_ops_http {
     struct event_base *base;
