@@ -518,7 +518,8 @@ static void on_connection_read(struct bufferevent *bev, void *arg)
             req.head.error = "request head too large";
         }
         if (parsed == TS_HTTP_HEAD_REFUSED) {
-            http->counters.bad_requests++;
+            if (bytes != NULL)
+                http->counters.bad_requests++;
             conn->closing = 1;
             char message[128];
             snprintf(message, sizeof message, "%s\n", req.head.error);
