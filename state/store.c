@@ -9,6 +9,8 @@
 
 #include <lmdb.h>
 
+#include "engine/safe_open.h"
+
 #define META_DB "meta"
 #define USERS_DB "users"
 #define SCHEMA_KEY "schema_version"
@@ -292,10 +294,34 @@ static int check_schema(ts_store *store, const char *dir, char *err,
     return 0;
 }
 
+/* LMDB opens its two files blocking, and a read-only open of a FIFO
+ * waits for a writer: refuse anything but a directory of regular files
+ * before it opens them (issue 25, item 5). */
+static int check_store_files(const char *dir, char *err, size_t errlen)
+{
+    struct stat st;
+    if (stat(dir, &st) == 0 && !S_ISDIR(st.st_mode)) {
+        set_err(err, errlen, "state store %s: not a directory", dir);
+        return -1;
+    }
+    static const char *const names[] = { "data.mdb", "lock.mdb" };
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        char path[4096], why[128];
+        snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+        if (ts_check_regular(path, 1, why, sizeof why) != 0) {
+            set_err(err, errlen, "state store %s: %s", path, why);
+            return -1;
+        }
+    }
+    return 0;
+}
+
 ts_store *ts_store_open(const char *dir, ts_store_sync sync,
                         size_t map_size_mb, int readonly, char *err,
                         size_t errlen)
 {
+    if (check_store_files(dir, err, errlen) != 0)
+        return NULL;
     if (!readonly && mkdir(dir, 0700) != 0 && errno != EEXIST) {
         set_err(err, errlen, "state store %s: cannot create: %s", dir,
                 strerror(errno));

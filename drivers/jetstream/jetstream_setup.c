@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/safe_open.h"
+
 /* Handshakes tried when the server refuses an NKey or creds signature. */
 #define AUTH_ATTEMPTS 4
 
@@ -32,6 +34,25 @@ int ts_js_connect(ts_js_conn *conn, const struct ts_nats_settings *nats,
                   void *closure, char *err, size_t errlen)
 {
     memset(conn, 0, sizeof *conn);
+    /* libnats opens these itself, and a FIFO would block it: refuse what
+     * is not a regular file first (issue 25, item 5). A missing one is
+     * left to libnats, which says so. */
+    const struct { const char *key, *path; } files[] = {
+        { "nats.creds_file", nats->creds_file },
+        { "nats.nkey_seed_file", nats->nkey_seed_file },
+        { "nats.tls_ca_file", nats->tls_ca_file },
+        { "nats.tls_cert_file", nats->tls_cert_file },
+        { "nats.tls_key_file", nats->tls_key_file },
+    };
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+        char why[128];
+        if (files[i].path != NULL &&
+            ts_check_regular(files[i].path, 1, why, sizeof why) != 0) {
+            snprintf(err, errlen, "%s %s: %s", files[i].key, files[i].path,
+                     why);
+            return -1;
+        }
+    }
     char *urls = strdup(nats->servers != NULL ? nats->servers : "");
     const char *servers[MAX_SERVERS];
     int n = 0;
