@@ -39,18 +39,46 @@ static const char *const output_types[] = { "pub", "push", NULL };
 
 /* --------------------------------------------------------- the loop */
 
+/* A message is done: it may join a group now, and a long turn lets the
+ * loop serve its other events before more input is read. */
+static void message_done(ts_driver *d)
+{
+    ts_group_commit_close_message(&d->commit);
+    if (d->outbox.count >= OUTBOX_FLUSH_ENTRIES)
+        ts_group_commit_flush(&d->commit);
+    if (ts_group_turn_spent(&d->group))
+        ts_group_commit_yield(&d->commit);
+}
+
 static void on_message(void *arg, const ts_inbound *message)
 {
     ts_driver *d = arg;
-    ts_group_process(&d->group, d->pipeline, message, &d->sink);
-    if (d->outbox.count >= OUTBOX_FLUSH_ENTRIES)
-        ts_group_commit_flush(&d->commit);
+    ts_group_commit_open_message(&d->commit);
+    if (ts_group_start(&d->group, d->pipeline, message, &d->sink))
+        message_done(d);
+    else
+        ts_group_commit_yield(&d->commit);
 }
 
-/* The end of a readiness callback's messages: commit, then publish. */
+/* A later loop turn after a yield: the open message goes on. */
+static void next_turn(void *arg)
+{
+    ts_driver *d = arg;
+    ts_group_end_turn(&d->group);
+    if (!ts_group_in_message(&d->group))
+        return;
+    if (ts_group_resume(&d->group, d->pipeline, &d->sink))
+        message_done(d);
+    else
+        ts_group_commit_yield(&d->commit);
+}
+
+/* The end of a readiness callback's messages: commit, then publish (a
+ * message still open waits for its close). */
 static void on_batch_end(void *arg)
 {
     ts_driver *d = arg;
+    ts_group_end_turn(&d->group);
     ts_group_commit_flush(&d->commit);
 }
 
@@ -159,6 +187,7 @@ static int zmq_open(ts_driver **out, const ts_driver_env *env, char *err,
         .pause_input = pause_input,
         .resume_input = resume_input,
         .input_arg = d,
+        .next_turn = next_turn,
         .observer = env->observer,
         .base = env->base,
     };
@@ -197,8 +226,11 @@ static void zmq_describe(const ts_driver *d, char *buf, size_t len)
 
 static int zmq_finish(ts_driver *d)
 {
-    /* A mid-callback break cannot leave outcomes behind, but finishing
-     * here keeps that true if the transport ever changes. */
+    /* A message still open when the loop ended is not finished: see
+     * ts_group_commit_drop_message. */
+    if (ts_group_in_message(&d->group))
+        ts_group_commit_drop_message(&d->commit,
+                                     ts_group_abandon(&d->group));
     return ts_group_commit_finish(&d->commit);
 }
 
