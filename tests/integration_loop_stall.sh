@@ -14,14 +14,20 @@
 #      model below, 3 s in all; before the fix one message blocked the
 #      loop for all of it). Its outcomes come out whole and in order, and
 #      a message sent right behind it is processed after it.
+#   3. the same over MQTT (when mosquitto is installed), with an oversized
+#      message published while the long one is processed: the client
+#      hands its head over while input is paused, and its rejection and
+#      PUBACK still come after the long message's, in order.
 . "${top_srcdir:-$(dirname "$0")/..}/tests/lib.sh"
 
 command -v curl >/dev/null 2>&1 || fatal "curl is not installed (scripts/setup.sh installs it)"
 MAKE_CHANNEL=${MAKE_CHANNEL:-$top_builddir/tests/make_channel}
 require_programs "$MAKE_CHANNEL"
 read -r CH_ROWS CH_COLS <<<"${STALL_CHANNEL:-32 64}"
+# Which parts to run (all by default): STALL_PARTS="2 3".
+part() { [[ " ${STALL_PARTS:-1 2 3} " == *" $1 "* ]]; }
 
-metric() { awk -v s="$1" '$1 == s { print $2; exit }' "$2"; }
+series() { awk -v s="$1" '$1 == s { print $2; exit }' "$2"; }
 now() { date +%s.%N; }
 since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
 scrape() { curl -s --max-time 5 "http://$HTTP_EP/metrics" >"$1"; }
@@ -53,10 +59,10 @@ stop_sampler() {
 check_loop() {
     local name=$1 before=$2 after=$3 samples=$4
     local ticks late slowest bad
-    ticks=$(( $(metric tracesand_event_loop_lag_seconds_count "$after") -
-              $(metric tracesand_event_loop_lag_seconds_count "$before") ))
-    late=$(( ticks - ( $(metric 'tracesand_event_loop_lag_seconds_bucket{le="1"}' "$after") -
-                       $(metric 'tracesand_event_loop_lag_seconds_bucket{le="1"}' "$before") ) ))
+    ticks=$(( $(series tracesand_event_loop_lag_seconds_count "$after") -
+              $(series tracesand_event_loop_lag_seconds_count "$before") ))
+    late=$(( ticks - ( $(series 'tracesand_event_loop_lag_seconds_bucket{le="1"}' "$after") -
+                       $(series 'tracesand_event_loop_lag_seconds_bucket{le="1"}' "$before") ) ))
     slowest=$(awk 'BEGIN { m = 0 } $2 > m { m = $2 } END { print m }' "$samples")
     bad=$(awk '$1 != 200' "$samples" | wc -l)
     note "$name: /healthz $(wc -l <"$samples") samples, slowest ${slowest}s, non-200 $bad; loop: $ticks ticks, $late more than 1 s late"
@@ -78,6 +84,7 @@ wait_log() {
 }
 
 # --- 1. reloading a large channel --------------------------------------------
+if part 1; then
 CHANNEL=$TMPD/live.channel
 "$MAKE_CHANNEL" --rows 1 --cols 2 --output "$CHANNEL" ||
     fatal "make_channel (small) failed"
@@ -103,11 +110,11 @@ note "$(grep -o 'reload: configuration read and built.*' "$DAEMON_LOG" | head -n
 check_loop "reload of $(( CH_ROWS * CH_COLS )) cells" "$TMPD/reload.before.txt" \
     "$TMPD/reload.after.txt" "$TMPD/reload.healthz.txt"
 check_eq "reload: three SIGHUPs, two reloads applied" 2 \
-    "$(metric tracesand_config_reloads_total "$TMPD/reload.after.txt")"
+    "$(series tracesand_config_reloads_total "$TMPD/reload.after.txt")"
 check_eq "reload: the SIGHUPs during a build coalesced into one" 1 \
     "$(grep -c 'reloading once more after it' "$DAEMON_LOG")"
 check_eq "reload: nothing refused" 0 \
-    "$(metric tracesand_config_reload_failures_total "$TMPD/reload.after.txt")"
+    "$(series tracesand_config_reload_failures_total "$TMPD/reload.after.txt")"
 
 # The reloaded profile serves: a report from the big grid's cells.
 start_tail reload 1
@@ -130,6 +137,8 @@ stop_daemon reload
 note "exit $(since "$stopped") s after SIGTERM during a reload"
 check "shutdown during a reload: logged" \
     grep -qE 'reload (still being built .* is abandoned|in progress is not applied)' "$DAEMON_LOG"
+
+fi
 
 # --- 2. one message of 10 000 pim updates ------------------------------------
 MODEL=$TMPD/pim.model
@@ -160,6 +169,7 @@ awk -v n="$N_PIM" -v users="$USERS" -v t0="$T0" 'BEGIN { srand(9)
 printf 'user,ts,lat,lon,profile\np0,%d,39.9,116.3,pim\n' \
     $(( T0 + 60 * N_PIM / USERS )) >"$TMPD/behind.csv"
 
+if part 2; then
 start_daemon pim -o "profiles.pim.model=\"$MODEL\"" \
     -o 'profiles.pim.points_per_window=1000000' \
     -o "state.dir=\"$TMPD/state\"" -o 'log.level=warn'
@@ -187,4 +197,73 @@ check_eq "pim: the message behind the big one came out last for p0" \
     "$(( T0 + 60 * N_PIM / USERS ))" \
     "$(awk -F, '$1 == "p0" { ts = $2 } END { print ts }' "$TAIL_OUT")"
 stop_daemon pim
+fi
+
+# --- 3. the same over MQTT ---------------------------------------------------
+part 3 || finish
+MOSQUITTO=${MOSQUITTO:-$(command -v mosquitto || ls /usr/sbin/mosquitto 2>/dev/null)}
+if [ ! -x "$MOSQUITTO" ] || ! command -v mosquitto_pub >/dev/null 2>&1; then
+    note "SKIP the MQTT part: mosquitto is not installed"
+    finish
+fi
+. "$top_srcdir/tests/mqtt_lib.sh"
+start_broker
+start_mqtt_daemon mqtt -o "profiles.pim.model=\"$MODEL\"" \
+    -o 'profiles.pim.points_per_window=1000000' \
+    -o "state.dir=\"$TMPD/mqtt-state\"" -o 'log.level=warn' \
+    -o 'mqtt.topics=["fleet/batch"]' -o 'mqtt.topic_formats=["protobuf"]' \
+    -o 'output.encoding="json"'
+wait_health "$HTTP_EP" 200 || fatal "the MQTT daemon did not connect"
+mqtt_tail mqtt $(( N_PIM + 2 )) --encoding json --timeout 300
+head -c $(( 1536 * 1024 )) /dev/zero >"$TMPD/oversized"
+scrape "$TMPD/mqtt.before.txt"
+healthz_sampler "$TMPD/mqtt.healthz.txt"
+"$TRACESAN" replay --mqtt "$BROKER_URL" --topic fleet/batch --payload protobuf \
+    --batch "$N_PIM" "$TMPD/pim.csv" 2>>"$TMPD/replay.log" ||
+    fatal "replay --mqtt failed"
+# The oversized message lands while the long one is being processed.
+pim_done() { metric "$HTTP_EP" 'tracesand_update_duration_seconds_count{profile="pim"}'; }
+for _ in $(seq 1 200); do
+    [ "$(pim_done)" -ge 1 ] 2>/dev/null && break
+    sleep 0.05
+done
+mosquitto_pub -p "$BROKER_PORT" -q 1 -t fleet/batch -f "$TMPD/oversized"
+done_then=$(pim_done)
+check "mqtt: the oversized message came while the long one was open" \
+    test "${done_then:-0}" -ge 1 -a "${done_then:-0}" -lt "$N_PIM"
+"$TRACESAN" replay --mqtt "$BROKER_URL" --topic fleet/batch --payload protobuf \
+    "$TMPD/behind.csv" 2>>"$TMPD/replay.log" || fatal "replay --mqtt failed"
+if wait_for_pid "$MTAIL_PID" 300 && [ "$waited_status" -eq 0 ]; then
+    pass "mqtt: every outcome received"
+else
+    fail "mqtt: tail received $(wc -l <"$MTAIL_OUT") of $(( N_PIM + 2 )) outcomes"
+fi
+sleep 0.6
+stop_sampler
+scrape "$TMPD/mqtt.after.txt"
+check_loop "mqtt, one message of $N_PIM pim updates" "$TMPD/mqtt.before.txt" \
+    "$TMPD/mqtt.after.txt" "$TMPD/mqtt.healthz.txt"
+# In order: the 10 000 outcomes, the oversized message's rejection, then
+# the message behind (p0's last fix); each user's in timestamp order.
+check "mqtt: outcomes whole and in arrival order" "$PY" - "$MTAIL_OUT" \
+    "$N_PIM" "$(( (T0 + 60 * N_PIM / USERS) * 1000 ))" <<'EOF_PY'
+import json, sys
+lines = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+n, behind = int(sys.argv[2]), int(sys.argv[3])
+kinds = [next(iter(m)) for m in lines]
+assert kinds == ["sanitized"] * n + ["rejected", "sanitized"], kinds[n - 2:]
+assert "exceeds" in lines[n]["rejected"].get("detail", ""), lines[n]
+last = lines[-1]["sanitized"]
+assert (last["user_id"], int(last["timestamp_ms"])) == ("p0", behind), last
+seen = {}
+for m in lines:
+    body = next(iter(m.values()))
+    user, ts = body.get("user_id", ""), int(body.get("timestamp_ms", 0))
+    assert user == "" or ts > seen.get(user, -1), (user, ts)
+    seen[user] = ts
+EOF_PY
+check_eq "mqtt: three messages, three PUBACKs" 3 \
+    "$(metric "$HTTP_EP" tracesand_mqtt_acks_total)"
+stop_daemon mqtt
+stop_broker
 finish
