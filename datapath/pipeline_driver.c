@@ -46,6 +46,15 @@ static void commit_resume(void *arg)
     resume_for(arg, PAUSED_COMMIT);
 }
 
+static void commit_next_turn(void *arg)
+{
+    ts_pipeline_driver *pd = arg;
+    if (pd->input.next_turn != NULL)
+        pd->input.next_turn(pd->input.arg);
+    else
+        ts_pipeline_driver_next_turn(pd);
+}
+
 /* ------------------------------------------------ the other's output */
 
 static int on_output_ready(void *arg)
@@ -166,6 +175,7 @@ int ts_pipeline_driver_start(ts_pipeline_driver *pd, ts_publisher publisher,
         .pause_input = commit_pause,
         .resume_input = commit_resume,
         .input_arg = pd,
+        .next_turn = commit_next_turn,
         .observer = pd->env.observer,
         .base = pd->env.base,
     };
@@ -185,14 +195,51 @@ int ts_pipeline_driver_start(ts_pipeline_driver *pd, ts_publisher publisher,
     return 0;
 }
 
+int ts_pipeline_driver_process(ts_pipeline_driver *pd,
+                               const ts_inbound *message)
+{
+    ts_group_commit_open_message(&pd->commit);
+    if (ts_group_start(&pd->group, pd->pipeline, message, &pd->sink)) {
+        ts_pipeline_driver_message_done(pd);
+        return 1;
+    }
+    ts_group_commit_yield(&pd->commit);
+    return 0;
+}
+
 void ts_pipeline_driver_message_done(ts_pipeline_driver *pd)
 {
+    ts_group_commit_close_message(&pd->commit);
     if (pd->outbox.count >= OUTBOX_FLUSH_ENTRIES)
         ts_group_commit_flush(&pd->commit);
+    if (ts_group_turn_spent(&pd->group))
+        ts_group_commit_yield(&pd->commit);
+}
+
+int ts_pipeline_driver_next_turn(ts_pipeline_driver *pd)
+{
+    ts_group_end_turn(&pd->group);
+    if (!ts_group_in_message(&pd->group))
+        return 1;
+    if (ts_group_resume(&pd->group, pd->pipeline, &pd->sink)) {
+        ts_pipeline_driver_message_done(pd);
+        return 1;
+    }
+    ts_group_commit_yield(&pd->commit);
+    return 0;
+}
+
+void ts_pipeline_driver_end_read(ts_pipeline_driver *pd)
+{
+    ts_group_end_turn(&pd->group);
+    ts_group_commit_flush(&pd->commit);
 }
 
 int ts_pipeline_driver_finish(ts_pipeline_driver *pd)
 {
+    if (ts_group_in_message(&pd->group))
+        ts_group_commit_drop_message(&pd->commit,
+                                     ts_group_abandon(&pd->group));
     return ts_group_commit_finish(&pd->commit);
 }
 

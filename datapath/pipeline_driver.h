@@ -8,8 +8,11 @@
  *   init (group, outbox, store backend, the other driver's output)
  *   -> the driver opens its transport
  *   -> start (the commit with the driver's publisher, the expiry timer)
- *   -> per message: ts_group_process into `sink`, then message_done;
- *      per read: ts_group_commit_flush(&commit)
+ *   -> per message: ts_pipeline_driver_process (or the driver's own
+ *      bracket: ts_group_commit_open_message, ts_group_start into `sink`,
+ *      ts_pipeline_driver_message_done); per read: end_read
+ *   -> a message longer than a loop turn (datapath/group.h) stays open,
+ *      input pauses, and next_turn continues it on a later loop turn
  *   -> finish -> stop -> the driver closes its transport -> free */
 #ifndef TRACESAN_DATAPATH_PIPELINE_DRIVER_H
 #define TRACESAN_DATAPATH_PIPELINE_DRIVER_H
@@ -23,11 +26,15 @@
 #include "datapath/output.h"
 #include "state/store.h"
 
-/* The driver's input as the commit and the output stop and start it. */
+/* The driver's input as the commit and the output stop and start it.
+ * next_turn (may be NULL: ts_pipeline_driver_next_turn) runs on a later
+ * loop turn after a yield; a driver that holds messages of its own behind
+ * the open one (MQTT) takes them there. */
 typedef struct ts_driver_input {
     void *arg;
     void (*pause)(void *arg);
     void (*resume)(void *arg);
+    void (*next_turn)(void *arg);
 } ts_driver_input;
 
 typedef struct ts_pipeline_driver {
@@ -75,9 +82,21 @@ ts_publish_result ts_pipeline_driver_publish_aside(ts_pipeline_driver *pd,
                                                    const void *payload,
                                                    size_t len);
 
-/* After each input message: a read of many messages commits and
- * publishes part way when the outbox grows large. */
+/* One input message through the group body on the event loop: 1 when
+ * it is done, 0 when it stays open for a later loop turn (input paused). */
+int ts_pipeline_driver_process(ts_pipeline_driver *pd,
+                               const ts_inbound *message);
+/* After each input message is done: the message may join a group now, a
+ * read of many messages commits and publishes part way when the outbox
+ * grows large, and a spent turn lets the loop serve its other events
+ * before more input is read. */
 void ts_pipeline_driver_message_done(ts_pipeline_driver *pd);
+/* The default next turn: continues the open message, if any. 1 when no
+ * message is open afterwards. */
+int ts_pipeline_driver_next_turn(ts_pipeline_driver *pd);
+/* The end of a readiness callback's messages: commit, then publish (a
+ * message still open waits for its close). */
+void ts_pipeline_driver_end_read(ts_pipeline_driver *pd);
 
 /* "input=<input> output=<own_output, or the other driver's output>". */
 void ts_pipeline_driver_describe(const ts_pipeline_driver *pd,
@@ -94,8 +113,10 @@ int ts_pipeline_driver_adopt_config(ts_pipeline_driver *pd,
                                     const ts_config *fresh, char *err,
                                     size_t errlen);
 
-/* The loop has ended: commit and publish what is in hand. 0, or 1 when
- * something stayed uncommitted. */
+/* The loop has ended: a message still open is dropped unfinished (its
+ * debits stay, see ts_group_commit_drop_message), then what is in hand
+ * is committed and published. 0, or 1 when something stayed
+ * uncommitted. */
 int ts_pipeline_driver_finish(ts_pipeline_driver *pd);
 /* Stops the timers and the commit's writer; the driver then closes its
  * transport, and frees. */

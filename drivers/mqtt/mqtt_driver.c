@@ -26,6 +26,16 @@ static const char *const refusal_names[N_REFUSALS] = {
     "oversized", "malformed", "no_user_level", "bad_topic",
 };
 
+/* A message between its start and its end, which may be loop turns
+ * apart (datapath/group.h): what its end does with it. */
+typedef struct message_tail {
+    uint8_t fingerprint[TS_MQTT_FINGERPRINT_BYTES];
+    int qos, oversized;
+    uint16_t packet_id;
+    uint64_t connection;
+    size_t first;                    /* its first outbox entry */
+} message_tail;
+
 /* The outbox holds outcomes under their format topics, whichever output
  * takes them (the templates make MQTT topics as they are published), and
  * each QoS 1 message's PUBACK behind its outcomes. */
@@ -41,17 +51,23 @@ struct ts_driver {
     uint64_t refusals[N_REFUSALS];
     uint64_t redeliveries;           /* answered from the recent slots */
     uint64_t acks_queued;
+    message_tail tail;               /* of the message in hand */
+    /* Messages handed over while one was open (the client holds input
+     * while paused, but not an oversized message's head), copied, to be
+     * handled after it in order. */
+    ts_mqtt_message *deferred;
+    size_t n_deferred, deferred_cap, deferred_next;
 };
 
 static const char *const types[] = { "mqtt", NULL };
 
 /* ------------------------------------------------------------- outbox */
 
-static void queue_ack(ts_driver *d, const ts_mqtt_message *m)
+static void queue_ack(ts_driver *d, uint64_t connection, uint16_t packet_id)
 {
     uint8_t ack[ACK_BYTES];
-    memcpy(ack, &m->connection, sizeof m->connection);
-    memcpy(ack + sizeof m->connection, &m->packet_id, sizeof m->packet_id);
+    memcpy(ack, &connection, sizeof connection);
+    memcpy(ack + sizeof connection, &packet_id, sizeof packet_id);
     if (ts_outbox_put(&d->pd.outbox, "", 0, ack, sizeof ack) == 0)
         d->acks_queued++;
 }
@@ -101,7 +117,8 @@ static int names_user(const char *filter, int level)
     return p != NULL && p[0] == '+' && (p[1] == '/' || p[1] == '\0');
 }
 
-static void process(ts_driver *d, const ts_mqtt_message *m)
+/* 1 when the message is done, 0 when it stays open for a later turn. */
+static int process(ts_driver *d, const ts_mqtt_message *m)
 {
     char detail[160];
     size_t filter = filter_of(d, m);
@@ -109,12 +126,12 @@ static void process(ts_driver *d, const ts_mqtt_message *m)
         snprintf(detail, sizeof detail, "message of %zu bytes exceeds %zu",
                  m->payload_len, d->pd.core->max_message_bytes);
         refuse(d, R_OVERSIZED, TS_REASON_OVERSIZED, detail);
-        return;
+        return 1;
     }
     if (!ts_mqtt_topic_is_valid(m->topic, m->topic_len)) {
         refuse(d, R_BAD_TOPIC, TS_REASON_INVALID_USER_ID,
                "topic is not UTF-8 or holds NUL");
-        return;
+        return 1;
     }
     const char *user = NULL;
     size_t user_len = 0;
@@ -125,7 +142,7 @@ static void process(ts_driver *d, const ts_mqtt_message *m)
         snprintf(detail, sizeof detail, "topic has no level %d "
                  "(mqtt.user_from_topic)", d->mqtt->user_from_topic);
         refuse(d, R_NO_USER, TS_REASON_MISSING_USER_ID, detail);
-        return;
+        return 1;
     }
     ts_reason reason = TS_REASON_MALFORMED;
     if (ts_mqtt_payload_to_batch(d->mqtt->formats[filter],
@@ -133,21 +150,39 @@ static void process(ts_driver *d, const ts_mqtt_message *m)
                                  user, user_len, &d->batch, &reason, detail,
                                  sizeof detail) != 0) {
         refuse(d, R_MALFORMED, reason, detail);
-        return;
+        return 1;
     }
     ts_inbound inbound = { d->batch.data, d->batch.len, 1 };
-    ts_group_process(&d->pd.group, d->pd.pipeline, &inbound, &d->pd.sink);
+    return ts_group_start(&d->pd.group, d->pd.pipeline, &inbound,
+                          &d->pd.sink);
 }
 
-static void on_message(void *arg, const ts_mqtt_message *m)
+/* The message's outcomes are all in the outbox: kept for a redelivery,
+ * then its acknowledgement behind them. */
+static void message_done(ts_driver *d)
 {
-    ts_driver *d = arg;
-    uint8_t fingerprint[TS_MQTT_FINGERPRINT_BYTES];
-    size_t first = d->pd.outbox.count;
+    const message_tail *t = &d->tail;
+    if (t->qos > 0) {
+        if (!t->oversized)
+            ts_mqtt_recent_add(d->recent, t->fingerprint, &d->pd.outbox,
+                               t->first);
+        queue_ack(d, t->connection, t->packet_id);
+    }
+    ts_pipeline_driver_message_done(&d->pd);
+}
+
+static void handle(ts_driver *d, const ts_mqtt_message *m)
+{
+    message_tail *t = &d->tail;
+    t->qos = m->qos;
+    t->oversized = m->oversized;
+    t->packet_id = m->packet_id;
+    t->connection = m->connection;
+    t->first = d->pd.outbox.count;
     if (m->qos > 0 && !m->oversized) {
         ts_mqtt_fingerprint(m->topic, m->topic_len, m->payload,
-                            m->payload_len, fingerprint);
-        long slot = ts_mqtt_recent_find(d->recent, fingerprint);
+                            m->payload_len, t->fingerprint);
+        long slot = ts_mqtt_recent_find(d->recent, t->fingerprint);
         if (slot >= 0) {
             /* Processed before, its debits durable: the same outcomes
              * again, nothing released. */
@@ -155,23 +190,93 @@ static void on_message(void *arg, const ts_mqtt_message *m)
             d->pd.group.messages++;
             if (ts_mqtt_recent_replay(d->recent, slot, &d->pd.outbox) != 0)
                 d->pd.group.encode_failures++;
-            queue_ack(d, m);
+            queue_ack(d, m->connection, m->packet_id);
             return;
         }
     }
-    process(d, m);
-    if (m->qos > 0) {
-        if (!m->oversized)
-            ts_mqtt_recent_add(d->recent, fingerprint, &d->pd.outbox,
-                               first);
-        queue_ack(d, m);
+    ts_group_commit_open_message(&d->pd.commit);
+    if (process(d, m))
+        message_done(d);
+    else
+        ts_group_commit_yield(&d->pd.commit);
+}
+
+static void free_deferred(ts_driver *d)
+{
+    for (size_t i = d->deferred_next; i < d->n_deferred; i++) {
+        free((void *)d->deferred[i].topic);
+        free((void *)d->deferred[i].payload);
     }
-    ts_pipeline_driver_message_done(&d->pd);
+    d->n_deferred = d->deferred_next = 0;
+}
+
+/* A copy to handle after the open message; lost (counted as malformed)
+ * only when memory runs out. */
+static void defer(ts_driver *d, const ts_mqtt_message *m)
+{
+    if (d->n_deferred == d->deferred_cap) {
+        size_t cap = d->deferred_cap != 0 ? 2 * d->deferred_cap : 16;
+        ts_mqtt_message *grown = realloc(d->deferred, cap * sizeof *grown);
+        if (grown == NULL) {
+            refuse(d, R_MALFORMED, TS_REASON_MALFORMED, "out of memory");
+            return;
+        }
+        d->deferred = grown;
+        d->deferred_cap = cap;
+    }
+    ts_mqtt_message copy = *m;
+    copy.topic = malloc(m->topic_len > 0 ? m->topic_len : 1);
+    copy.payload = m->payload != NULL
+                       ? malloc(m->payload_len > 0 ? m->payload_len : 1)
+                       : NULL;
+    if (copy.topic == NULL || (m->payload != NULL && copy.payload == NULL)) {
+        free((void *)copy.topic);
+        free((void *)copy.payload);
+        refuse(d, R_MALFORMED, TS_REASON_MALFORMED, "out of memory");
+        return;
+    }
+    memcpy((void *)copy.topic, m->topic, m->topic_len);
+    if (m->payload != NULL)
+        memcpy((void *)copy.payload, m->payload, m->payload_len);
+    d->deferred[d->n_deferred++] = copy;
+}
+
+static void on_message(void *arg, const ts_mqtt_message *m)
+{
+    ts_driver *d = arg;
+    if (ts_group_in_message(&d->pd.group) || d->n_deferred > 0)
+        defer(d, m);
+    else
+        handle(d, m);
+}
+
+/* A later loop turn after a yield: the open message goes on, then the
+ * messages deferred behind it, in order, until one stays open. */
+static void next_turn(void *arg)
+{
+    ts_driver *d = arg;
+    ts_group_end_turn(&d->pd.group);
+    if (ts_group_in_message(&d->pd.group)) {
+        if (!ts_group_resume(&d->pd.group, d->pd.pipeline, &d->pd.sink)) {
+            ts_group_commit_yield(&d->pd.commit);
+            return;
+        }
+        message_done(d);
+    }
+    while (d->deferred_next < d->n_deferred &&
+           !ts_group_in_message(&d->pd.group) && !d->pd.commit.yielded) {
+        ts_mqtt_message *m = &d->deferred[d->deferred_next++];
+        handle(d, m);
+        free((void *)m->topic);
+        free((void *)m->payload);
+    }
+    if (d->deferred_next == d->n_deferred)
+        d->n_deferred = d->deferred_next = 0;
 }
 
 static void on_batch_end(void *arg)
 {
-    ts_group_commit_flush(&((ts_driver *)arg)->pd.commit);
+    ts_pipeline_driver_end_read(&((ts_driver *)arg)->pd);
 }
 
 /* ---------------------------------------------------- output, acks */
@@ -307,6 +412,8 @@ static void mqtt_close(ts_driver *d)
     ts_mqtt_recent_free(d->recent);
     ts_buf_free(&d->batch);
     ts_buf_free(&d->topic);
+    free_deferred(d);
+    free(d->deferred);
     free(d);
 }
 
@@ -344,7 +451,7 @@ static int mqtt_open(ts_driver **out, const ts_driver_env *env, char *err,
     }
     d->link = (ts_mqtt_link){ .observer = env->observer,
                               .client = d->client };
-    ts_driver_input input = { d, pause_input, resume_input };
+    ts_driver_input input = { d, pause_input, resume_input, next_turn };
     if (ts_pipeline_driver_start(&d->pd, (ts_publisher){ d, publish }, input,
                                  err, errlen) != 0) {
         mqtt_close(d);
@@ -371,6 +478,10 @@ static void mqtt_describe(const ts_driver *d, char *buf, size_t len)
 
 static int mqtt_finish(ts_driver *d)
 {
+    /* An open message is not acknowledged: the broker delivers it again
+     * (QoS 1), and nothing of it is published. Deferred messages are not
+     * acknowledged either. */
+    free_deferred(d);
     return ts_pipeline_driver_finish(&d->pd);
 }
 

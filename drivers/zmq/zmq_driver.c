@@ -24,15 +24,13 @@ static const char *const output_types[] = { "pub", "push", NULL };
 static void on_message(void *arg, const ts_inbound *message)
 {
     ts_driver *d = arg;
-    ts_group_process(&d->pd.group, d->pd.pipeline, message, &d->pd.sink);
-    ts_pipeline_driver_message_done(&d->pd);
+    ts_pipeline_driver_process(&d->pd, message);
 }
 
-/* The end of a readiness callback's messages: commit, then publish. */
 static void on_batch_end(void *arg)
 {
     ts_driver *d = arg;
-    ts_group_commit_flush(&d->pd.commit);
+    ts_pipeline_driver_end_read(&d->pd);
 }
 
 static int on_output_ready(void *arg)
@@ -96,7 +94,7 @@ static int zmq_open(ts_driver **out, const ts_driver_env *env, char *err,
     ts_publisher publisher = env->output != NULL
                                  ? ts_pipeline_driver_publisher(&d->pd)
                                  : ts_transport_publisher(d->transport);
-    ts_driver_input input = { d, pause_input, resume_input };
+    ts_driver_input input = { d, pause_input, resume_input, NULL };
     if (ts_pipeline_driver_start(&d->pd, publisher, input, err, errlen) !=
         0) {
         zmq_close(d);
@@ -125,8 +123,6 @@ static void zmq_describe(const ts_driver *d, char *buf, size_t len)
 
 static int zmq_finish(ts_driver *d)
 {
-    /* A mid-callback break cannot leave outcomes behind, but finishing
-     * here keeps that true if the transport ever changes. */
     return ts_pipeline_driver_finish(&d->pd);
 }
 
