@@ -100,7 +100,7 @@ static test_model random_model(ts_rng *rng, uint32_t n, uint32_t max_row)
 
 /* ------------------------------------------------------------ validation */
 
-START_TEST(test_validate)
+TS_TEST(test_validate)
 {
     ts_rng *rng = ts_rng_new_seeded(1);
     test_model t = random_model(rng, 12, 4);
@@ -188,7 +188,7 @@ START_TEST(test_validate)
 }
 END_TEST
 
-START_TEST(test_ticks)
+TS_TEST(test_ticks)
 {
     ck_assert_int_eq(ts_markov_tick_index(60.0, 0), 0);
     ck_assert_int_eq(ts_markov_tick_index(60.0, 59999), 0);
@@ -228,7 +228,7 @@ static void dense_step(const double *dense, uint32_t n, const double *in,
             out[j] += in[i] * dense[(size_t)i * n + j];
 }
 
-START_TEST(test_power_matches_dense)
+TS_TEST(test_power_matches_dense)
 {
     ts_rng *rng = ts_rng_new_seeded(2024);
     const uint32_t n = 30;
@@ -294,7 +294,7 @@ START_TEST(test_power_matches_dense)
 }
 END_TEST
 
-START_TEST(test_step_bad_input)
+TS_TEST(test_step_bad_input)
 {
     ts_rng *rng = ts_rng_new_seeded(3);
     test_model t = random_model(rng, 10, 3);
@@ -407,7 +407,7 @@ static unsigned char *write_to_buffer(file_fixture *f, size_t *len)
     return buf;
 }
 
-START_TEST(test_file_round_trip)
+TS_TEST(test_file_round_trip)
 {
     file_fixture f;
     fixture_init(&f);
@@ -485,7 +485,7 @@ static void expect_rejected(const unsigned char *buf, size_t len,
     ck_assert_msg(strstr(err, needle) != NULL, "'%s' lacks '%s'", err, needle);
 }
 
-START_TEST(test_file_rejections)
+TS_TEST(test_file_rejections)
 {
     file_fixture f;
     fixture_init(&f);
@@ -589,7 +589,7 @@ START_TEST(test_file_rejections)
 }
 END_TEST
 
-START_TEST(test_write_rejections)
+TS_TEST(test_write_rejections)
 {
     file_fixture f;
     fixture_init(&f);
@@ -632,19 +632,7 @@ START_TEST(test_write_rejections)
 }
 END_TEST
 
-static Suite *markov_suite(void)
-{
-    Suite *s = suite_create("markov");
-    TS_CHECK_CASE(s, "markov", 60, NULL, NULL,
-                  test_validate, test_ticks, test_power_matches_dense,
-                  test_step_bad_input);
-    TS_CHECK_CASE(s, "model_file", 60, NULL, NULL,
-                  test_file_round_trip, test_file_rejections,
-                  test_write_rejections);
-    return s;
-}
-
 int main(void)
 {
-    return ts_check_run(markov_suite());
+    return ts_check_main("markov", 60, NULL, NULL);
 }

@@ -177,7 +177,7 @@ static size_t random_cell_k(ts_rng *rng, size_t cells, ts_pim_context *ctx)
 
 /* ---------------------------------------------------------------- hulls */
 
-START_TEST(test_hull_matches_brute_force)
+TS_TEST(test_hull_matches_brute_force)
 {
     static const point_kind kinds[] = {SMALL_GRID, REALS, CIRCLE, LINE};
     ts_rng *rng = ts_rng_new_seeded(1001);
@@ -206,7 +206,7 @@ START_TEST(test_hull_matches_brute_force)
 }
 END_TEST
 
-START_TEST(test_hull_degenerate_inputs)
+TS_TEST(test_hull_degenerate_inputs)
 {
     ts_vec2 hull[16];
     ts_vec2 one[3] = {{2.0, 3.0}, {2.0, 3.0}, {2.0, 3.0}};
@@ -239,7 +239,7 @@ START_TEST(test_hull_degenerate_inputs)
 END_TEST
 
 /* The result does not depend on the order of the input (the tie rule). */
-START_TEST(test_hull_order_independent)
+TS_TEST(test_hull_order_independent)
 {
     ts_rng *rng = ts_rng_new_seeded(1002);
     ts_vec2 pts[40], shuffled[40], h1[80], h2[80];
@@ -269,7 +269,7 @@ END_TEST
  * by the sort shows in the vertex set. Exact comparison (lattice points,
  * see the header comment). */
 #define LARGE_POINTS 320
-START_TEST(test_hull_large_n_matches_brute_force)
+TS_TEST(test_hull_large_n_matches_brute_force)
 {
     static const point_kind kinds[] = {SMALL_GRID, REALS, CIRCLE, LINE};
     static const size_t sizes[] = {65, 66, 71, 72, 100, 127, 128, 129, 200, 257, 300, 317};
@@ -442,7 +442,7 @@ static int same_set_tol(const ts_vec2 *a, size_t na, const ts_vec2 *b, size_t nb
  * this only forgives rounding the code may legitimately do. Also checked:
  * the output convention. Grid origins from
  * 0 to UTM-like 4.5e5 m and cells of 340 and 100.25 m. */
-START_TEST(test_context_hull_matches_brute_force)
+TS_TEST(test_context_hull_matches_brute_force)
 {
     static const struct {
         double x0, y0, cell;
@@ -509,7 +509,7 @@ END_TEST
 
 /* ------------------------------------------------------ Minkowski sums */
 
-START_TEST(test_sensitivity_hull_matches_brute_force)
+TS_TEST(test_sensitivity_hull_matches_brute_force)
 {
     static const point_kind kinds[] = {SMALL_GRID, REALS, CIRCLE, LINE};
     ts_rng *rng = ts_rng_new_seeded(1003);
@@ -548,7 +548,7 @@ START_TEST(test_sensitivity_hull_matches_brute_force)
 }
 END_TEST
 
-START_TEST(test_minkowski_sum_matches_brute_force)
+TS_TEST(test_minkowski_sum_matches_brute_force)
 {
     static const point_kind kinds[] = {SMALL_GRID, REALS, CIRCLE, LINE};
     ts_rng *rng = ts_rng_new_seeded(1004);
@@ -585,7 +585,7 @@ END_TEST
 
 /* ------------------------------------------------- area and moments */
 
-START_TEST(test_area_centroid_moment_closed_forms)
+TS_TEST(test_area_centroid_moment_closed_forms)
 {
     /* Unit right triangle: area 1/2, centroid (1/3, 1/3), E[x^2] = 1/6,
      * E[xy] = 1/12 (direct integration). */
@@ -668,7 +668,7 @@ static void check_moment_by_monte_carlo(const ts_vec2 *v, size_t n, ts_rng *rng,
     }
 }
 
-START_TEST(test_second_moment_monte_carlo)
+TS_TEST(test_second_moment_monte_carlo)
 {
     ts_rng *rng = ts_rng_new_seeded(1005);
     ts_vec2 pts[20], hull[40];
@@ -710,7 +710,7 @@ static double isotropy_error(ts_sym2 sigma, ts_mat2 t, ts_mat2 inv)
     return e;
 }
 
-START_TEST(test_isotropic_transform_exact)
+TS_TEST(test_isotropic_transform_exact)
 {
     ts_rng *rng = ts_rng_new_seeded(1006);
     ts_pim_context ctx;
@@ -854,7 +854,7 @@ static ts_vec2 naive_barycentric(const ts_vec2 *v, size_t n, const double *fan, 
                       v[0].y + u * (v[k + 1].y - v[0].y) + w * (v[k + 2].y - v[0].y)};
 }
 
-START_TEST(test_uniform_sampler_chi_square)
+TS_TEST(test_uniform_sampler_chi_square)
 {
     ts_rng *rng = ts_rng_new_seeded(1007);
     ts_pim_context ctx;
@@ -911,7 +911,7 @@ static double gauge_by_bisection(const ts_vec2 *v, size_t n, ts_vec2 p)
     return hi;
 }
 
-START_TEST(test_gauge_properties)
+TS_TEST(test_gauge_properties)
 {
     ts_rng *rng = ts_rng_new_seeded(1008);
     ts_pim_context ctx;
@@ -993,25 +993,7 @@ START_TEST(test_gauge_properties)
 }
 END_TEST
 
-static Suite *geometry_suite(void)
-{
-    Suite *s = suite_create("pim_geometry");
-    TS_CHECK_CASE(s, "hull", 120, NULL, NULL,
-                  test_hull_matches_brute_force, test_hull_degenerate_inputs,
-                  test_hull_order_independent,
-                  test_hull_large_n_matches_brute_force,
-                  test_context_hull_matches_brute_force,
-                  test_sensitivity_hull_matches_brute_force,
-                  test_minkowski_sum_matches_brute_force);
-    TS_CHECK_CASE(s, "polygon", 120, NULL, NULL,
-                  test_area_centroid_moment_closed_forms,
-                  test_second_moment_monte_carlo,
-                  test_isotropic_transform_exact,
-                  test_uniform_sampler_chi_square, test_gauge_properties);
-    return s;
-}
-
 int main(void)
 {
-    return ts_check_run(geometry_suite());
+    return ts_check_main("pim_geometry", 120, NULL, NULL);
 }
