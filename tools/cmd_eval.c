@@ -309,9 +309,8 @@ int cmd_eval(int argc, char **argv)
     ts_tool_pipeline tool = { 0 };
     const ts_profile *replay_profile = NULL;
     int replay_slot = TS_EVAL_PROFILE_UNKNOWN;
-    data.users = ts_name_index_new();
     data.profiles = ts_name_index_new();
-    if (data.users == NULL || data.profiles == NULL) {
+    if (data.profiles == NULL) {
         fprintf(stderr, TS_TOOL_NAME ": out of memory\n");
         goto out;
     }

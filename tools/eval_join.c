@@ -11,6 +11,7 @@
 #include "geometry/geo.h"
 #include "tools/commands.h"
 #include "tools/csv.h"
+#include "tools/trace.h"
 
 /* eps values are printed with %.9g: equal values agree to ~1e-8. */
 #define WINDOW_START_TOLERANCE 1e-7
@@ -39,16 +40,6 @@ void ts_eval_data_free(ts_eval_data *data)
     free(data->rows);
 }
 
-static int compare_rows(const void *a, const void *b)
-{
-    const ts_eval_row *x = a, *y = b;
-    if (x->user != y->user)
-        return x->user < y->user ? -1 : 1;
-    if (x->ts_ms != y->ts_ms)
-        return x->ts_ms < y->ts_ms ? -1 : 1;
-    return x->order < y->order ? -1 : (x->order > y->order);
-}
-
 static key_entry *find_key(ts_eval_data *data, uint32_t user, int64_t ts_ms)
 {
     key_entry probe;
@@ -60,61 +51,45 @@ static key_entry *find_key(ts_eval_data *data, uint32_t user, int64_t ts_ms)
     return entry;
 }
 
+/* A true row not joined with any sanitized one. */
+static void unjoin(ts_eval_row *r)
+{
+    r->matched = 0;
+    r->predicted = -1;
+    r->window_start = 0;
+    r->error_m = NAN;
+    r->rho = NAN;
+    r->delta_set_size = NAN;
+    r->profile_slot = TS_EVAL_PROFILE_UNNAMED;
+    r->profile_name = 0;
+    r->drifted = -1;
+    r->knn_precision = NAN;
+    r->knn_recall = NAN;
+}
+
 int ts_eval_load_truth(ts_eval_data *data, const char *path)
 {
-    char err[TS_EVAL_ERR_MAX];
-    ts_csv_reader *reader = ts_csv_open(path, err, sizeof err);
-    if (reader == NULL) {
-        fprintf(stderr, TS_TOOL_NAME ": %s\n", err);
-        return -1;
-    }
+    ts_trace trace;
     int status = -1;
-    uint64_t skipped = 0;
-    ts_csv_row row;
-    for (;;) {
-        int rc = ts_csv_read(reader, &row, err, sizeof err);
-        if (rc == TS_CSV_EOF)
-            break;
-        if (rc == TS_CSV_IO_ERROR) {
-            fprintf(stderr, TS_TOOL_NAME ": %s: %s\n", path, err);
-            goto out;
-        }
-        if (rc == TS_CSV_BAD_ROW || row.user[0] == '\0' ||
-            !ts_geo_valid(row.lat, row.lon)) {
-            skipped++;
-            continue;
-        }
-        uint32_t user;
-        if (ts_name_index_intern(data->users, row.user, &user) != 0 ||
-            data->n_rows >= UINT32_MAX)
-            goto oom;
-        if (data->n_rows == data->rows_cap) {
-            size_t cap = data->rows_cap ? data->rows_cap * 2 : 4096;
-            ts_eval_row *rows = realloc(data->rows, cap * sizeof *rows);
-            if (rows == NULL)
-                goto oom;
-            data->rows = rows;
-            data->rows_cap = cap;
-        }
-        ts_eval_row *r = &data->rows[data->n_rows];
-        memset(r, 0, sizeof *r);
-        r->user = user;
-        r->order = (uint32_t)data->n_rows;
-        r->ts_ms = row.ts_ms;
-        r->lat = row.lat;
-        r->lon = row.lon;
-        r->predicted = -1;
-        r->delta_set_size = NAN;
-        r->profile_slot = TS_EVAL_PROFILE_UNNAMED;
-        r->drifted = -1;
-        r->knn_precision = NAN;
-        r->knn_recall = NAN;
-        data->n_rows++;
-    }
-    if (skipped != 0)
+    if (ts_trace_load(&trace, path, INT64_MIN) != 0)
+        goto out;
+    if (trace.skipped != 0)
         fprintf(stderr, "eval: %" PRIu64 " unusable rows in %s ignored\n",
-                skipped, path);
-    qsort(data->rows, data->n_rows, sizeof *data->rows, compare_rows);
+                trace.skipped, path);
+    data->users = trace.users;
+    trace.users = NULL;
+    data->n_rows = trace.n;
+    data->rows = calloc(trace.n ? trace.n : 1, sizeof *data->rows);
+    if (data->rows == NULL)
+        goto oom;
+    for (size_t i = 0; i < trace.n; i++) {
+        ts_eval_row *r = &data->rows[i];
+        r->user = trace.points[i].user;
+        r->ts_ms = trace.points[i].ts_ms;
+        r->lat = trace.points[i].lat;
+        r->lon = trace.points[i].lon;
+        unjoin(r);
+    }
     for (size_t i = 0; i < data->n_rows;) {
         size_t j = i;
         while (j < data->n_rows && data->rows[j].user == data->rows[i].user &&
@@ -135,7 +110,7 @@ int ts_eval_load_truth(ts_eval_data *data, const char *path)
 oom:
     fprintf(stderr, TS_TOOL_NAME ": out of memory\n");
 out:
-    ts_csv_close(reader);
+    ts_trace_free(&trace);
     return status;
 }
 
@@ -254,24 +229,10 @@ out:
     return status;
 }
 
-/* Undoes the join with a sanitized file, so the true rows can be joined
- * with the next one. */
 void ts_eval_forget_sanitized(ts_eval_data *data)
 {
-    for (size_t i = 0; i < data->n_rows; i++) {
-        ts_eval_row *r = &data->rows[i];
-        r->matched = 0;
-        r->predicted = -1;
-        r->window_start = 0;
-        r->error_m = NAN;
-        r->rho = NAN;
-        r->delta_set_size = NAN;
-        r->profile_slot = TS_EVAL_PROFILE_UNNAMED;
-        r->profile_name = 0;
-        r->drifted = -1;
-        r->knn_precision = NAN;
-        r->knn_recall = NAN;
-    }
+    for (size_t i = 0; i < data->n_rows; i++)
+        unjoin(&data->rows[i]);
     key_entry *key, *tmp_key;
     HASH_ITER(hh, data->keys, key, tmp_key)
         key->used = 0;

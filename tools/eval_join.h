@@ -22,7 +22,6 @@
 
 typedef struct ts_eval_row {
     uint32_t user;
-    uint32_t order;
     int64_t ts_ms;
     double lat;
     double lon;
@@ -48,7 +47,7 @@ typedef struct ts_eval_data {
     ts_name_index *users;    /* user id -> ts_eval_row.user */
     ts_name_index *profiles; /* the sanitized rows' profile column */
     ts_eval_row *rows;
-    size_t n_rows, rows_cap;
+    size_t n_rows;
     struct ts_eval_key *keys;
     int has_delta;           /* the sanitized file has delta_set_size */
     int has_extra;           /* replay or kNN asked for: three more columns */
@@ -60,8 +59,8 @@ typedef struct ts_eval_data {
 
 void ts_eval_data_free(ts_eval_data *data);
 
-/* Reads the true trace (CSV as sanitize reads it; unusable rows counted on
- * stderr and skipped) into data->rows, sorted by (user, ts, file order).
+/* Reads the true trace (tools/trace.h; unusable rows counted on stderr)
+ * into data->users and data->rows, sorted by (user, ts, file order).
  * Returns -1 (reported) on an error. */
 int ts_eval_load_truth(ts_eval_data *data, const char *path);
 
