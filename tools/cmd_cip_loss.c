@@ -10,7 +10,6 @@
 #include "tools/plot.h"
 
 #define ERR_MAX 256
-#define MAX_VALUES 64
 #define DEFAULT_RADIUS_M 100.0
 #define DEFAULT_RENYI_ORDER 2.0
 #define DEFAULT_SIGMA_X_M 1.0
@@ -74,30 +73,14 @@ static void usage(FILE *out)
         out);
 }
 
-typedef struct values {
-    double v[MAX_VALUES];
-    size_t n;
-} values;
-
-static const char *take_positive(void *dest, const char *text)
-{
-    values *list = dest;
-    double x;
-    if (list->n == MAX_VALUES)
-        return "is repeated too often (at most 64 values)";
-    if (ts_tool_parse_double(text, &x) != 0 || !(x > 0.0) || !isfinite(x))
-        return "needs a positive number";
-    list->v[list->n++] = x;
-    return NULL;
-}
-
 static const char *const secret_choices[] = {"every_other", "all", NULL};
 
 /* Fig. 2(a): loss[p * n_sz + k] for prior p and sigma_z szs[k], against
  * sigma_z^2, on a log loss axis. */
-static int draw_figure(const char *path, ts_plot_size size, const values *szs,
-                       const values *ls, int independent, const double *loss,
-                       size_t d, double interval)
+static int draw_figure(const char *path, ts_plot_size size,
+                       const ts_tool_numbers *szs, const ts_tool_numbers *ls,
+                       int independent, const double *loss, size_t d,
+                       double interval)
 {
     char title[160];
     snprintf(title, sizeof title,
@@ -108,7 +91,7 @@ static int draw_figure(const char *path, ts_plot_size size, const values *szs,
                      : ts_plot_add_panel(plot, NULL, "sigma_z^2 (m^2)",
                                          TS_PLOT_LINEAR, "loss L*",
                                          TS_PLOT_LOG);
-    double x[MAX_VALUES];
+    double x[TS_TOOL_MAX_NUMBERS];
     for (size_t k = 0; k < szs->n; k++)
         x[k] = szs->v[k] * szs->v[k];
     size_t n_priors = ls->n + (independent ? 1 : 0);
@@ -138,18 +121,16 @@ int cmd_cip_loss(int argc, char **argv)
     double radius = DEFAULT_RADIUS_M, renyi = DEFAULT_RENYI_ORDER;
     double sigma_x = DEFAULT_SIGMA_X_M;
     int independent = 0, secret = 0;
-    values ls = {.n = 0}, szs = {.n = 0};
+    ts_tool_numbers ls = {.n = 0}, szs = {.n = 0};
     const char *plot_path = NULL;
     ts_plot_size plot_size = {TS_PLOT_DEFAULT_WIDTH, TS_PLOT_DEFAULT_HEIGHT};
     const ts_tool_option options[] = {
         {"points", 0, TS_ARG_U64, .dest = &points, .min = 1,
          .max = TS_CIP_MAX_POINTS},
         {"interval-s", 0, TS_ARG_POSITIVE, .dest = &interval},
-        {"length-scale-s", 0, TS_ARG_HANDLER, .dest = &ls,
-         .handle = take_positive},
+        {"length-scale-s", 0, TS_ARG_POSITIVE_EACH, .dest = &ls},
         {"independent", 0, TS_ARG_FLAG, .dest = &independent},
-        {"sigma-z-m", 0, TS_ARG_HANDLER, .dest = &szs,
-         .handle = take_positive},
+        {"sigma-z-m", 0, TS_ARG_POSITIVE_EACH, .dest = &szs},
         {"epsilon", 0, TS_ARG_POSITIVE, .dest = &epsilon},
         {"secret", 0, TS_ARG_CHOICE, .dest = &secret,
          .choices = secret_choices},
@@ -192,7 +173,8 @@ int cmd_cip_loss(int argc, char **argv)
     size_t d = (size_t)points;
     double *t = malloc(d * sizeof *t);
     unsigned char *in_s = malloc(d);
-    double *losses = malloc((ls.n + 1) * MAX_VALUES * sizeof *losses);
+    double *losses =
+        malloc((ls.n + 1) * TS_TOOL_MAX_NUMBERS * sizeof *losses);
     char err[ERR_MAX];
     int status = 1;
     if (t == NULL || in_s == NULL || losses == NULL) {

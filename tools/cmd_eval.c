@@ -219,7 +219,7 @@ int cmd_eval(int argc, char **argv)
     const char *poi_path = NULL;
     uint64_t knn = DEFAULT_KNN, knn_returned = 0;
     int identity = 0, format_given = 0, knn_given = 0;
-    ts_eval_identity_cells cells = { .n = 0 };
+    ts_tool_numbers cells = { .n = 0 };
     plot_options plot = {
         .size = { TS_PLOT_DEFAULT_WIDTH, TS_PLOT_DEFAULT_HEIGHT },
     };
@@ -234,8 +234,7 @@ int cmd_eval(int argc, char **argv)
         { "knn-returned", 0, TS_ARG_U64, .dest = &knn_returned,
           .given = &knn_given, .min = 1, .max = UINT32_MAX },
         { "identity", 0, TS_ARG_FLAG, .dest = &identity },
-        { "cell-m", 0, TS_ARG_HANDLER, .dest = &cells,
-          .handle = ts_eval_take_cell },
+        { "cell-m", 0, TS_ARG_POSITIVE_EACH, .dest = &cells },
         { "plot", 0, TS_ARG_STRING, .dest = &plot.path },
         { "plot-size", 0, TS_ARG_HANDLER, .dest = &plot.size,
           .given = &plot.size_given, .handle = ts_plot_take_size },

@@ -14,23 +14,11 @@
 /* The paper's evaluation grids (Section IV-B). */
 static const double DEFAULT_IDENTITY_CELLS[] = { 50.0, 100.0, 200.0, 400.0 };
 
-void ts_eval_identity_defaults(ts_eval_identity_cells *cells)
+void ts_eval_identity_defaults(ts_tool_numbers *cells)
 {
     cells->n = sizeof DEFAULT_IDENTITY_CELLS / sizeof *DEFAULT_IDENTITY_CELLS;
-    memcpy(cells->side_m, DEFAULT_IDENTITY_CELLS,
+    memcpy(cells->v, DEFAULT_IDENTITY_CELLS,
            sizeof DEFAULT_IDENTITY_CELLS);
-}
-
-const char *ts_eval_take_cell(void *dest, const char *value)
-{
-    ts_eval_identity_cells *cells = dest;
-    double side;
-    if (ts_tool_parse_double(value, &side) != 0 || !(side > 0.0))
-        return "needs a cell side in metres (a number > 0)";
-    if (cells->n == TS_EVAL_MAX_IDENTITY_CELLS)
-        return "is given too many times";
-    cells->side_m[cells->n++] = side;
-    return NULL;
 }
 
 /* The joined rows as the adversary sees them: the user and the released
@@ -86,7 +74,7 @@ static int identity_rows(const ts_eval_data *data, ts_identity_obs *train,
 }
 
 int ts_eval_identity_report(const ts_eval_data *data,
-                            const ts_eval_identity_cells *cells)
+                            const ts_tool_numbers *cells)
 {
     size_t n_users = ts_name_index_count(data->users);
     size_t n_matched = 0;
@@ -122,13 +110,13 @@ int ts_eval_identity_report(const ts_eval_data *data,
         ts_identity_result result;
         char err[TS_EVAL_ERR_MAX];
         if (ts_identity_estimate(train, n_train, held_out, n_held_out,
-                                 n_users, cells->side_m[c], &result, err,
+                                 n_users, cells->v[c], &result, err,
                                  sizeof err) != 0) {
             fprintf(stderr, TS_TOOL_NAME " eval: --cell-m %g: %s\n",
-                    cells->side_m[c], err);
+                    cells->v[c], err);
             goto out;
         }
-        printf("%g,%.6f,%.6f,%.1f,%zu,%zu\n", cells->side_m[c],
+        printf("%g,%.6f,%.6f,%.1f,%zu,%zu\n", cells->v[c],
                result.bayes_error, result.mi_bits,
                distortion_sum / (double)n_matched, result.users,
                n_matched);
@@ -137,7 +125,7 @@ int ts_eval_identity_report(const ts_eval_data *data,
                 "from the prior); resubstitution error (the paper's Eq. 27 "
                 "on all rows) %.6f; first-order plug-in MI bias %.6f "
                 "bits\n",
-                cells->side_m[c], result.train_cells, result.eval_unseen,
+                cells->v[c], result.train_cells, result.eval_unseen,
                 result.resubstitution_error, result.mi_bias_bits);
     }
     status = fflush(stdout) != 0 || ferror(stdout) ? -1 : 0;

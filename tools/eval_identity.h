@@ -12,25 +12,15 @@
 #include <stddef.h>
 
 #include "tools/eval_join.h"
+#include "tools/options.h"
 
-#define TS_EVAL_MAX_IDENTITY_CELLS 32
-
-/* The grid cell sides (metres) the adversary bins released points on. */
-typedef struct ts_eval_identity_cells {
-    double side_m[TS_EVAL_MAX_IDENTITY_CELLS];
-    size_t n;
-} ts_eval_identity_cells;
-
-/* --cell-m's handler for the tools' option tables (tools/options.h):
- * appends a side to the ts_eval_identity_cells at dest. */
-const char *ts_eval_take_cell(void *dest, const char *value);
-
-/* The paper's cells: 50, 100, 200 and 400 m. */
-void ts_eval_identity_defaults(ts_eval_identity_cells *cells);
+/* The grid cell sides (metres) the adversary bins released points on:
+ * the paper's, 50, 100, 200 and 400 m. */
+void ts_eval_identity_defaults(ts_tool_numbers *cells);
 
 /* Prints cell_m,bayes_error,mi_bits,mean_distortion_m,users,rows on
  * stdout, one line per cell. Returns -1 (reported) on an error. */
 int ts_eval_identity_report(const ts_eval_data *data,
-                            const ts_eval_identity_cells *cells);
+                            const ts_tool_numbers *cells);
 
 #endif

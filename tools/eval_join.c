@@ -140,12 +140,9 @@ static int profile_slot(const ts_eval_data *data, const char *name)
 
 int ts_eval_load_sanitized(ts_eval_data *data, const char *path)
 {
-    char err[TS_EVAL_ERR_MAX];
-    ts_csv_reader *reader = ts_csv_open_table(path, err, sizeof err);
-    if (reader == NULL) {
-        fprintf(stderr, TS_TOOL_NAME ": %s\n", err);
+    ts_csv_reader *reader = ts_tool_open_table(path);
+    if (reader == NULL)
         return -1;
-    }
     int status = -1;
     int column[S_COLUMNS];
     for (int c = 0; c < S_COLUMNS; c++) {
@@ -163,11 +160,9 @@ int ts_eval_load_sanitized(ts_eval_data *data, const char *path)
     uint64_t unmatched = 0, bad = 0;
     size_t line;
     int rc;
-    while ((rc = ts_csv_next(reader, &line, err, sizeof err)) != TS_CSV_EOF) {
-        if (rc == TS_CSV_IO_ERROR) {
-            fprintf(stderr, TS_TOOL_NAME ": %s: %s\n", path, err);
+    while ((rc = ts_tool_next_row(reader, path, &line)) != TS_CSV_EOF) {
+        if (rc == TS_CSV_IO_ERROR)
             goto out;
-        }
         const char *field[S_COLUMNS];
         double value[S_COLUMNS];
         int ok = rc == TS_CSV_ROW;

@@ -171,12 +171,9 @@ typedef struct poi_set {
  * Invalid rows are counted and skipped; errors name lines, not fields. */
 static int load_pois(const char *path, poi_set *pois)
 {
-    char err[TS_EVAL_ERR_MAX];
-    ts_csv_reader *reader = ts_csv_open_table(path, err, sizeof err);
-    if (reader == NULL) {
-        fprintf(stderr, TS_TOOL_NAME ": %s\n", err);
+    ts_csv_reader *reader = ts_tool_open_table(path);
+    if (reader == NULL)
         return -1;
-    }
     int status = -1;
     int lat_column = ts_csv_column(reader, "lat|latitude");
     int lon_column = ts_csv_column(reader, "lon|lng|longitude");
@@ -188,11 +185,9 @@ static int load_pois(const char *path, poi_set *pois)
     uint64_t bad = 0;
     size_t line;
     int rc;
-    while ((rc = ts_csv_next(reader, &line, err, sizeof err)) != TS_CSV_EOF) {
-        if (rc == TS_CSV_IO_ERROR) {
-            fprintf(stderr, TS_TOOL_NAME ": %s: %s\n", path, err);
+    while ((rc = ts_tool_next_row(reader, path, &line)) != TS_CSV_EOF) {
+        if (rc == TS_CSV_IO_ERROR)
             goto out;
-        }
         double lat, lon;
         if (rc != TS_CSV_ROW ||
             !ts_csv_finite(ts_csv_field(reader, lat_column), &lat) ||

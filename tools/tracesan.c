@@ -336,3 +336,21 @@ void ts_tool_sleep_until(double deadline)
            EINTR) {
     }
 }
+
+ts_csv_reader *ts_tool_open_table(const char *path)
+{
+    char err[ERR_MAX];
+    ts_csv_reader *reader = ts_csv_open_table(path, err, sizeof err);
+    if (reader == NULL)
+        fprintf(stderr, TS_TOOL_NAME ": %s\n", err);
+    return reader;
+}
+
+int ts_tool_next_row(ts_csv_reader *reader, const char *path, size_t *line)
+{
+    char err[ERR_MAX];
+    int rc = ts_csv_next(reader, line, err, sizeof err);
+    if (rc == TS_CSV_IO_ERROR)
+        fprintf(stderr, TS_TOOL_NAME ": %s: %s\n", path, err);
+    return rc;
+}
