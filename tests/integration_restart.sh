@@ -222,12 +222,7 @@ start_tail full 0 --timeout 5
     2>"$TMPD/full.replay.log" </dev/null &
 FULL_REPLAY=$!
 background_pids+=("$FULL_REPLAY")
-tries=300
-until grep -q 'MDB_MAP_FULL' "$DAEMON_LOG" 2>/dev/null || [ $tries -le 0 ]; do
-    is_running "$DAEMON_PID" || break
-    sleep 0.1
-    tries=$((tries - 1))
-done
+wait_log 'MDB_MAP_FULL' 30 || :
 check "full store: the commit failure is logged" \
     grep -q 'MDB_MAP_FULL.*not published.*input paused.*unhealthy' "$DAEMON_LOG"
 # The first retry is due 1 s after the failure, the second 2 s later.
@@ -302,11 +297,7 @@ if [ "$(id -u)" = 0 ] && command -v curl >/dev/null 2>&1 &&
         2>"$TMPD/recover.replay.log" </dev/null &
     RECOVER_REPLAY=$!
     background_pids+=("$RECOVER_REPLAY")
-    tries=100
-    until grep -q 'not published' "$DAEMON_LOG" || [ $tries -le 0 ]; do
-        sleep 0.1
-        tries=$((tries - 1))
-    done
+    wait_log 'not published' 10 || :
     # The kernel reports ENOSPC from write() but EIO when the overflow
     # surfaces at fdatasync of a tmpfs-backed map; either is a full disk.
     check "recovery: the full disk fails a commit" \
@@ -314,11 +305,7 @@ if [ "$(id -u)" = 0 ] && command -v curl >/dev/null 2>&1 &&
     check_eq "recovery: /healthz is 503 while the disk is full" 503 \
         "$(curl -s --max-time 5 -o /dev/null -w '%{http_code}' "http://$HTTP_EP/healthz")"
     rm -f "$TMPFS/filler"
-    tries=400
-    until grep -q 'commit retry succeeded' "$DAEMON_LOG" || [ $tries -le 0 ]; do
-        sleep 0.1
-        tries=$((tries - 1))
-    done
+    wait_log 'commit retry succeeded' 40 || :
     check "recovery: a retried commit succeeds once space is freed" \
         grep -q 'commit retry succeeded: held batch published' "$DAEMON_LOG"
     check_eq "recovery: /healthz is 200 again" 200 \
