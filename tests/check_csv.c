@@ -407,45 +407,29 @@ TS_TEST(sanitized_row_format)
                            "0.0199557375,geoind,0,,,,,\n");
     free(line);
 
-    extras.predicted = 1;
-    line = capture(write_sanitized, &row);
-    ck_assert_ptr_nonnull(strstr(line, ",geoind,1,,,,,\n"));
-    free(line);
-
-    extras.has_predicted = 0;
-    extras.has_delta_set_size = 1;
-    extras.delta_set_size = 17;
-    line = capture(write_sanitized, &row);
-    ck_assert_ptr_nonnull(strstr(line, ",geoind,,17,,,,\n"));
-    free(line);
-
-    extras.has_delta_set_size = 0;
-    extras.has_channel_version = 1;
-    extras.channel_version = 4;
-    line = capture(write_sanitized, &row);
-    ck_assert_ptr_nonnull(strstr(line, ",geoind,,,4,,,\n"));
-    free(line);
-
-    extras.has_channel_version = 0;
-    extras.has_information_theoretic = 1;
-    extras.information_theoretic = 1;
-    line = capture(write_sanitized, &row);
-    ck_assert_ptr_nonnull(strstr(line, ",geoind,,,,1,,\n"));
-    free(line);
-
-    extras.has_information_theoretic = 0;
-    extras.has_sigma_z_m = 1;
-    extras.sigma_z_m = 1153.9625;
-    line = capture(write_sanitized, &row);
-    ck_assert_ptr_nonnull(strstr(line, ",geoind,,,,,1153.9625,\n"));
-    free(line);
-
-    extras.has_sigma_z_m = 0;
-    extras.has_eps_floor = 1;
-    extras.eps_floor = 1.3714;
-    line = capture(write_sanitized, &row);
-    ck_assert_ptr_nonnull(strstr(line, ",geoind,,,,,,1.3714\n"));
-    free(line);
+    /* Each extra alone fills its own column, after the profile's. */
+    static const struct {
+        ts_report extras;
+        const char *tail;
+    } alone[] = {
+        { { .has_predicted = 1, .predicted = 1 }, ",geoind,1,,,,,\n" },
+        { { .has_delta_set_size = 1, .delta_set_size = 17 },
+          ",geoind,,17,,,,\n" },
+        { { .has_channel_version = 1, .channel_version = 4 },
+          ",geoind,,,4,,,\n" },
+        { { .has_information_theoretic = 1, .information_theoretic = 1 },
+          ",geoind,,,,1,,\n" },
+        { { .has_sigma_z_m = 1, .sigma_z_m = 1153.9625 },
+          ",geoind,,,,,1153.9625,\n" },
+        { { .has_eps_floor = 1, .eps_floor = 1.3714 },
+          ",geoind,,,,,,1.3714\n" },
+    };
+    for (size_t i = 0; i < sizeof alone / sizeof *alone; i++) {
+        row.extras = &alone[i].extras;
+        line = capture(write_sanitized, &row);
+        ck_assert_ptr_nonnull(strstr(line, alone[i].tail));
+        free(line);
+    }
 }
 END_TEST
 
