@@ -98,14 +98,11 @@ typedef struct trace {
 
 static int trace_push(trace *t, const ts_csv_row *row, uint32_t cell)
 {
-    if (t->n == t->cap) {
-        size_t cap = t->cap ? 2 * t->cap : 4096;
-        trace_row *rows = realloc(t->rows, cap * sizeof *rows);
-        if (rows == NULL)
-            return -1;
-        t->rows = rows;
-        t->cap = cap;
-    }
+    trace_row *rows =
+        ts_tool_reserve(t->rows, t->n, &t->cap, sizeof *rows, 4096);
+    if (rows == NULL)
+        return -1;
+    t->rows = rows;
     t->rows[t->n++] = (trace_row){ row->lat, row->lon, row->ts_ms, cell };
     return 0;
 }
@@ -207,14 +204,11 @@ static void cycle_log_free(cycle_log *log)
 static int cycle_log_add(cycle_log *log, unsigned cycle, double emd_true,
                          double emd_prev)
 {
-    if (log->n == log->cap) {
-        size_t cap = log->cap ? 2 * log->cap : 64;
-        double *rows = realloc(log->rows, cap * CYCLE_COLUMNS * sizeof *rows);
-        if (rows == NULL)
-            return -1;
-        log->rows = rows;
-        log->cap = cap;
-    }
+    double *rows = ts_tool_reserve(log->rows, log->n, &log->cap,
+                                   CYCLE_COLUMNS * sizeof *rows, 64);
+    if (rows == NULL)
+        return -1;
+    log->rows = rows;
     double *row = log->rows + log->n * CYCLE_COLUMNS;
     row[CYCLE_X] = cycle;
     row[CYCLE_EMD_TRUE] = emd_true;

@@ -27,14 +27,12 @@ static int push(ts_trace *trace, const ts_csv_row *row)
     if (ts_name_index_intern(trace->users, row->user, &user) != 0 ||
         trace->n >= UINT32_MAX)
         return -1;
-    if (trace->n == trace->cap) {
-        size_t cap = trace->cap ? trace->cap * 2 : 4096;
-        ts_trace_point *points = realloc(trace->points, cap * sizeof *points);
-        if (points == NULL)
-            return -1;
-        trace->points = points;
-        trace->cap = cap;
-    }
+    ts_trace_point *points = ts_tool_reserve(trace->points, trace->n,
+                                             &trace->cap, sizeof *points,
+                                             4096);
+    if (points == NULL)
+        return -1;
+    trace->points = points;
     trace->points[trace->n] = (ts_trace_point){
         .user = user,
         .order = (uint32_t)trace->n,

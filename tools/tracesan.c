@@ -1,7 +1,9 @@
 /* tracesan: offline and client tools around tracesand; usage() lists the
  * commands. */
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <zmq.h>
@@ -353,4 +355,18 @@ int ts_tool_next_row(ts_csv_reader *reader, const char *path, size_t *line)
     if (rc == TS_CSV_IO_ERROR)
         fprintf(stderr, TS_TOOL_NAME ": %s: %s\n", path, err);
     return rc;
+}
+
+void *ts_tool_reserve(void *items, size_t n, size_t *cap, size_t size,
+                      size_t first)
+{
+    if (n < *cap)
+        return items;
+    size_t grown_cap = *cap != 0 ? *cap * 2 : first;
+    if (grown_cap < *cap || grown_cap > SIZE_MAX / size)
+        return NULL;
+    void *grown = realloc(items, grown_cap * size);
+    if (grown != NULL)
+        *cap = grown_cap;
+    return grown;
 }
