@@ -313,11 +313,19 @@ TS_TEST_IN(files, png_has_the_asked_size)
 }
 END_TEST
 
+/* two_panels(n) written as an SVG of `size`: the file's text. */
+static char *two_panels_svg(size_t n, ts_plot_size size, size_t *len)
+{
+    ts_plot *plot = two_panels(n);
+    char *svg = written(plot, "figure.svg", size, len);
+    ts_plot_free(plot);
+    return svg;
+}
+
 TS_TEST_IN(files, svg_is_cairos_and_has_the_asked_size)
 {
-    ts_plot *plot = two_panels(500);
     size_t len;
-    char *svg = written(plot, "figure.svg", (ts_plot_size){ 700, 300 }, &len);
+    char *svg = two_panels_svg(500, (ts_plot_size){ 700, 300 }, &len);
     ck_assert_ptr_nonnull(strstr(svg, "<svg"));
     ck_assert_ptr_nonnull(strstr(svg, "width=\"700px\""));
     ck_assert_ptr_nonnull(strstr(svg, "height=\"300px\""));
@@ -326,19 +334,16 @@ TS_TEST_IN(files, svg_is_cairos_and_has_the_asked_size)
     /* Text is drawn as glyphs. */
     ck_assert_ptr_nonnull(strstr(svg, "<symbol"));
     free(svg);
-    ts_plot_free(plot);
 }
 END_TEST
 
 TS_TEST_IN(files, a_huge_series_stays_a_small_file)
 {
-    ts_plot *plot = two_panels(400000);
     size_t len;
-    char *svg = written(plot, "figure.svg", (ts_plot_size){ 800, 500 }, &len);
+    char *svg = two_panels_svg(400000, (ts_plot_size){ 800, 500 }, &len);
     /* Four vertices a pixel column at most, per series. */
     ck_assert_uint_lt(len, 2000000);
     free(svg);
-    ts_plot_free(plot);
 }
 END_TEST
 
