@@ -26,6 +26,7 @@
 #include "mechanisms/pim.h"
 #include "mechanisms/rng.h"
 #include "tests/support/check_run.h"
+#include "tests/support/small_grid.h"
 
 /* -------------------------------------------------- the hand-made model */
 
@@ -63,20 +64,6 @@ static ts_markov hand_model(void)
                    .row_start = hand_rows, .col = hand_cols,
                    .prob = hand_probs, .initial = hand_initial};
     return m;
-}
-
-/* 3 x 3 cells of 100 m: R * 0.0026 deg = 289.1 m in both directions at
- * the equator (cos(0) = 1). */
-static ts_grid hand_grid(void)
-{
-    ts_grid g;
-    char err[200];
-    ck_assert_int_eq(ts_grid_init(&g, -0.0013, 10.0, 0.0013, 10.0026, 100.0,
-                                  err, sizeof err),
-                     0);
-    ck_assert_uint_eq(g.cols, 3);
-    ck_assert_uint_eq(g.rows, 3);
-    return g;
 }
 
 /* Emission 2^(-(|dx| + |dy|) / 100 m): a Laplace product with scale
@@ -212,7 +199,7 @@ END_TEST
 
 TS_TEST(test_hand_surrogate)
 {
-    ts_grid g = hand_grid();
+    ts_grid g = ts_test_small_grid();
     const uint32_t set[5] = {4, 1, 5, 2, 3}; /* delta = 0.2 above */
     uint32_t s;
     /* Truth at the centre of 8 = (col 2, row 2): drift. Distances in
@@ -284,7 +271,7 @@ static void assert_hand_posterior(const ts_belief *b)
 
 TS_TEST(test_hand_posterior)
 {
-    ts_grid g = hand_grid();
+    ts_grid g = ts_test_small_grid();
     ts_belief_workspace *ws = ts_belief_workspace_new(9, 9);
     ts_belief *b = new_belief(9);
     ts_belief_params params = {.prune_threshold = 0.0, .max_ticks = 10};
@@ -328,7 +315,7 @@ END_TEST
  * 1/4 * 1/2, 1/2 * 1/2, 1/4 * 1 = 1/8, 1/4, 1/4: 1/5, 2/5, 2/5. */
 TS_TEST(test_posterior_at_positions)
 {
-    ts_grid g = hand_grid();
+    ts_grid g = ts_test_small_grid();
     ts_belief_workspace *ws = ts_belief_workspace_new(9, 9);
     ts_belief *b = new_belief(9), *c = new_belief(9);
     ts_belief_params params = {.prune_threshold = 0.0, .max_ticks = 10};
@@ -437,7 +424,7 @@ static double far_emission(const void *ctx, ts_vec2 z, ts_vec2 s)
 
 TS_TEST(test_posterior_edge_cases)
 {
-    ts_grid g = hand_grid();
+    ts_grid g = ts_test_small_grid();
     ts_belief_workspace *ws = ts_belief_workspace_new(9, 9);
     ts_belief *b = new_belief(9);
     ts_belief_params params = {.prune_threshold = 0.0, .max_ticks = 10};
@@ -480,7 +467,7 @@ END_TEST
 
 TS_TEST(test_pim_emission_adaptor)
 {
-    ts_grid g = hand_grid();
+    ts_grid g = ts_test_small_grid();
     ts_belief_workspace *ws = ts_belief_workspace_new(9, 9);
     ts_belief *b = new_belief(9);
     ts_belief_params params = {.prune_threshold = 0.0, .max_ticks = 10};
