@@ -218,10 +218,8 @@ STATE3=$TMPD/state3
 start_daemon full -o "state.dir=$STATE3" -o 'state.map_size_mb=1'
 start_tail full 0 --timeout 5
 # Small groups, so the map fills between commits rather than in the first.
-"$TRACESAN" replay --connect "$INPUT_EP" --batch 20 --rate 5000 "$TMPD/many.csv" \
-    2>"$TMPD/full.replay.log" </dev/null &
-FULL_REPLAY=$!
-background_pids+=("$FULL_REPLAY")
+replay_in_background full "$TMPD/many.csv" --batch 20 --rate 5000
+FULL_REPLAY=$REPLAY_PID
 wait_log 'MDB_MAP_FULL' 30 || :
 check "full store: the commit failure is logged" \
     grep -q 'MDB_MAP_FULL.*not published.*input paused.*unhealthy' "$DAEMON_LOG"
@@ -293,10 +291,8 @@ if [ "$(id -u)" = 0 ] && command -v curl >/dev/null 2>&1 &&
     avail_kb=$(df -k --output=avail "$TMPFS" | tail -n 1)
     dd if=/dev/zero of="$TMPFS/filler" bs=1k count=$(( avail_kb - 400 )) 2>/dev/null
     start_tail recover "$RECOVER_POINTS" --timeout 20
-    "$TRACESAN" replay --connect "$INPUT_EP" --batch 20 --rate 4000 "$TMPD/recover.csv" \
-        2>"$TMPD/recover.replay.log" </dev/null &
-    RECOVER_REPLAY=$!
-    background_pids+=("$RECOVER_REPLAY")
+    replay_in_background recover "$TMPD/recover.csv" --batch 20 --rate 4000
+    RECOVER_REPLAY=$REPLAY_PID
     wait_log 'not published' 10 || :
     # The kernel reports ENOSPC from write() but EIO when the overflow
     # surfaces at fdatasync of a tmpfs-backed map; either is a full disk.

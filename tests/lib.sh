@@ -308,6 +308,18 @@ replay() {
     fi
 }
 
+# replay_in_background NAME FILE [options...]: replay FILE to the daemon's
+# input without waiting for it, stderr in $TMPD/NAME.replay.log. Sets
+# REPLAY_PID; a replay still running at the end is killed.
+replay_in_background() {
+    local name=$1 file=$2
+    shift 2
+    "$TRACESAN" replay --connect "$INPUT_EP" "$@" "$file" \
+        2>"$TMPD/$name.replay.log" </dev/null &
+    REPLAY_PID=$!
+    background_pids+=("$REPLAY_PID")
+}
+
 # send_raw [zmq_send_raw options...]: to the daemon's input.
 send_raw() {
     if ! "$ZMQ_SEND_RAW" --connect "$INPUT_EP" "$@" 2>>"$TMPD/send_raw.log"; then
