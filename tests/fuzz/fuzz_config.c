@@ -11,8 +11,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <unistd.h>
 
 #include "engine/config.h"
 #include "drivers/zmq/zmq_settings.h"
@@ -27,9 +25,6 @@
 #define MAX_OVERRIDES 4
 
 static ts_fuzz_file config_file;
-
-int LLVMFuzzerInitialize(int *argc, char ***argv);
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {

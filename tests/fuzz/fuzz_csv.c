@@ -12,8 +12,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <unistd.h>
 
 #include "tools/csv.h"
 
@@ -25,9 +23,6 @@
 #define MAX_ROWS 100000
 
 static ts_fuzz_file csv_file;
-
-int LLVMFuzzerInitialize(int *argc, char ***argv);
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 /* The fast formatters must print exactly what printf prints: sanitize and
  * tail outputs are compared byte for byte. */

@@ -30,9 +30,6 @@
 
 static ts_config *defaults_config;
 
-int LLVMFuzzerInitialize(int *argc, char ***argv);
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
     (void)argc;

@@ -17,8 +17,6 @@
 #define TS_FUZZ_TARGET "fuzz_json"
 #include "tests/fuzz/fuzz_support.h"
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
 static void pack(const ProtobufCMessage *message, ts_buf *out)
 {
     size_t packed_size = protobuf_c_message_get_packed_size(message);

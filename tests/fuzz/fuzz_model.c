@@ -35,8 +35,6 @@
 #define PAYLOAD_CRC_AT 120
 #define HEADER_CRC_AT 124
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
 static void fix_checksums(unsigned char *file, size_t len)
 {
     if (len < HEADER_BYTES)

@@ -12,6 +12,11 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+/* libFuzzer's entry points: every target defines the second, those that
+ * set something up once the first. */
+int LLVMFuzzerInitialize(int *argc, char ***argv);
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
 static inline void ts_fuzz_die(const char *what)
 {
     fprintf(stderr, TS_FUZZ_TARGET ": %s\n", what);
