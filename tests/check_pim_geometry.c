@@ -177,32 +177,55 @@ static size_t random_cell_k(ts_rng *rng, size_t cells, ts_pim_context *ctx)
 
 /* ---------------------------------------------------------------- hulls */
 
+/* Trials of ts_convex_hull against the brute force. */
+typedef struct hull_tally {
+    int mismatches, malformed, trials;
+    size_t max_vertices;
+} hull_tally;
+
+/* One trial on n random points of `kind` (pts, work and brute hold n,
+ * hull 2 n). A LINE's hull is a segment: at most 2 vertices, exactly 2
+ * when `segment` (n > 1 distinct points certain). */
+static void hull_trial(hull_tally *t, ts_rng *rng, point_kind kind, size_t n,
+                       int segment, ts_vec2 *pts, ts_vec2 *work,
+                       ts_vec2 *hull, ts_vec2 *brute)
+{
+    random_points(rng, kind, pts, n);
+    memcpy(work, pts, n * sizeof *pts);
+    size_t h = ts_convex_hull(work, n, hull);
+    size_t b = brute_force_vertices(pts, n, brute);
+    t->mismatches += !same_set(hull, h, brute, b);
+    t->malformed += !well_formed(hull, h);
+    if (kind == LINE)
+        t->malformed += segment ? h != 2 : h > 2;
+    if (h > t->max_vertices)
+        t->max_vertices = h;
+    t->trials++;
+}
+
+/* Every hull matched and was well formed, and the circle sets really were
+ * large (some hull had min_vertices). */
+static void assert_hulls(const hull_tally *t, size_t min_vertices)
+{
+    ck_assert_msg(t->mismatches == 0, "%d of %d hulls differ from brute force",
+                  t->mismatches, t->trials);
+    ck_assert_int_eq(t->malformed, 0);
+    ck_assert_uint_ge(t->max_vertices, min_vertices);
+}
+
 TS_TEST(test_hull_matches_brute_force)
 {
     static const point_kind kinds[] = {SMALL_GRID, REALS, CIRCLE, LINE};
     ts_rng *rng = ts_rng_new_seeded(1001);
     ts_vec2 pts[MAX_POINTS], work[MAX_POINTS], hull[2 * MAX_POINTS], brute[MAX_POINTS];
-    int mismatches = 0, malformed = 0, trials = 0;
-    size_t max_vertices = 0;
+    hull_tally t = {0};
     for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++)
         for (int trial = 0; trial < 150; trial++) {
             size_t n = 1 + (size_t)(ts_rng_u64(rng) % 40);
-            random_points(rng, kinds[k], pts, n);
-            memcpy(work, pts, sizeof pts);
-            size_t h = ts_convex_hull(work, n, hull);
-            size_t b = brute_force_vertices(pts, n, brute);
-            mismatches += !same_set(hull, h, brute, b);
-            malformed += !well_formed(hull, h);
-            if (kinds[k] == LINE)
-                malformed += h > 2;
-            if (h > max_vertices)
-                max_vertices = h;
-            trials++;
+            hull_trial(&t, rng, kinds[k], n, 0, pts, work, hull, brute);
         }
     ts_rng_free(rng);
-    ck_assert_msg(mismatches == 0, "%d of %d hulls differ from brute force", mismatches, trials);
-    ck_assert_int_eq(malformed, 0);
-    ck_assert_uint_ge(max_vertices, 30); /* the circle sets really were large */
+    assert_hulls(&t, 30);
 }
 END_TEST
 
@@ -276,28 +299,14 @@ TS_TEST(test_hull_large_n_matches_brute_force)
     ts_rng *rng = ts_rng_new_seeded(1009);
     static ts_vec2 pts[LARGE_POINTS], work[LARGE_POINTS], hull[2 * LARGE_POINTS],
         brute[LARGE_POINTS];
-    int mismatches = 0, malformed = 0, trials = 0;
-    size_t max_vertices = 0;
+    hull_tally t = {0};
     for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++)
         for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++)
-            for (int trial = 0; trial < 3; trial++) {
-                size_t n = sizes[s];
-                random_points(rng, kinds[k], pts, n);
-                memcpy(work, pts, n * sizeof *pts);
-                size_t h = ts_convex_hull(work, n, hull);
-                size_t b = brute_force_vertices(pts, n, brute);
-                mismatches += !same_set(hull, h, brute, b);
-                malformed += !well_formed(hull, h);
-                if (kinds[k] == LINE)
-                    malformed += h != 2;
-                if (h > max_vertices)
-                    max_vertices = h;
-                trials++;
-            }
+            for (int trial = 0; trial < 3; trial++)
+                hull_trial(&t, rng, kinds[k], sizes[s], 1, pts, work, hull,
+                           brute);
     ts_rng_free(rng);
-    ck_assert_msg(mismatches == 0, "%d of %d hulls differ from brute force", mismatches, trials);
-    ck_assert_int_eq(malformed, 0);
-    ck_assert_uint_ge(max_vertices, 200); /* the circle sets really were large */
+    assert_hulls(&t, 200);
 }
 END_TEST
 
