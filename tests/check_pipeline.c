@@ -87,6 +87,16 @@ static void teardown(void)
     rng = NULL;
 }
 
+/* The fixture's pipeline again, with other user-table limits. */
+static void restart_pipeline(size_t max_users, int64_t idle_ttl_ms)
+{
+    ts_pipeline_free(pipeline);
+    ts_pipeline_limits limits = default_limits();
+    limits.max_users = max_users;
+    limits.idle_ttl_ms = idle_ttl_ms;
+    pipeline = make_pipeline(&limits);
+}
+
 static ts_input point(const char *user, int64_t ts_ms, const char *profile)
 {
     ts_input in = {
@@ -630,11 +640,7 @@ END_TEST
 
 TS_TEST(test_table_full_and_expiry)
 {
-    ts_pipeline_free(pipeline);
-    ts_pipeline_limits limits = default_limits();
-    limits.max_users = 2;
-    limits.idle_ttl_ms = 1000;
-    pipeline = make_pipeline(&limits);
+    restart_pipeline(2, 1000);
 
     ts_input a = point("a", 1000, NULL);
     ts_input b = point("b", 1000, NULL);
@@ -709,11 +715,7 @@ END_TEST
 
 TS_TEST(test_dead_table_admits_new_users)
 {
-    ts_pipeline_free(pipeline);
-    ts_pipeline_limits limits = default_limits();
-    limits.max_users = 3;
-    limits.idle_ttl_ms = 1000;
-    pipeline = make_pipeline(&limits);
+    restart_pipeline(3, 1000);
 
     const char *const dead[] = {"a", "b", "c"};
     for (size_t i = 0; i < 3; i++) {
@@ -896,16 +898,9 @@ END_TEST
 
 /* A 3 x 3 grid of 100 m cells at (0, 0) whose chain jumps anywhere
  * uniformly: enough for the mechanism to run; the test is about the
- * pipeline around it. Written to a temporary file; the caller unlinks. */
-static void write_pim_model_chain(char *path, size_t path_len, int stay);
-
-static void write_pim_model(char *path, size_t path_len)
-{
-    write_pim_model_chain(path, path_len, 0);
-}
-
-/* stay: the chain never moves (each row is its own cell), so the belief
- * narrows with every release instead of returning to uniform. */
+ * pipeline around it. Written to a temporary file; the caller unlinks.
+ * With `stay` the chain never moves (each row is its own cell), so the
+ * belief narrows with every release instead of returning to uniform. */
 static void write_pim_model_chain(char *path, size_t path_len, int stay)
 {
     snprintf(path, path_len, "%s/check_pipeline_model.XXXXXX",
@@ -948,6 +943,18 @@ static void write_pim_model_chain(char *path, size_t path_len, int stay)
     ck_assert_msg(ts_model_write(out, &grid, 10.0, &popular, NULL, 0, NULL,
                                  err, sizeof err) == 0, "%s", err);
     ck_assert_int_eq(fclose(out), 0);
+}
+
+/* The model file's path, and the same as a configuration string literal. */
+typedef struct model_file {
+    char path[512];
+    char literal[600];
+} model_file;
+
+static void write_model_file(model_file *file, int stay)
+{
+    write_pim_model_chain(file->path, sizeof file->path, stay);
+    snprintf(file->literal, sizeof file->literal, "\"%s\"", file->path);
 }
 
 /* A pipeline from the built-in defaults plus these overrides. */
@@ -1005,17 +1012,15 @@ TS_CASE(pim, 0, NULL, NULL);
  * all untouched). */
 TS_TEST_IN(pim, test_pim_outside_region)
 {
-    char path[512];
-    write_pim_model(path, sizeof path);
-    char literal[600];
-    snprintf(literal, sizeof literal, "\"%s\"", path);
+    model_file model;
+    write_model_file(&model, 0);
     ts_rng *rng_a = ts_rng_new_seeded(7);
     ts_rng *rng_b = ts_rng_new_seeded(7);
     ck_assert_ptr_nonnull(rng_a);
     ck_assert_ptr_nonnull(rng_b);
-    ts_pipeline *with = pim_pipeline_with(literal, "reject", rng_a);
-    ts_pipeline *without = pim_pipeline_with(literal, "reject", rng_b);
-    unlink(path);
+    ts_pipeline *with = pim_pipeline_with(model.literal, "reject", rng_a);
+    ts_pipeline *without = pim_pipeline_with(model.literal, "reject", rng_b);
+    unlink(model.path);
 
     const double inside = 150.0 / PIM_EARTH_R * PIM_DEG;   /* centre cell */
     const double outside_lat = 0.5, outside_lon = 0.25;    /* ~55 km off */
@@ -1063,14 +1068,12 @@ END_TEST
  * in the outcome that differs in kind from an in-region point. */
 TS_TEST_IN(pim, test_pim_outside_region_default)
 {
-    char path[512];
-    write_pim_model(path, sizeof path);
-    char literal[600];
-    snprintf(literal, sizeof literal, "\"%s\"", path);
+    model_file model;
+    write_model_file(&model, 0);
     ts_rng *rng = ts_rng_new_seeded(7);
     ck_assert_ptr_nonnull(rng);
-    ts_pipeline *p = pim_pipeline(literal, rng);
-    unlink(path);
+    ts_pipeline *p = pim_pipeline(model.literal, rng);
+    unlink(model.path);
 
     const double inside = 150.0 / PIM_EARTH_R * PIM_DEG;
     ts_outcome first = pim_point(p, "u", 1000, inside, inside);
@@ -1112,20 +1115,18 @@ static ts_pipeline *pim_window_pipeline(const char *literal, int window_s,
 
 TS_TEST_IN(pim, test_pim_belief_crosses_windows)
 {
-    char path[512];
-    write_pim_model_chain(path, sizeof path, 1);
-    char literal[600];
-    snprintf(literal, sizeof literal, "\"%s\"", path);
+    model_file model;
+    write_model_file(&model, 1);
     ts_rng *rng[3];
     ts_pipeline *p[3];
     /* 0: one long window; 1: 150 s windows, carried; 2: 150 s, reset */
     for (int i = 0; i < 3; i++) {
         rng[i] = ts_rng_new_seeded(11);
         ck_assert_ptr_nonnull(rng[i]);
-        p[i] = pim_window_pipeline(literal, i == 0 ? 86400 : 150, i != 2,
+        p[i] = pim_window_pipeline(model.literal, i == 0 ? 86400 : 150, i != 2,
                                    rng[i]);
     }
-    unlink(path);
+    unlink(model.path);
 
     const double inside = 150.0 / PIM_EARTH_R * PIM_DEG;   /* centre cell */
     ts_outcome out[3];
@@ -1411,11 +1412,7 @@ static size_t check_debits(const debit *d, size_t n)
  * full table and a watermark mover, with or without a state backend. */
 static void hostile_search(uint64_t seed, int with_backend)
 {
-    ts_pipeline_free(pipeline);
-    ts_pipeline_limits limits = default_limits();
-    limits.max_users = 4;        /* new users force expiry on insertion */
-    limits.idle_ttl_ms = 0;
-    pipeline = make_pipeline(&limits);
+    restart_pipeline(4, 0);    /* new users force expiry on insertion */
     map_backend mb = { .backend = { .ctx = &mb, .load = map_load,
                                     .save = map_save } };
     if (with_backend) {
