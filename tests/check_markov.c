@@ -25,6 +25,7 @@
 #include "inference/model_file.h"
 #include "mechanisms/rng.h"
 #include "tests/support/check_run.h"
+#include "tests/support/memory_file.h"
 
 /* A model owning its arrays. */
 typedef struct test_model {
@@ -357,7 +358,7 @@ static void fixture_free(file_fixture *f)
         test_model_free(&f->personal[i]);
 }
 
-static void fixture_sources(file_fixture *f, ts_model_source *pop,
+static void fixture_sources(const file_fixture *f, ts_model_source *pop,
                             ts_model_source per[3])
 {
     *pop = (ts_model_source){.markov = &f->popular.m, .transitions = 1234};
@@ -383,28 +384,20 @@ static void assert_same_markov(const ts_markov *a, const ts_markov *b)
                      0);
 }
 
-/* Writes the fixture through a pipe-like stream into an 8-byte aligned
- * buffer. */
-static unsigned char *write_to_buffer(file_fixture *f, size_t *len)
+static int write_fixture(FILE *out, const void *ctx, uint64_t *bytes,
+                         char *err, size_t errlen)
 {
+    const file_fixture *f = ctx;
     ts_model_source pop, per[3];
     fixture_sources(f, &pop, per);
-    char *mem = NULL;
-    size_t mem_len = 0;
-    FILE *out = open_memstream(&mem, &mem_len);
-    ck_assert_ptr_nonnull(out);
-    char err[300];
-    uint64_t bytes = 0;
-    ck_assert_msg(ts_model_write(out, &f->grid, 120 / 3.6, &pop, per, 3,
-                                 &bytes, err, sizeof err) == 0,
-                  "%s", err);
-    fclose(out);
-    ck_assert_uint_eq(bytes, mem_len);
-    unsigned char *buf = aligned_alloc(8, (mem_len + 7) / 8 * 8);
-    memcpy(buf, mem, mem_len);
-    free(mem);
-    *len = mem_len;
-    return buf;
+    return ts_model_write(out, &f->grid, 120 / 3.6, &pop, per, 3, bytes, err,
+                          errlen);
+}
+
+/* The fixture's file in memory, 8-byte aligned. */
+static unsigned char *write_to_buffer(file_fixture *f, size_t *len)
+{
+    return ts_test_memory_file(write_fixture, f, len);
 }
 
 TS_TEST(test_file_round_trip)
