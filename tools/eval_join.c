@@ -67,29 +67,27 @@ static void unjoin(ts_eval_row *r)
     r->knn_recall = NAN;
 }
 
-int ts_eval_load_truth(ts_eval_data *data, const char *path)
+/* The trace's points as unjoined true rows. */
+static int take_rows(ts_eval_data *data, const ts_trace *trace)
 {
-    ts_trace trace;
-    int status = -1;
-    if (ts_trace_load(&trace, path, INT64_MIN) != 0)
-        goto out;
-    if (trace.skipped != 0)
-        fprintf(stderr, "eval: %" PRIu64 " unusable rows in %s ignored\n",
-                trace.skipped, path);
-    data->users = trace.users;
-    trace.users = NULL;
-    data->n_rows = trace.n;
-    data->rows = calloc(trace.n ? trace.n : 1, sizeof *data->rows);
+    data->rows = calloc(trace->n ? trace->n : 1, sizeof *data->rows);
     if (data->rows == NULL)
-        goto oom;
-    for (size_t i = 0; i < trace.n; i++) {
+        return -1;
+    data->n_rows = trace->n;
+    for (size_t i = 0; i < trace->n; i++) {
         ts_eval_row *r = &data->rows[i];
-        r->user = trace.points[i].user;
-        r->ts_ms = trace.points[i].ts_ms;
-        r->lat = trace.points[i].lat;
-        r->lon = trace.points[i].lon;
+        r->user = trace->points[i].user;
+        r->ts_ms = trace->points[i].ts_ms;
+        r->lat = trace->points[i].lat;
+        r->lon = trace->points[i].lon;
         unjoin(r);
     }
+    return 0;
+}
+
+/* One key per (user, ts), naming its run of rows (sorted by both). */
+static int index_keys(ts_eval_data *data)
+{
     for (size_t i = 0; i < data->n_rows;) {
         size_t j = i;
         while (j < data->n_rows && data->rows[j].user == data->rows[i].user &&
@@ -97,7 +95,7 @@ int ts_eval_load_truth(ts_eval_data *data, const char *path)
             j++;
         key_entry *entry = calloc(1, sizeof *entry);
         if (entry == NULL)
-            goto oom;
+            return -1;
         entry->key.user = data->rows[i].user;
         entry->key.ts_ms = data->rows[i].ts_ms;
         entry->first = i;
@@ -105,11 +103,24 @@ int ts_eval_load_truth(ts_eval_data *data, const char *path)
         HASH_ADD(hh, data->keys, key, sizeof entry->key, entry);
         i = j;
     }
-    status = 0;
-    goto out;
-oom:
-    fprintf(stderr, TS_TOOL_NAME ": out of memory\n");
-out:
+    return 0;
+}
+
+int ts_eval_load_truth(ts_eval_data *data, const char *path)
+{
+    ts_trace trace;
+    int status = ts_trace_load(&trace, path, INT64_MIN);
+    if (status == 0) {
+        if (trace.skipped != 0)
+            fprintf(stderr, "eval: %" PRIu64 " unusable rows in %s "
+                    "ignored\n", trace.skipped, path);
+        data->users = trace.users;
+        trace.users = NULL;
+        if (take_rows(data, &trace) != 0 || index_keys(data) != 0) {
+            fprintf(stderr, TS_TOOL_NAME ": out of memory\n");
+            status = -1;
+        }
+    }
     ts_trace_free(&trace);
     return status;
 }
