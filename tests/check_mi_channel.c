@@ -19,6 +19,7 @@
 #include "mechanisms/mi_channel.h"
 #include "mechanisms/rng.h"
 #include "tests/support/check_run.h"
+#include "tests/support/memory_file.h"
 #include "tests/support/fake_params.h"
 
 /* ------------------------------------------------------------- helpers */
@@ -99,26 +100,24 @@ static char *temp_path(void)
     return path;
 }
 
+typedef struct channel_source {
+    const ts_channel_meta *meta;
+    const double *c;
+} channel_source;
+
+static int write_channel(FILE *out, const void *ctx, uint64_t *bytes,
+                         char *err, size_t errlen)
+{
+    const channel_source *source = ctx;
+    return ts_channel_write(out, source->meta, source->c, bytes, err, errlen);
+}
+
 /* A file in memory, 8-byte aligned, as the writer produces it. */
 static unsigned char *file_bytes(const ts_channel_meta *m, const double *c,
                                  size_t *len)
 {
-    char *data = NULL;
-    size_t size = 0;
-    FILE *out = open_memstream(&data, &size);
-    ck_assert_ptr_nonnull(out);
-    char err[256];
-    uint64_t bytes = 0;
-    ck_assert_msg(ts_channel_write(out, m, c, &bytes, err, sizeof err) == 0,
-                  "%s", err);
-    ck_assert_int_eq(fclose(out), 0);
-    ck_assert_uint_eq(bytes, size);
-    unsigned char *buf = NULL;
-    ck_assert_int_eq(posix_memalign((void **)&buf, 8, size), 0);
-    memcpy(buf, data, size);
-    free(data);
-    *len = size;
-    return buf;
+    channel_source source = { m, c };
+    return ts_test_memory_file(write_channel, &source, len);
 }
 
 /* Recomputes both checksums, so that a test reaches the checks behind
