@@ -224,13 +224,38 @@ static int add_stream(ts_js_conn *conn, jsStreamConfig *cfg, char *err,
     return -1;
 }
 
+/* A replicated KV bucket keeping `history` values per key. */
+static int ensure_bucket(ts_js_conn *conn, const struct ts_nats_settings *nats,
+                         const char *bucket, int history, char *err,
+                         size_t errlen)
+{
+    kvStore *kv = NULL;
+    natsStatus s = js_KeyValue(&kv, conn->js, bucket);
+    if (s != NATS_OK) {
+        kvConfig kc;
+        kvConfig_Init(&kc);
+        kc.Bucket = bucket;
+        kc.History = (uint8_t)history;
+        kc.StorageType = js_FileStorage;
+        kc.Replicas = (int)nats->replicas;
+        s = js_CreateKeyValue(&kv, conn->js, &kc);
+    }
+    if (s != NATS_OK) {
+        char what[96];
+        snprintf(what, sizeof what, "cannot create the KV bucket %s", bucket);
+        return fail(err, errlen, what, s);
+    }
+    kvStore_Destroy(kv);
+    return 0;
+}
+
 int ts_js_ensure_streams(ts_js_conn *conn, const struct ts_nats_settings *nats,
                          char *err, size_t errlen)
 {
     static const char *const in_subjects[] = { TS_JS_SUBJECT_IN ".*" };
     static const char *const out_subjects[] = {
         "tracesan.out.>", "tracesan.rejected", "tracesan.other",
-        "tracesan.batch"
+        "tracesan.batch", "tracesan.density.>"
     };
     static const char *const state_subjects[] = { TS_JS_SUBJECT_STATE ".*" };
     static const struct {
@@ -242,7 +267,7 @@ int ts_js_ensure_streams(ts_js_conn *conn, const struct ts_nats_settings *nats,
                                 records atomically */
     } streams[] = {
         { TS_JS_STREAM_IN, in_subjects, 1, 0, 0 },
-        { TS_JS_STREAM_OUT, out_subjects, 4, 1, 0 },
+        { TS_JS_STREAM_OUT, out_subjects, 5, 1, 0 },
         { TS_JS_STREAM_STATE, state_subjects, 1, 0, 1 },
     };
     for (size_t i = 0; i < sizeof streams / sizeof streams[0]; i++) {
@@ -260,21 +285,10 @@ int ts_js_ensure_streams(ts_js_conn *conn, const struct ts_nats_settings *nats,
         if (add_stream(conn, &cfg, err, errlen) != 0)
             return -1;
     }
-    kvStore *kv = NULL;
-    natsStatus s = js_KeyValue(&kv, conn->js, TS_JS_LEASE_BUCKET);
-    if (s != NATS_OK) {
-        kvConfig kc;
-        kvConfig_Init(&kc);
-        kc.Bucket = TS_JS_LEASE_BUCKET;
-        kc.History = 1;
-        kc.StorageType = js_FileStorage;
-        kc.Replicas = (int)nats->replicas;
-        s = js_CreateKeyValue(&kv, conn->js, &kc);
-    }
-    if (s != NATS_OK)
-        return fail(err, errlen, "cannot create the lease bucket", s);
-    kvStore_Destroy(kv);
-    return 0;
+    if (ensure_bucket(conn, nats, TS_JS_LEASE_BUCKET, 1, err, errlen) != 0)
+        return -1;
+    return ensure_bucket(conn, nats, TS_JS_POPULATION_BUCKET,
+                         TS_JS_POPULATION_HISTORY, err, errlen);
 }
 
 int ts_js_read_stream(ts_js_conn *conn, const char *stream,

@@ -17,6 +17,10 @@
 #define TS_JS_STREAM_OUT "TRACESAN_OUT"
 #define TS_JS_STREAM_STATE "TRACESAN_STATE"
 #define TS_JS_LEASE_BUCKET "tracesan_leases"
+/* The cluster-wide population loops' records (js_population.h), one key
+ * per profile; its history keeps the last versions for inspection. */
+#define TS_JS_POPULATION_BUCKET "tracesan_population"
+#define TS_JS_POPULATION_HISTORY 64
 #define TS_JS_SUBJECT_IN "tracesan.in"
 #define TS_JS_SUBJECT_STATE "tracesan.state"
 /* JetStream API calls wait this long for an answer. */
@@ -34,8 +38,9 @@ int ts_js_connect(ts_js_conn *conn, const struct ts_nats_settings *nats,
                   void *closure, char *err, size_t errlen);
 void ts_js_close(ts_js_conn *conn);
 
-/* Creates the three streams and the lease bucket when absent (existing
- * ones are left as they are). 0, or -1 with err. */
+/* Creates the three streams, the lease bucket and the population bucket
+ * when absent (existing ones are left as they are, but for subjects a
+ * newer version publishes on, which are added). 0, or -1 with err. */
 int ts_js_ensure_streams(ts_js_conn *conn, const struct ts_nats_settings *nats,
                          char *err, size_t errlen);
 
