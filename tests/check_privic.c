@@ -1778,6 +1778,27 @@ static void assert_same_loop(const ts_population_loop *a,
     }
 }
 
+/* A holder's job between its close and its write, and the loop's
+ * counters at the close (what the record will say it accounts for). */
+typedef struct job_in_flight {
+    ts_population_job job;
+    int open;
+    uint64_t out_seq, total, stale, outside, finish_at;
+} job_in_flight;
+
+static void job_closed(job_in_flight *j, const ts_population_loop *loop,
+                       uint64_t seq, uint64_t lag)
+{
+    ts_population_run(&j->job);
+    ck_assert_msg(j->job.ok, "%s", j->job.err);
+    j->open = 1;
+    j->out_seq = seq;
+    j->total = loop->reports_total;
+    j->stale = loop->stale;
+    j->outside = loop->outside;
+    j->finish_at = seq + lag;
+}
+
 /* What a failover relies on: a holder that resumes from the last record
  * and reads the stream again from the position after it is, report for
  * report, the holder that went on. Holder A counts a stream whose reports
@@ -1800,23 +1821,20 @@ TS_TEST(test_population_resume_goes_on_exactly)
     ck_assert_int_eq(ts_population_loop_init_detached(&a, &fp_ops, &f,
                                                       f.first, 1), 0);
     uint32_t newest = 1;
-    ts_population_job job;
-    int job_open = 0;
-    uint64_t out_seq = 0, job_total = 0, job_stale = 0, job_outside = 0;
-    uint64_t finish_at = 0;
+    job_in_flight j = { .open = 0 };
     unsigned resumed = 0;
     for (uint64_t seq = 1; seq <= STREAM; seq++) {
         stream[seq] = draw_published(rng, newest);
         ts_population_observe(&a, stream[seq].cell / FP_SIDE + 0.5,
                               stream[seq].cell % FP_SIDE + 0.5,
                               stream[seq].version, (int64_t)seq);
-        if (job_open && seq == finish_at) {
-            ts_population_record r = record_of_job(&a, &job, out_seq,
-                                                   job_total, job_stale,
-                                                   job_outside);
+        if (j.open && seq == j.finish_at) {
+            ts_population_record r = record_of_job(&a, &j.job, j.out_seq,
+                                                   j.total, j.stale,
+                                                   j.outside);
             /* Every report up to out_seq is accounted for once. */
             ck_assert_uint_eq(r.reports_total + r.stale + r.outside,
-                              out_seq);
+                              j.out_seq);
             ts_population_record copy;
             size_t len = ts_population_record_size(&r);
             unsigned char *bytes = malloc(len);
@@ -1826,13 +1844,13 @@ TS_TEST(test_population_resume_goes_on_exactly)
             ck_assert_int_eq(ts_population_record_decode(bytes, len, &copy,
                                                          &oom), 0);
             free(bytes);
-            void *next = job.channel;
-            job.channel = NULL;
-            ck_assert_int_eq(ts_population_finish(&a, &job), 0);
+            void *next = j.job.channel;
+            j.job.channel = NULL;
+            ck_assert_int_eq(ts_population_finish(&a, &j.job), 0);
             ck_assert_int_eq(ts_population_shift(&a, next, r.version), 0);
             ch.of[r.version] = ch.owned[r.version] = next;
             newest = r.version;
-            job_open = 0;
+            j.open = 0;
 
             /* B: the record and the stream after out_seq, nothing else. */
             ts_population_loop b;
@@ -1848,37 +1866,23 @@ TS_TEST(test_population_resume_goes_on_exactly)
             assert_same_loop(&a, &b);
             /* And both make the same next estimate. */
             if (ts_population_due(&a)) {
-                ts_population_job ja, jb;
-                ck_assert_int_eq(ts_population_close(&a, &ja), 0);
+                ts_population_job jb;
+                ck_assert_int_eq(ts_population_close(&a, &j.job), 0);
                 ck_assert_int_eq(ts_population_close(&b, &jb), 0);
-                ts_population_run(&ja);
+                job_closed(&j, &a, seq, JOB_LAG);
                 ts_population_run(&jb);
-                ck_assert(ja.ok && jb.ok);
-                ck_assert(memcmp(ja.theta, jb.theta,
-                                 FP_N * sizeof *ja.theta) == 0);
+                ck_assert(jb.ok);
+                ck_assert(memcmp(j.job.theta, jb.theta,
+                                 FP_N * sizeof *jb.theta) == 0);
                 ts_population_job_free(&jb);
-                job = ja;
-                job_open = 1;
-                out_seq = seq;
-                job_total = a.reports_total;
-                job_stale = a.stale;
-                job_outside = a.outside;
-                finish_at = seq + JOB_LAG;
             }
             ts_population_record_free(&copy);
             ts_population_loop_free(&b);
             resumed++;
         }
-        if (!job_open && ts_population_due(&a)) {
-            ck_assert_int_eq(ts_population_close(&a, &job), 0);
-            ts_population_run(&job);
-            ck_assert_msg(job.ok, "%s", job.err);
-            job_open = 1;
-            out_seq = seq;
-            job_total = a.reports_total;
-            job_stale = a.stale;
-            job_outside = a.outside;
-            finish_at = seq + JOB_LAG;
+        if (!j.open && ts_population_due(&a)) {
+            ck_assert_int_eq(ts_population_close(&a, &j.job), 0);
+            job_closed(&j, &a, seq, JOB_LAG);
         }
     }
     printf("resume: %u resumes agreed; %" PRIu64 " reports counted, %"
@@ -1886,8 +1890,8 @@ TS_TEST(test_population_resume_goes_on_exactly)
            newest);
     ck_assert_uint_ge(resumed, 10);
     ck_assert_uint_gt(a.stale, 0);   /* the lag reached beyond two */
-    if (job_open)
-        ts_population_job_free(&job);
+    if (j.open)
+        ts_population_job_free(&j.job);
     ts_population_loop_free(&a);
     for (size_t v = 0; v < 64; v++)
         if (ch.owned[v] != NULL)

@@ -75,14 +75,20 @@ check "and only one" bash -c "! grep -q 'population lease acquired' '$S_LOG'"
 REPLAY_PID=$!
 background_pids+=("$REPLAY_PID")
 
+# wait_cycles LOG N: until the instance logged N cycles (30 s at most);
+# prints how many it did.
+wait_cycles() {
+    local tries=300 n
+    while n=$(grep -c 'PRIVIC cycle [0-9]* on' "$1"); [ "$n" -lt "$2" ] &&
+          [ $tries -gt 0 ]; do
+        sleep 0.1
+        tries=$((tries - 1))
+    done
+    echo "$n"
+}
+
 # Kill the holder once it has written a few versions.
-cycles() { grep -c 'PRIVIC cycle [0-9]* on' "$1"; }
-tries=300
-while [ "$(cycles "$H_LOG")" -lt 3 ] && [ $tries -gt 0 ]; do
-    sleep 0.1
-    tries=$((tries - 1))
-done
-check_ge "the holder ran cycles before the kill" 3 "$(cycles "$H_LOG")"
+check_ge "the holder ran cycles before the kill" 3 "$(wait_cycles "$H_LOG" 3)"
 kill -KILL "$H_PID"
 mark_ms KILL_MS
 wait "$H_PID" 2>/dev/null
@@ -96,29 +102,18 @@ while [ "$("$PY" "$CHECK" --count "$NATS_PORT")" -lt $POINTS ] &&
     sleep 1
     tries=$((tries - 1))
 done
-# The survivor's cycles after the takeover, and a density tick after its
-# last one.
-tries=300
-while [ "$(cycles "$S_LOG")" -lt 3 ] && [ $tries -gt 0 ]; do
-    sleep 0.1
-    tries=$((tries - 1))
-done
-check_ge "the survivor ran cycles after the takeover" 3 "$(cycles "$S_LOG")"
+check_ge "the survivor ran cycles after the takeover" 3 \
+    "$(wait_cycles "$S_LOG" 3)"
 check "the survivor took the lease once the old one aged out" \
     grep -q 'population lease acquired profile=privic .* reason=expired' "$S_LOG"
 check "it resumed the loop from the bucket" \
     grep -q 'PRIVIC loop resumed at channel version [0-9]* after [1-9]' "$S_LOG"
+# A density tick after the survivor's last cycle.
 sleep 2
 
 "$PY" "$CHECK" "$NATS_PORT" \
     "$TMPD/trace.csv" "$KILL_MS" privic >"$TMPD/checks.txt"
-while read -r line; do
-    case $line in
-        "ok - "*) pass "${line#ok - }" ;;
-        "not ok - "*) fail "${line#not ok - }" ;;
-        *) note "${line#\# }" ;;
-    esac
-done <"$TMPD/checks.txt"
+report_checks "$TMPD/checks.txt"
 LAST=$(sed -n 's/^# last_version //p' "$TMPD/checks.txt")
 
 curl -s --max-time 5 "http://$S_HTTP/density/privic" >"$TMPD/density.geojson"

@@ -22,14 +22,12 @@ import struct
 import sys
 import uuid
 
-failed = 0
+results = []
 
 
 def report(ok, what):
-    global failed
-    print(("ok - " if ok else "not ok - ") + what)
-    if not ok:
-        failed += 1
+    results.append((bool(ok), what))
+    print(("not ok - ", "ok - ")[bool(ok)] + what)
 
 
 def note(what):
@@ -247,4 +245,4 @@ def main():
 
 
 main()
-sys.exit(1 if failed else 0)
+sys.exit(0 if all(ok for ok, _ in results) else 1)

@@ -291,6 +291,27 @@ int ts_js_ensure_streams(ts_js_conn *conn, const struct ts_nats_settings *nats,
                          TS_JS_POPULATION_HISTORY, err, errlen);
 }
 
+natsStatus ts_js_next_stream_msg(natsSubscription *sub, int64_t timeout_ms,
+                                 natsMsg **msg, uint64_t *seq,
+                                 uint64_t *pending)
+{
+    for (;;) {
+        natsStatus s = natsSubscription_NextMsg(msg, sub, timeout_ms);
+        if (s != NATS_OK)
+            return s;
+        jsMsgMetaData *meta = NULL;
+        if (natsMsg_GetMetaData(&meta, *msg) != NATS_OK) {
+            natsMsg_Destroy(*msg);
+            *msg = NULL;
+            continue;  /* a heartbeat or flow-control message */
+        }
+        *seq = meta->Sequence.Stream;
+        *pending = meta->NumPending;
+        jsMsgMetaData_Destroy(meta);
+        return NATS_OK;
+    }
+}
+
 int ts_js_read_stream(ts_js_conn *conn, const char *stream,
                       const char *subject, ts_js_visit_fn visit, void *ctx,
                       char *err, size_t errlen)
@@ -348,20 +369,13 @@ int ts_js_read_stream(ts_js_conn *conn, const char *stream,
     int rc = 0;
     for (;;) {
         natsMsg *msg = NULL;
-        s = natsSubscription_NextMsg(&msg, sub, TS_JS_WAIT_MS);
+        uint64_t seq, pending;
+        s = ts_js_next_stream_msg(sub, TS_JS_WAIT_MS, &msg, &seq, &pending);
         if (s != NATS_OK) {
             ts_js_describe(err, errlen, "reading the stream", s, 0);
             rc = -1;
             break;
         }
-        jsMsgMetaData *meta = NULL;
-        if (natsMsg_GetMetaData(&meta, msg) != NATS_OK) {
-            natsMsg_Destroy(msg);
-            continue;  /* a heartbeat or flow-control message */
-        }
-        uint64_t seq = meta->Sequence.Stream;
-        uint64_t pending = meta->NumPending;
-        jsMsgMetaData_Destroy(meta);
         rc = visit(ctx, msg, seq);
         natsMsg_Destroy(msg);
         if (rc != 0 || seq >= last || pending == 0)

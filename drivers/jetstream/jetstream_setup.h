@@ -48,6 +48,14 @@ int ts_js_ensure_streams(ts_js_conn *conn, const struct ts_nats_settings *nats,
 void ts_js_describe(char *err, size_t errlen, const char *what,
                     natsStatus status, jsErrCode code);
 
+/* The next message of an ordered consumer's subscription, with its stream
+ * sequence and how many are still pending; heartbeats and flow-control
+ * messages are skipped. NATS_OK with *msg (the caller destroys it), or
+ * NextMsg's status (NATS_TIMEOUT: none within timeout_ms). */
+natsStatus ts_js_next_stream_msg(natsSubscription *sub, int64_t timeout_ms,
+                                 natsMsg **msg, uint64_t *seq,
+                                 uint64_t *pending);
+
 /* Visits every message of `stream` on `subject` (a filter; NULL = all) in
  * sequence order, up to the stream's last sequence when the call starts.
  * A nonzero return from visit stops and is returned; -1 on an error. */

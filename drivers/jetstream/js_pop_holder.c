@@ -376,8 +376,10 @@ static void read_reports(ts_js_pop_entry *e)
     ts_js_pop_holder *h = &e->holder;
     for (int i = 0; i < READS_PER_TURN && h->sub != NULL; i++) {
         natsMsg *msg = NULL;
-        natsStatus s = natsSubscription_NextMsg(&msg, h->sub,
-                                                i == 0 ? READ_WAIT_MS : 0);
+        uint64_t seq, pending;
+        natsStatus s = ts_js_next_stream_msg(h->sub,
+                                             i == 0 ? READ_WAIT_MS : 0, &msg,
+                                             &seq, &pending);
         if (s == NATS_TIMEOUT)
             break;
         if (s != NATS_OK) {
@@ -387,13 +389,6 @@ static void read_reports(ts_js_pop_entry *e)
             restart(h);
             break;
         }
-        jsMsgMetaData *meta = NULL;
-        if (natsMsg_GetMetaData(&meta, msg) != NATS_OK) {
-            natsMsg_Destroy(msg);
-            continue;  /* a heartbeat or flow-control message */
-        }
-        uint64_t seq = meta->Sequence.Stream;
-        jsMsgMetaData_Destroy(meta);
         if (seq > h->last_seq) {
             count_message(e, msg);
             h->last_seq = seq;
