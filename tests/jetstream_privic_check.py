@@ -156,6 +156,11 @@ def main():
     report(len(before) >= 2 and len(after) >= 2,
            "new versions were written before (%d) and after (%d) the "
            "holder was killed" % (len(before), len(after)))
+    if before and after:
+        note("handover: the kill came %.0f ms after the last version "
+             "before it, the next version %.0f ms after the kill" % (
+                 (kill_ns - before[-1]["ts_ns"]) / 1e6,
+                 (after[0]["ts_ns"] - kill_ns) / 1e6))
 
     want = 0
     with open(inputs_path) as f:
@@ -224,6 +229,10 @@ def main():
     densities = [m for m in outputs
                  if m["subject"] == "tracesan.density." + profile]
     dens = [json.loads(m["data"]) for m in densities]
+    later = [m["ts_ns"] for m in densities if m["ts_ns"] > kill_ns]
+    if later:
+        note("the first density estimate after the kill: %.0f ms after it"
+             % ((later[0] - kill_ns) / 1e6))
     report(any(m["ts_ns"] < kill_ns for m in densities) and
            any(m["ts_ns"] > kill_ns for m in densities),
            "density.%s estimates were published before (%d) and after (%d) "
