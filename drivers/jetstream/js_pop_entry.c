@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "drivers/jetstream/jetstream_setup.h"
 #include "engine/log.h"
 
 void ts_js_pop_entry_init(ts_js_pop_entry *e, ts_js_pop_ctx *ctx,
@@ -181,11 +182,11 @@ static int install_built(ts_js_pop_entry *e, void *built, uint32_t version)
     return channel != NULL ? 0 : -1;
 }
 
-int ts_js_pop_catch_up(ts_js_pop_entry *e, kvStore *kv)
+int ts_js_pop_catch_up(ts_js_pop_entry *e, jsCtx *js)
 {
     ts_population_record record;
     uint64_t revision;
-    int found = ts_js_pop_read(e, kv, &record, &revision);
+    int found = ts_js_pop_read_latest(e, js, &record, &revision);
     if (found <= 0)
         return found;
     int rc = 0;
@@ -213,6 +214,23 @@ int ts_js_pop_catch_up(ts_js_pop_entry *e, kvStore *kv)
 
 /* ----------------------------------------------------------- records */
 
+/* A value of the bucket as a record: 1, or -1 (logged). */
+static int decode_value(ts_js_pop_entry *e, const void *bytes, size_t len,
+                        uint64_t revision, ts_population_record *record)
+{
+    int oom = 0;
+    int bad = ts_population_record_decode(bytes, len, record, &oom) != 0;
+    if (!bad && record->format != 2) {
+        ts_population_record_free(record);
+        bad = 1;
+    }
+    if (bad)
+        ts_log(TS_LOG_ERROR, "profile %s: the population bucket's value at "
+               "revision %" PRIu64 " is %s", e->name, revision,
+               oom ? "too large for memory" : "not a population record");
+    return bad ? -1 : 1;
+}
+
 int ts_js_pop_read(ts_js_pop_entry *e, kvStore *kv,
                    ts_population_record *record, uint64_t *revision)
 {
@@ -226,20 +244,39 @@ int ts_js_pop_read(ts_js_pop_entry *e, kvStore *kv,
         return -1;
     }
     *revision = kvEntry_Revision(entry);
-    int oom = 0;
-    int bad = ts_population_record_decode(kvEntry_Value(entry),
-                                          (size_t)kvEntry_ValueLen(entry),
-                                          record, &oom) != 0;
+    int rc = decode_value(e, kvEntry_Value(entry),
+                          (size_t)kvEntry_ValueLen(entry), *revision, record);
     kvEntry_Destroy(entry);
-    if (!bad && record->format != 2) {
-        ts_population_record_free(record);
-        bad = 1;
+    return rc;
+}
+
+int ts_js_pop_read_latest(ts_js_pop_entry *e, jsCtx *js,
+                          ts_population_record *record, uint64_t *revision)
+{
+    char subject[TS_JS_POP_KEY_MAX + 32];
+    snprintf(subject, sizeof subject, "$KV.%s.%s", TS_JS_POPULATION_BUCKET,
+             e->est_key);
+    natsMsg *msg = NULL;
+    jsErrCode code = 0;
+    natsStatus s = js_GetLastMsg(&msg, js, "KV_" TS_JS_POPULATION_BUCKET,
+                                 subject, NULL, &code);
+    if (s == NATS_NOT_FOUND)
+        return 0;
+    if (s != NATS_OK) {
+        ts_log(TS_LOG_DEBUG, "profile %s: reading the population bucket: "
+               "%s", e->name, natsStatus_GetText(s));
+        return -1;
     }
-    if (bad)
-        ts_log(TS_LOG_ERROR, "profile %s: the population bucket's value at "
-               "revision %" PRIu64 " is %s", e->name, *revision,
-               oom ? "too large for memory" : "not a population record");
-    return bad ? -1 : 1;
+    *revision = natsMsg_GetSequence(msg);
+    /* The bucket's values are never deleted; a delete marker (an operator
+     * deleting the key) has no data and reads as absent. */
+    int rc = natsMsg_GetDataLength(msg) == 0
+                 ? 0
+                 : decode_value(e, natsMsg_GetData(msg),
+                                (size_t)natsMsg_GetDataLength(msg),
+                                *revision, record);
+    natsMsg_Destroy(msg);
+    return rc;
 }
 
 void ts_js_pop_show(ts_js_pop_entry *e, const ts_population_record *record)

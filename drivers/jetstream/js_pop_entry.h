@@ -133,14 +133,20 @@ void ts_js_pop_offer(ts_js_pop_entry *e, const void *channel,
 /* JetStream thread (or before it runs): installs the waiting version.
  * 1 when one went in. */
 int ts_js_pop_install_pending(ts_js_pop_entry *e);
-/* JetStream thread: reads the bucket with `kv` and installs its version
- * when newer. 0, or -1 when it could not. */
-int ts_js_pop_catch_up(ts_js_pop_entry *e, kvStore *kv);
+/* JetStream thread: reads the bucket's latest record with `js` and
+ * installs its version when newer. 0, or -1 when it could not. */
+int ts_js_pop_catch_up(ts_js_pop_entry *e, jsCtx *js);
 
 /* The bucket's record for the entry: 1 found (free it), 0 absent, -1 on
- * an error (logged) or bytes that are no record. */
+ * an error (logged) or bytes that are no record. The bucket allows
+ * direct gets, which any replica may answer, a little behind: */
 int ts_js_pop_read(ts_js_pop_entry *e, kvStore *kv,
                    ts_population_record *record, uint64_t *revision);
+/* the same from the stream's leader, which holds every write it
+ * acknowledged: what an ordering argument needs (a restored partition's
+ * catching up, a holder's resuming). */
+int ts_js_pop_read_latest(ts_js_pop_entry *e, jsCtx *js,
+                          ts_population_record *record, uint64_t *revision);
 /* Shows a record (a copy) on /density and /metrics, unless the one shown
  * is newer. */
 void ts_js_pop_show(ts_js_pop_entry *e, const ts_population_record *record);

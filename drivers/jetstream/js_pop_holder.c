@@ -274,7 +274,7 @@ static void resume_from_bucket(ts_js_pop_entry *e)
 {
     ts_population_record r;
     uint64_t revision = 0;
-    int found = ts_js_pop_read(e, e->ctx->kv, &r, &revision);
+    int found = ts_js_pop_read_latest(e, e->ctx->js, &r, &revision);
     if (found < 0)
         return;
     int write = found == 0;

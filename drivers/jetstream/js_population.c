@@ -18,8 +18,6 @@
 
 struct ts_js_population {
     ts_js_pop_ctx ctx;
-    kvStore *datapath_kv;        /* the bucket on the JetStream thread's
-                                    context, for catching up */
     ts_config *config;           /* a reference: whose mechanisms */
     ts_js_pop_entry *entries;    /* under ctx.lock for the loop's reads */
     size_t n;
@@ -155,8 +153,8 @@ static int bind(ts_js_population *pop, const ts_config *config,
                 found = 2;  /* borrowed */
             }
         if (previous == NULL &&
-            (found = ts_js_pop_read(e, pop->datapath_kv, &r, &revision)) <
-                0) {
+            (found = ts_js_pop_read_latest(e, pop->ctx.m->conn.js, &r,
+                                           &revision)) < 0) {
             snprintf(err, errlen, "profile %s: cannot read the population "
                      "bucket " TS_JS_POPULATION_BUCKET, e->name);
             failed = 1;
@@ -232,9 +230,7 @@ int ts_js_population_open(ts_js_population **out, struct ts_driver *m,
         js_KeyValue(&pop->ctx.kv, pop->ctx.js, TS_JS_POPULATION_BUCKET) !=
             NATS_OK ||
         js_KeyValue(&pop->ctx.lease_kv, pop->ctx.js, TS_JS_LEASE_BUCKET) !=
-            NATS_OK ||
-        js_KeyValue(&pop->datapath_kv, m->conn.js,
-                    TS_JS_POPULATION_BUCKET) != NATS_OK) {
+            NATS_OK) {
         snprintf(err, errlen, "cannot open the population bucket "
                  TS_JS_POPULATION_BUCKET);
         ts_js_population_close(pop);
@@ -293,8 +289,6 @@ void ts_js_population_close(ts_js_population *pop)
     size_t n;
     unbind(pop, &entries, &n);
     free_entries(entries, n);
-    if (pop->datapath_kv != NULL)
-        kvStore_Destroy(pop->datapath_kv);
     if (pop->ctx.kv != NULL)
         kvStore_Destroy(pop->ctx.kv);
     if (pop->ctx.lease_kv != NULL)
@@ -319,7 +313,7 @@ int ts_js_population_catch_up(ts_js_population *pop)
 {
     for (size_t i = 0; pop != NULL && i < pop->n; i++)
         if (pop->entries[i].ops->adaptive &&
-            ts_js_pop_catch_up(&pop->entries[i], pop->datapath_kv) != 0)
+            ts_js_pop_catch_up(&pop->entries[i], pop->ctx.m->conn.js) != 0)
             return -1;
     return 0;
 }
