@@ -106,8 +106,11 @@ typedef struct ts_driver_ops {
     /* 1: it commits to the state.dir store (opened by the caller and
      * passed in env->store); 0: it keeps state elsewhere. */
     int uses_store;
-    /* Whether PRIVIC loops and the density feed run with it; 0 makes
-     * their profiles release through their first channel. */
+    /* Whether the daemon runs PRIVIC loops and the density feed with it
+     * (ops/population_loop.h: counting reports_sent, persisting to the
+     * store, publishing through `publish`); 0 makes their profiles release
+     * through their first channel, unless the driver runs them itself
+     * (density_geojson). */
     int runs_population;
     int (*open)(ts_driver **out, const ts_driver_env *env, char *err,
                 size_t errlen);
@@ -134,6 +137,12 @@ typedef struct ts_driver_ops {
     ts_publish_result (*publish)(ts_driver *driver, const void *topic,
                                  size_t topic_len, const void *payload,
                                  size_t len);
+    /* Set when the driver runs the PRIVIC loops and the density feed
+     * itself (the JetStream driver: cluster-wide, over every partition's
+     * reports) and serves GET /density/<profile> with this: the statuses
+     * and body of wire/density.h, malloc'ed. NULL: it does not. */
+    char *(*density_geojson)(ts_driver *driver, const char *profile,
+                             int *status, size_t *len);
 } ts_driver_ops;
 
 /* Sums pipeline counters into stats (partitions, tests). */

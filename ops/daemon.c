@@ -164,6 +164,8 @@ static ts_publish_result publish_density(void *arg, const void *topic,
 static int start_population(ts_daemon *daemon)
 {
     char err[512];
+    if (daemon->driver_ops->density_geojson != NULL)
+        return 0;  /* the driver runs them, cluster-wide */
     if (!daemon->driver_ops->runs_population ||
         daemon->driver_ops->publish == NULL) {
         for (size_t i = 0; i < ts_pipeline_profile_count(daemon->pipeline);

@@ -124,8 +124,12 @@ static void serve_density(void *arg, const char *rest, const char *query,
     (void)query;
     ts_daemon *daemon = arg;
     reply->content_type = "application/geo+json";
-    reply->owned = ts_population_geojson(daemon->population, rest,
-                                         &reply->status, &reply->len);
+    if (daemon->driver_ops->density_geojson != NULL)
+        reply->owned = daemon->driver_ops->density_geojson(
+            daemon->driver, rest, &reply->status, &reply->len);
+    else
+        reply->owned = ts_population_geojson(daemon->population, rest,
+                                             &reply->status, &reply->len);
     reply->body = reply->owned;
     if (reply->owned == NULL)
         reply->status = 500;

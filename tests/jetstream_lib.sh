@@ -259,6 +259,12 @@ stream_checks() {
     "$PY" "$top_srcdir/tests/jetstream_check.py" "$TMPD/trace.csv" \
         "$TMPD/outputs.csv" "$TMPD/ledger.csv" "$TMPD/changelog.csv" \
         "$@" >"$TMPD/checks.txt"
+    report_checks "$TMPD/checks.txt"
+}
+
+# report_checks FILE: a checker's "ok - "/"not ok - " lines as this test's
+# checks, its other lines as notes.
+report_checks() {
     local line
     while read -r line; do
         case $line in
@@ -266,5 +272,5 @@ stream_checks() {
             "not ok - "*) fail "${line#not ok - }" ;;
             *) note "${line#\# }" ;;
         esac
-    done <"$TMPD/checks.txt"
+    done <"$1"
 }
