@@ -565,8 +565,10 @@ END_TEST
  * box lies outside it. TS_WORK_PROBE names one of them and makes this case
  * release only that point: tests/delta_work.sh runs it under callgrind and
  * compares the instructions spent in the membership test and the
- * surrogate search. Without it, all four are released. */
-TS_TEST(release_work_probe)
+ * surrogate search, running this case alone (CK_RUN_CASE=work_probe).
+ * Without it, all four are released. */
+TS_CASE(work_probe, 60, NULL, NULL);
+TS_TEST_IN(work_probe, release_work_probe)
 {
     static const struct {
         const char *name;
