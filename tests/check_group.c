@@ -118,8 +118,10 @@ static int start(fixture *f, size_t n, int64_t ts_ms)
     ts_buf payload = encode(n, ts_ms);
     ts_inbound message = { payload.data, payload.len, 1 };
     int done = ts_group_start(&f->group, f->pipeline, &message, &f->sink);
-    /* The group holds what it needs: the bytes go at once. */
-    memset(payload.data, 0xff, payload.len);
+    /* The group holds what it needs: the bytes go at once (an empty
+     * batch encodes to no bytes at all). */
+    if (payload.len > 0)
+        memset(payload.data, 0xff, payload.len);
     ts_buf_free(&payload);
     return done;
 }
