@@ -134,6 +134,14 @@ stream_msgs() {
         sed -n "s/^stream=$1 msgs=\([0-9]*\).*/\1/p"
 }
 
+# stream_last_seq NAME: the stream's last sequence, i.e. messages stored
+# since it was made (TRACESAN_IN, a work queue, keeps none once processed).
+stream_last_seq() {
+    "$TRACESAN" jetstream --server "$NATS_URL" "${NATS_CLI_OPTS[@]}" status \
+        2>/dev/null |
+        sed -n "s/^stream=$1 .*last_seq=\([0-9]*\).*/\1/p"
+}
+
 # wait_outputs N SECONDS: until TRACESAN_OUT holds N messages.
 wait_outputs() {
     local want=$1 deadline=$(( $(date +%s) + $2 )) have
@@ -267,4 +275,61 @@ stream_checks() {
             *) note "${line#\# }" ;;
         esac
     done <"$TMPD/checks.txt"
+}
+
+# js_publish_raw PORT SUBJECT KIND COUNT: COUNT messages made by KIND,
+# published to SUBJECT as a JetStream producer would (a reply inbox for
+# the answer), over the plain NATS protocol. KIND is garbage:BYTES (that
+# many bytes that are no LocationBatch) or empty_updates:N (a LocationBatch
+# of N empty updates). Prints one line per message: "seq=S" with the
+# stream sequence JetStream stored it under, or "refused=..." with the
+# error or status the server answered.
+js_publish_raw() {
+    "$PY" - "$@" <<'PYEOF'
+import json, socket, sys
+port, subject, kind, count = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+what, _, n = kind.partition(":")
+if what == "garbage":
+    payload = b"\xff" * int(n)
+elif what == "empty_updates":
+    payload = b"\x0a\x00" * int(n)       # LocationBatch.updates = {}, n times
+else:
+    sys.exit("unknown kind " + kind)
+sock = socket.create_connection(("127.0.0.1", int(port)), timeout=10)
+f = sock.makefile("rb")
+f.readline()                                     # INFO
+sock.sendall(b'CONNECT {"verbose":false,"headers":true,"no_responders":true}\r\n'
+             b"SUB _INBOX.tsraw.* 1\r\n")
+def answer():
+    while True:
+        line = f.readline().rstrip(b"\r\n")
+        if line == b"PING":
+            sock.sendall(b"PONG\r\n")
+            continue
+        words = line.split()
+        if not words:
+            continue
+        if words[0] == b"MSG":
+            body = f.read(int(words[-1]) + 2)[:-2]
+            reply = json.loads(body)
+            if "error" in reply:
+                return "refused=" + reply["error"].get("description", "?").replace(" ", "_")
+            return "seq=%d" % reply["seq"]
+        if words[0] == b"HMSG":
+            body = f.read(int(words[-1]) + 2)[:-2]
+            status = body.split(b"\r\n")[0].decode()
+            return "refused=" + status.replace(" ", "_")
+        if words[0] == b"-ERR":
+            return "refused=" + line.decode().replace(" ", "_")
+for i in range(count):
+    sock.sendall(b"PUB %s _INBOX.tsraw.%d %d\r\n" % (subject.encode(), i, len(payload))
+                 + payload + b"\r\n")
+    print(answer(), flush=True)
+PYEOF
+}
+
+# metric HTTP NAME{LABELS}: the value of one series on an instance's
+# /metrics (empty when absent).
+metric() {
+    curl -s "http://$1/metrics" | awk -v k="$2" '$1 == k { print $2 }'
 }

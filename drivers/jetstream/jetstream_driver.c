@@ -126,6 +126,8 @@ static void *jetstream_thread(void *arg)
             }
         }
         note_health(m);
+        if (ts_js_connected(m))
+            ts_js_refresh_lag(m);
         if (!busy)
             usleep(IDLE_SLEEP_US);
     }
@@ -163,7 +165,7 @@ static void js_close(ts_jetstream *m)
     if (m->parts != NULL) {
         for (uint32_t i = 0; i < m->n_partitions; i++) {
             ts_js_drop_state(m, &m->parts[i]);
-            ts_record_map_free(m->parts[i].records);
+            ts_changelog_replica_free(&m->parts[i].replica);
         }
     }
     if (m->kv != NULL)
@@ -229,8 +231,7 @@ static int allocate(ts_jetstream *m, const ts_driver_env *env)
     for (uint32_t i = 0; i < m->n_partitions; i++) {
         m->parts[i].index = i;
         m->parts[i].mode = m;
-        m->parts[i].records = ts_record_map_new();
-        if (m->parts[i].records == NULL)
+        if (ts_changelog_replica_init(&m->parts[i].replica) != 0)
             return -1;
     }
     return 0;
@@ -245,7 +246,8 @@ static int connect_cluster(ts_jetstream *m, char *err, size_t errlen)
                       errlen) != 0)
         return -1;
     for (int64_t give_up = ts_js_mono_ms() + SETUP_PATIENCE_MS;;) {
-        if (ts_js_ensure_streams(&m->conn, m->nats, err, errlen) == 0)
+        if (ts_js_ensure_streams(&m->conn, m->nats, &m->input_work_queue,
+                                 err, errlen) == 0)
             break;
         if (ts_js_mono_ms() >= give_up)
             return -1;
@@ -268,6 +270,11 @@ static int connect_cluster(ts_jetstream *m, char *err, size_t errlen)
     }
     m->max_payload = (size_t)natsConnection_GetMaxPayload(m->conn.nc);
     m->connected = 1;
+    if (!m->input_work_queue)
+        ts_log(TS_LOG_WARN, TS_JS_STREAM_IN " was made with limits retention "
+               "by an older version: acknowledged inputs stay stored until "
+               "its limits remove them. Recreate it (empty) to make it a "
+               "work queue (docs/scale-out.md)");
     return 0;
 }
 

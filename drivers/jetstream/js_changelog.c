@@ -20,7 +20,7 @@ int ts_js_backend_load(void *ctx, const char *user_id, size_t id_len,
     partition *p = ctx;
     const void *bytes;
     size_t len;
-    if (ts_record_map_get(p->records, user_id, id_len, &bytes, &len) == 0)
+    if (ts_record_map_get(p->replica.records, user_id, id_len, &bytes, &len) == 0)
         return 0;
     return ts_record_decode(bytes, len, record) == 0 ? 1 : -1;
 }
@@ -44,7 +44,7 @@ int ts_js_backend_save(void *ctx, const char *user_id, size_t id_len,
     if (need == 0 ||
         ts_changelog_add_user(&m->builder, user_id, id_len, m->encode_buf,
                               need) != 0 ||
-        ts_record_map_put(p->records, user_id, id_len, m->encode_buf,
+        ts_record_map_put(p->replica.records, user_id, id_len, m->encode_buf,
                           need) != 0)
         return -1;
     return 0;
@@ -176,8 +176,8 @@ int ts_js_append_record(ts_jetstream *m, partition *p, const ts_buf *record,
     jsPubOptions po;
     jsPubOptions_Init(&po);
     po.MaxWait = ts_js_wait_ms(m);
-    if (p->changelog_seq > 0)
-        po.ExpectLastSubjectSeq = p->changelog_seq;
+    if (p->replica.changelog_seq > 0)
+        po.ExpectLastSubjectSeq = p->replica.changelog_seq;
     else
         po.ExpectNoMessage = true;
     jsPubAck *ack = NULL;
@@ -185,7 +185,7 @@ int ts_js_append_record(ts_jetstream *m, partition *p, const ts_buf *record,
     s = js_PublishMsg(&ack, m->conn.js, msg, &po, &code);
     natsMsg_Destroy(msg);
     if (s == NATS_OK) {
-        p->changelog_seq = ack->Sequence;
+        p->replica.changelog_seq = ack->Sequence;
         jsPubAck_Destroy(ack);
         return 1;
     }

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdlib.h>
 
 #include "engine/config.h"
 #include "engine/log.h"
@@ -11,6 +12,14 @@
 
 /* Users visited per partition per expiry sweep (as the ZeroMQ driver). */
 #define EXPIRE_SCAN_PER_TICK 10000
+/* What a delivered message takes beyond its data in a fetch's byte count
+ * (its subject, reply subject and headers): a fetch asks for max_payload
+ * plus this, so any message the server accepted can be delivered. */
+#define FETCH_SLACK_BYTES 4096
+/* Room left in a changelog record for the headers of the publish. */
+#define RECORD_SLACK_BYTES 1024
+/* How often the partitions' backlog is read for /metrics. */
+#define LAG_EVERY_MS 1000
 
 /* A user's ledger lives in one partition only; one sent to another would
  * be debited from a second, independent budget. */
@@ -44,6 +53,7 @@ static void process_message(ts_jetstream *m, partition *p, natsMsg *msg,
     pthread_mutex_unlock(&m->lock);
 }
 
+
 typedef struct snapshot_ctx {
     ts_changelog_builder *builder;
     int failed;
@@ -60,30 +70,47 @@ static int snapshot_user(void *arg, const char *id, size_t id_len,
     return 0;
 }
 
-/* After the acknowledgement of everything before it is confirmed, one
- * record with every user replaces the partition's older records. */
-static void maybe_snapshot(ts_jetstream *m, partition *p, natsMsg *last)
+/* Acknowledges the group's last input. When a snapshot is due (and
+ * allowed), the acknowledgement of everything before it is confirmed
+ * first; then one record with every user replaces the partition's older
+ * records. */
+static void ack_last_and_snapshot(ts_jetstream *m, partition *p,
+                                  natsMsg *last, int allowed)
 {
-    if (p->records_since_snapshot < m->nats->snapshot_every)
+    if (!allowed ||
+        p->replica.records_since_snapshot < m->nats->snapshot_every) {
+        natsMsg_Ack(last, NULL);
         return;
+    }
     jsErrCode code = 0;
     if (natsMsg_AckSync(last, NULL, &code) != NATS_OK)
         return;  /* tried again after the next group */
     ts_changelog_builder_reset(&m->builder);
     snapshot_ctx ctx = { &m->builder, 0 };
-    ts_record_map_each(p->records, snapshot_user, &ctx);
+    ts_record_map_each(p->replica.records, snapshot_user, &ctx);
     ts_changelog_header header = {
         .kind = TS_CHANGELOG_SNAPSHOT, .owner = m->self,
         .owner_len = strlen(m->self), .epoch = p->epoch,
-        .last_input_seq = p->last_input_seq,
+        .last_input_seq = p->replica.last_input_seq,
     };
+    /* A snapshot cannot be split: its rollup removes everything before
+     * it, and a crash between its parts would lose users. */
+    if (!ctx.failed &&
+        ts_changelog_size(&m->builder, &header) >
+            m->max_payload - RECORD_SLACK_BYTES) {
+        ts_log(TS_LOG_WARN, "partition %u: a snapshot of %zu users exceeds "
+               "the server's max_payload; restores read every record "
+               "until one fits (raise max_payload or nats.partitions)",
+               p->index, ts_record_map_count(p->replica.records));
+        p->replica.records_since_snapshot = 0;
+        return;
+    }
     if (ctx.failed ||
-        ts_changelog_size(&m->builder, &header) > m->max_payload ||
         ts_changelog_finish(&m->builder, &header, &m->record) != 0)
         return;
     int appended = ts_js_append_record(m, p, &m->record, 1);
     if (appended == 1)
-        p->records_since_snapshot = 0;
+        p->replica.records_since_snapshot = 0;
     else if (appended == 0)
         ts_js_lose_partition(m, p, "fenced out", 0);
     else
@@ -118,6 +145,66 @@ static void check_consumer(ts_jetstream *m, partition *p)
     }
 }
 
+/* Every input of the group up to `last` (explicit acknowledgements: a
+ * work queue drops what is acknowledged), after its outcomes are
+ * published. */
+static void ack_inputs(natsMsgList *list, int last)
+{
+    for (int i = 0; i <= last && i < list->Count; i++)
+        natsMsg_Ack(list->Msgs[i], NULL);
+}
+
+/* The group's record, split when it would not fit one message, appended
+ * record after record. 1 all appended, 0 fenced out, -1 unknown. */
+static int commit_records(ts_jetstream *m, partition *p,
+                          const ts_changelog_header *header)
+{
+    size_t n_records = 0;
+    if (ts_changelog_finish_split(&m->builder, header,
+                                  m->max_payload - RECORD_SLACK_BYTES,
+                                  &m->record, &n_records) != 0) {
+        ts_log(TS_LOG_ERROR, "partition %u: a user record or an outcome "
+               "alone exceeds the server's max_payload (%zu bytes): lower "
+               "output.batch_outcomes or raise max_payload", p->index,
+               m->max_payload);
+        return -1;
+    }
+    const void *record;
+    size_t len, at = 0;
+    while (ts_changelog_next_split(&m->record, &at, &record, &len)) {
+        if (!ts_js_lease_ok(m, p))
+            return -1;
+        ts_buf one = { (unsigned char *)record, len, len };
+        int appended = ts_js_append_record(m, p, &one, 0);
+        if (appended != 1)
+            return appended;
+        p->replica.records_since_snapshot++;
+    }
+    return 1;
+}
+
+void ts_js_refresh_lag(ts_jetstream *m)
+{
+    int64_t now = ts_js_mono_ms();
+    if (now < m->next_lag_ms)
+        return;
+    m->next_lag_ms = now + LAG_EVERY_MS;
+    uint64_t *backlog = calloc(m->n_partitions, sizeof *backlog);
+    char err[ERR_MAX];
+    if (backlog == NULL ||
+        ts_js_partition_backlog(m->conn.js, m->n_partitions,
+                                m->input_work_queue, backlog, err,
+                                sizeof err) != 0) {
+        free(backlog);
+        return;
+    }
+    pthread_mutex_lock(&m->lock);
+    for (uint32_t i = 0; i < m->n_partitions; i++)
+        m->stats[i].lag = m->parts[i].state != PART_IDLE ? backlog[i] : 0;
+    pthread_mutex_unlock(&m->lock);
+    free(backlog);
+}
+
 /* One group of one partition: fetch, process, commit, publish, ack. 1
  * when it had input. */
 int ts_js_run_group(ts_jetstream *m, partition *p)
@@ -129,9 +216,10 @@ int ts_js_run_group(ts_jetstream *m, partition *p)
     jsFetchRequest_Init(&req);
     req.Batch = (int)m->nats->fetch_batch;
     req.NoWait = true;
-    /* Bounds the group's record: outcomes take a few times the input's
-     * bytes, and the record must fit one message. */
-    req.MaxBytes = (int64_t)(m->max_payload / 8);
+    /* Any message the server stored fits (a smaller bound left one too
+     * large for it undelivered for ever, issue 25): the record is split
+     * when the group's outcomes need it. */
+    req.MaxBytes = (int64_t)(m->max_payload + FETCH_SLACK_BYTES);
     natsStatus s = natsSubscription_FetchRequest(&list, p->sub, &req);
     if (s != NATS_OK || list.Count == 0) {
         natsMsgList_Destroy(&list);
@@ -141,15 +229,13 @@ int ts_js_run_group(ts_jetstream *m, partition *p)
     p->input_seen_ms = ts_js_mono_ms();
     double started = ts_js_mono_s();
     ts_changelog_builder_reset(&m->builder);
-    uint64_t last_seq = p->last_input_seq;
-    uint64_t lag = 0;
-    natsMsg *last = NULL;
+    uint64_t committed = p->replica.last_input_seq;
+    uint64_t last_seq = committed;
+    int last = -1;
     /* A delivery lost on its way (a server went away with our pull
      * request's answer) shows as a gap in the consumer's sequence. The
-     * acknowledgement of a later message would acknowledge it too
-     * (AckAll), so the group stops before the gap and the partition is
-     * rebuilt, which recreates the consumer at the first input not
-     * committed. */
+     * group stops before the gap and the partition is rebuilt, which
+     * recreates the consumer at the first input not committed. */
     int gap = 0;
     for (int i = 0; i < list.Count && !gap; i++) {
         jsMsgMetaData *meta = NULL;
@@ -159,16 +245,15 @@ int ts_js_run_group(ts_jetstream *m, partition *p)
         }
         uint64_t seq = meta->Sequence.Stream;
         uint64_t delivery = meta->Sequence.Consumer;
-        lag = meta->NumPending;
         jsMsgMetaData_Destroy(meta);
         if (delivery != p->last_delivery + 1 ||
-            (seq <= last_seq && seq > p->last_input_seq)) {
+            (seq <= last_seq && seq > committed)) {
             gap = 1;
             break;
         }
         p->last_delivery = delivery;
-        last = list.Msgs[i];
-        if (seq <= p->last_input_seq)
+        last = i;
+        if (seq <= committed)
             continue;  /* committed before: its outcomes were republished */
         process_message(m, p, list.Msgs[i], seq);
         last_seq = seq;
@@ -178,12 +263,10 @@ int ts_js_run_group(ts_jetstream *m, partition *p)
                "deliveries; rebuilding after this group", p->index);
     pthread_mutex_lock(&m->lock);
     m->stats[p->index].messages += (uint64_t)list.Count;
-    m->stats[p->index].lag = lag;
     pthread_mutex_unlock(&m->lock);
-    if (last_seq == p->last_input_seq) {
+    if (last_seq == committed) {
         /* Only inputs committed before: nothing to write. */
-        if (last != NULL)
-            natsMsg_Ack(last, NULL);
+        ack_inputs(&list, last);
         natsMsgList_Destroy(&list);
         if (gap) {
             ts_js_drop_state(m, p);
@@ -202,18 +285,9 @@ int ts_js_run_group(ts_jetstream *m, partition *p)
         .owner_len = strlen(m->self), .epoch = p->epoch,
         .last_input_seq = last_seq,
     };
-    if (ts_changelog_size(&m->builder, &header) > m->max_payload) {
-        ts_log(TS_LOG_ERROR, "partition %u: a group's record exceeds the "
-               "server's max_payload (%zu bytes); raise it", p->index,
-               m->max_payload);
-        ts_js_lose_partition(m, p, "record too large", 1);
-        natsMsgList_Destroy(&list);
-        return 1;
-    }
     int appended = -1;
-    if (ts_js_lease_ok(m, p) &&
-        ts_changelog_finish(&m->builder, &header, &m->record) == 0)
-        appended = ts_js_append_record(m, p, &m->record, 0);
+    if (ts_js_lease_ok(m, p))
+        appended = commit_records(m, p, &header);
     if (appended != 1) {
         /* Nothing of the group is published. Fenced: someone else owns
          * the partition. Unknown: the record may be stored, so the state
@@ -233,25 +307,29 @@ int ts_js_run_group(ts_jetstream *m, partition *p)
         return 1;
     }
     ts_pipeline_mark_durable(p->pipeline);
-    p->last_input_seq = last_seq;
-    p->records_since_snapshot++;
+    p->replica.last_input_seq = last_seq;
     double seconds = ts_js_mono_s() - started;
     ts_js_observe_commit(m, p, seconds);
     const ts_observer *o = m->group.observer;
     if (o != NULL && o->commit != NULL)
         o->commit(o->arg, seconds, m->builder.n_outcomes);
-    if (ts_js_publish_outcomes(m, p->index, m->record.data, m->record.len) != 0) {
+    /* Outcomes in every record of the group (parts included). */
+    const void *record;
+    size_t len, at = 0;
+    int published = 0;
+    while (published == 0 &&
+           ts_changelog_next_split(&m->record, &at, &record, &len))
+        published = ts_js_publish_outcomes(m, p->index, record, len);
+    if (published != 0) {
         /* Committed but not (all) published: the rebuild republishes. */
         ts_js_drop_state(m, p);
         p->state = PART_RESTORE;
         natsMsgList_Destroy(&list);
         return 1;
     }
-    /* AckAll: the last message acknowledges the whole group. */
-    if (last != NULL) {
-        natsMsg_Ack(last, NULL);
-        if (!gap)
-            maybe_snapshot(m, p, last);
+    if (last >= 0) {
+        ack_inputs(&list, last - 1);
+        ack_last_and_snapshot(m, p, list.Msgs[last], !gap);
     }
     natsMsgList_Destroy(&list);
     if (gap && p->state == PART_ACTIVE) {

@@ -39,7 +39,7 @@ void ts_js_lease_key(char *buf, size_t size, uint32_t p)
 
 void ts_js_consumer_name(char *buf, size_t size, uint32_t p)
 {
-    snprintf(buf, size, "tracesan-p%u", p);
+    snprintf(buf, size, TS_JS_CONSUMER_PREFIX "%u", p);
 }
 
 void ts_js_set_health(ts_jetstream *m, const char *reason)
@@ -83,8 +83,7 @@ void ts_js_drop_state(ts_jetstream *m, partition *p)
     p->pipeline = NULL;
     ts_config_free(p->config);
     p->config = NULL;
-    if (p->records != NULL)
-        ts_record_map_clear(p->records);
+    ts_changelog_replica_reset(&p->replica);
 }
 
 /* Stops processing `p` now. With release the lease is handed back (the

@@ -13,58 +13,39 @@
  * consumer from the first input not committed. 0; -1 (logged; the lease
  * is kept and the restore retried); -2 when another writer appended after
  * our read (a newer owner: give the partition up). */
-typedef struct restore_ctx {
-    partition *p;
-    uint64_t ack_floor;
-    ts_buf *republish;           /* records to publish again, each
-                                    prefixed by its u32 length */
-    int bad;
-} restore_ctx;
-
-static int restore_user(void *arg, const char *id, size_t id_len,
-                        const void *record, size_t len)
-{
-    restore_ctx *ctx = arg;
-    return ts_record_map_put(ctx->p->records, id, id_len, record, len) == 0
-               ? 0 : 1;
-}
-
 static int restore_visit(void *arg, natsMsg *msg, uint64_t seq)
 {
-    restore_ctx *ctx = arg;
-    partition *p = ctx->p;
-    const void *data = natsMsg_GetData(msg);
-    size_t len = (size_t)natsMsg_GetDataLength(msg);
-    ts_changelog_header header;
-    ts_changelog_visitor visitor = { ctx, NULL, NULL };
-    if (ts_changelog_decode(data, len, &header, &visitor) < 0) {
-        ctx->bad = 1;
-        return 1;
+    partition *p = arg;
+    return ts_changelog_replica_apply(&p->replica, natsMsg_GetData(msg),
+                                      (size_t)natsMsg_GetDataLength(msg),
+                                      seq, NULL) == 0 ? 0 : 1;
+}
+
+/* The outcomes of the closed groups whose inputs the consumer had not
+ * acknowledged (acks follow publishing, so the rest was published), read
+ * back by sequence. The number of records, or -1. */
+static long republish(ts_jetstream *m, partition *p, uint64_t ack_floor)
+{
+    ts_buf seqs = { 0 };
+    long count = 0;
+    if (ts_changelog_replica_closed_above(&p->replica, ack_floor, &seqs) != 0)
+        count = -1;
+    for (size_t at = 0; count >= 0 && at + 8 <= seqs.len; at += 8) {
+        uint64_t seq;
+        memcpy(&seq, seqs.data + at, 8);
+        natsMsg *msg = NULL;
+        jsErrCode code = 0;
+        if (js_GetMsg(&msg, m->conn.js, TS_JS_STREAM_STATE, seq, NULL,
+                      &code) != NATS_OK ||
+            ts_js_publish_outcomes(m, p->index, natsMsg_GetData(msg),
+                                   (size_t)natsMsg_GetDataLength(msg)) != 0)
+            count = -1;
+        else
+            count++;
+        natsMsg_Destroy(msg);
     }
-    if (header.kind == TS_CHANGELOG_SNAPSHOT) {
-        ts_record_map_clear(p->records);
-        ts_buf_reset(ctx->republish);
-        p->records_since_snapshot = 0;
-    }
-    visitor.user = restore_user;
-    if (ts_changelog_decode(data, len, &header, &visitor) != 0) {
-        ctx->bad = 1;
-        return 1;
-    }
-    if (header.last_input_seq > p->last_input_seq)
-        p->last_input_seq = header.last_input_seq;
-    p->changelog_seq = seq;
-    p->records_since_snapshot++;
-    if (header.kind == TS_CHANGELOG_DELTA &&
-        header.last_input_seq > ctx->ack_floor) {
-        uint32_t n = (uint32_t)len;
-        if (ts_buf_append(ctx->republish, &n, sizeof n) != 0 ||
-            ts_buf_append(ctx->republish, data, len) != 0) {
-            ctx->bad = 1;
-            return 1;
-        }
-    }
-    return 0;
+    ts_buf_free(&seqs);
+    return count;
 }
 
 int ts_js_restore_partition(ts_jetstream *m, partition *p)
@@ -73,12 +54,7 @@ int ts_js_restore_partition(ts_jetstream *m, partition *p)
     char durable[64];
     ts_js_consumer_name(durable, sizeof durable, p->index);
     ts_js_drop_state(m, p);
-    p->changelog_seq = 0;
-    p->last_input_seq = 0;
-    p->records_since_snapshot = 0;
     p->last_delivery = 0;  /* a new consumer counts from 1 */
-    /* What the input consumer acknowledged was published (acks follow
-     * publishing), so only later records need publishing again. */
     uint64_t ack_floor = 0;
     jsConsumerInfo *ci = NULL;
     jsErrCode code = 0;
@@ -87,23 +63,21 @@ int ts_js_restore_partition(ts_jetstream *m, partition *p)
         ack_floor = ci->AckFloor.Stream;
         jsConsumerInfo_Destroy(ci);
     }
-    ts_buf republish = { 0 };
-    restore_ctx ctx = { p, ack_floor, &republish, 0 };
     char subj[SUBJECT_MAX];
     snprintf(subj, sizeof subj, TS_JS_SUBJECT_STATE ".%u", p->index);
     double started = ts_js_mono_s();
-    if (ts_js_read_stream(&m->conn, TS_JS_STREAM_STATE, subj, restore_visit,
-                          &ctx, err, sizeof err) != 0 || ctx.bad) {
+    if (ts_js_read_stream(m->conn.js, TS_JS_STREAM_STATE, subj, 0,
+                          restore_visit, p, err, sizeof err) != 0) {
         ts_log(TS_LOG_WARN, "partition %u: cannot read its changelog: %s",
-               p->index, ctx.bad ? "undecodable record" : err);
-        ts_buf_free(&republish);
+               p->index, err);
+        ts_changelog_replica_reset(&p->replica);
         return -1;
     }
     /* The fence: from here on an older owner's append fails. */
     ts_changelog_header header = {
         .kind = TS_CHANGELOG_FENCE, .owner = m->self,
         .owner_len = strlen(m->self), .epoch = p->epoch,
-        .last_input_seq = p->last_input_seq,
+        .last_input_seq = p->replica.last_input_seq,
     };
     ts_changelog_builder_reset(&m->builder);
     int appended = -1;
@@ -112,23 +86,14 @@ int ts_js_restore_partition(ts_jetstream *m, partition *p)
     if (appended != 1) {
         ts_log(TS_LOG_WARN, "partition %u: fence record %s", p->index,
                appended == 0 ? "refused: the changelog moved on" : "failed");
-        ts_buf_free(&republish);
         return appended == 0 ? -2 : -1;
     }
-    size_t republished = 0;
-    for (size_t at = 0; at + 4 <= republish.len;) {
-        uint32_t n;
-        memcpy(&n, republish.data + at, 4);
-        if (ts_js_publish_outcomes(m, p->index, republish.data + at + 4, n) != 0) {
-            ts_log(TS_LOG_WARN, "partition %u: republishing failed",
-                   p->index);
-            ts_buf_free(&republish);
-            return -1;
-        }
-        republished++;
-        at += 4 + n;
+    p->replica.records_since_snapshot++;
+    long republished = republish(m, p, ack_floor);
+    if (republished < 0) {
+        ts_log(TS_LOG_WARN, "partition %u: republishing failed", p->index);
+        return -1;
     }
-    ts_buf_free(&republish);
     /* The consumer starts after the last committed input: a copy left by
      * the previous owner may have delivered (not committed) further. */
     js_DeleteConsumer(m->conn.js, TS_JS_STREAM_IN, durable, NULL, &code);
@@ -137,12 +102,16 @@ int ts_js_restore_partition(ts_jetstream *m, partition *p)
     cc.Durable = durable;
     snprintf(subj, sizeof subj, TS_JS_SUBJECT_IN ".%u", p->index);
     cc.FilterSubject = subj;
-    cc.AckPolicy = js_AckAll;
+    cc.AckPolicy = js_AckExplicit;
     cc.AckWait = (int64_t)60 * 1000000000;
     cc.MaxAckPending = (int64_t)m->nats->max_ack_pending;
-    if (p->last_input_seq > 0) {
+    /* A work queue holds only what was never acknowledged: from its
+     * start (inputs up to the last committed one are acknowledged as
+     * they come, without processing). Otherwise after the last committed
+     * input. */
+    if (!m->input_work_queue && p->replica.last_input_seq > 0) {
         cc.DeliverPolicy = js_DeliverByStartSequence;
-        cc.OptStartSeq = p->last_input_seq + 1;
+        cc.OptStartSeq = p->replica.last_input_seq + 1;
     }
     ci = NULL;
     natsStatus s = js_AddConsumer(&ci, m->conn.js, TS_JS_STREAM_IN, &cc, NULL,
@@ -178,13 +147,14 @@ int ts_js_restore_partition(ts_jetstream *m, partition *p)
     ts_pipeline_set_state_backend(p->pipeline, &p->backend);
     p->state = PART_ACTIVE;
     ts_log(TS_LOG_INFO, "partition %u restored: %zu users, last input "
-           "%" PRIu64 ", %zu records republished, %.0f ms", p->index,
-           ts_record_map_count(p->records), p->last_input_seq, republished,
+           "%" PRIu64 ", %ld records republished, %.0f ms", p->index,
+           ts_record_map_count(p->replica.records),
+           p->replica.last_input_seq, republished,
            (ts_js_mono_s() - started) * 1000);
     pthread_mutex_lock(&m->lock);
     m->stats[p->index].owned = 1;
     m->stats[p->index].takeovers++;
-    m->stats[p->index].republished += republished;
+    m->stats[p->index].republished += (uint64_t)republished;
     pthread_mutex_unlock(&m->lock);
     return 0;
 }

@@ -66,12 +66,11 @@ typedef struct partition {
     /* What its pipeline's profiles are shared from: a reference. */
     ts_config *config;
     ts_pipeline_stats counted;   /* its pipeline's stats already summed */
-    ts_record_map *records;
+    /* Its users, the last changelog sequence (the fence: the next append
+     * expects it), the last committed input. */
+    ts_changelog_replica replica;
     ts_state_backend backend;
     natsSubscription *sub;
-    uint64_t changelog_seq;      /* last subject sequence: the fence */
-    uint64_t last_input_seq;     /* committed */
-    size_t records_since_snapshot;
     int64_t retry_at_ms;         /* a failed restore waits until then */
     int64_t input_seen_ms;       /* last fetch that returned input */
     uint64_t last_delivery;      /* the consumer's sequence last seen */
@@ -95,6 +94,8 @@ struct ts_driver {
     ts_js_conn conn;
     kvStore *kv;
     size_t max_payload;
+    int input_work_queue;        /* TRACESAN_IN drops what is acknowledged */
+    int64_t next_lag_ms;         /* when the backlog is read again */
     uint32_t n_partitions;
     partition *parts;
     instance_view instances[MAX_INSTANCES];
@@ -196,6 +197,8 @@ int ts_js_restore_partition(ts_jetstream *m, partition *p);
 /* js_group.c: one group of one partition (fetch, group body, commit,
  * publish, ack); 1 when it had input. */
 int ts_js_run_group(ts_jetstream *m, partition *p);
+/* Reads the held partitions' backlog for /metrics, once a second. */
+void ts_js_refresh_lag(ts_jetstream *m);
 void ts_js_expire_users(ts_jetstream *m);
 void ts_js_apply_pending_reload(ts_jetstream *m);
 
