@@ -11,7 +11,18 @@
 # state-layout measurement (bench/bench_js_state: KV bucket vs changelog).
 # With BENCH_BASELINE=DIR (another build directory) js-1-baseline runs
 # that build's tracesand as js-1, in the same passes, and the ratio of
-# js-1 to it is printed.
+# js-1 to it is printed. BENCH_JS_MODES picks modes (e.g. "js-1 js-2").
+#
+# Machines emulated on one host (BENCH_JS_CAP=FRACTION): every tracesand
+# (the ZeroMQ one and each JetStream instance) runs in a cgroup of its own
+# capped at FRACTION of a CPU (cgroup v1 cpu.cfs_quota_us) and pinned
+# (taskset) to the last CPU, the nats-servers together in one capped at
+# BENCH_JS_SERVER_CAP CPUs (default 1) pinned to the others; the producer
+# and consumers run beside the servers, uncapped. So "an instance" always
+# has the same CPU, whatever else runs: js-2 / js-1 says what a second
+# machine adds, and js-1 / zmq-lmdb compares the two modes on equal CPU.
+# Without a writable /sys/fs/cgroup/cpu the caps are left out and only the
+# pinning is done (then the instances of js-2 share one CPU: said so).
 #   bench/bench_jetstream.sh [N] [RUNS]    (from a build dir, or BUILD_DIR=...)
 set -euo pipefail
 
@@ -38,7 +49,65 @@ stop_all() {
     instance_pids=()
     nats_pids=()
 }
-trap 'stop_all; cleanup' EXIT
+
+# ----------------------------------------------- emulated machines
+CAP=${BENCH_JS_CAP:-}
+SERVER_CAP=${BENCH_JS_SERVER_CAP:-1}
+CG_ROOT=/sys/fs/cgroup/cpu
+CG_PREFIX=tsbench-$$
+cgroups=()
+ncpu=$(nproc)
+last_cpu=$((ncpu - 1))
+other_cpus=0
+[ "$ncpu" -gt 1 ] && other_cpus=0-$((ncpu - 2))
+capped=0
+if [ -n "$CAP" ]; then
+    if mkdir "$CG_ROOT/$CG_PREFIX-probe" 2>/dev/null; then
+        rmdir "$CG_ROOT/$CG_PREFIX-probe"
+        capped=1
+    else
+        echo "$BENCH: $CG_ROOT is not writable: CPU caps left out, pinning only" >&2
+    fi
+fi
+# machine NAME CPUS CPULIST: prints a wrapper that runs its arguments in
+# cgroup NAME (capped at CPUS CPUs when caps are on) pinned to CPULIST.
+machine() {
+    local name=$1 cpus=$2 list=$3 dir=$CG_ROOT/$CG_PREFIX-$1
+    if [ $capped = 1 ] && [ ! -d "$dir" ]; then
+        mkdir "$dir"
+        echo 100000 >"$dir/cpu.cfs_period_us"
+        awk -v c="$cpus" 'BEGIN { printf "%d\n", c * 100000 }' >"$dir/cpu.cfs_quota_us"
+        cgroups+=("$dir")
+    fi
+    local wrapper=$tmp/on-$name
+    {
+        echo '#!/bin/sh'
+        [ $capped = 1 ] && echo "echo \$\$ >'$dir/cgroup.procs'"
+        echo "exec taskset -c '$list' \"\$@\""
+    } >"$wrapper"
+    chmod +x "$wrapper"
+    echo "$wrapper"
+}
+remove_machines() {
+    local d
+    for d in "${cgroups[@]}"; do rmdir "$d" 2>/dev/null || true; done
+    cgroups=()
+}
+on_servers=()
+if [ -n "$CAP" ]; then
+    on_servers=("$(machine servers "$SERVER_CAP" "$other_cpus")")
+    # Every CLI call (the ZeroMQ mode's replay and tail too) beside the
+    # servers, off the instances' CPU.
+    printf '#!/bin/sh\nexec taskset -c "%s" "%s" "$@"\n' "$other_cpus" \
+        "$tracesan" >"$tmp/tracesan-pinned"
+    chmod +x "$tmp/tracesan-pinned"
+    tracesan=$tmp/tracesan-pinned
+fi
+# on_instance K: the wrapper of the Kth instance's machine (none uncapped).
+on_instance() {
+    [ -n "$CAP" ] && machine "inst$1" "$CAP" "$last_cpu"
+}
+trap 'stop_all; remove_machines; cleanup' EXIT
 
 wait_port() {
     for _ in $(seq 100); do
@@ -55,7 +124,7 @@ start_nats() {  # start_nats 1|3: sets nats_url
     if [ "$1" = 1 ]; then
         local port
         port=$(free_port)
-        "$NATS_SERVER" -js -a 127.0.0.1 -p "$port" -sd "$tmp/nats0" >"$tmp/nats0.log" 2>&1 &
+        "${on_servers[@]}" "$NATS_SERVER" -js -a 127.0.0.1 -p "$port" -sd "$tmp/nats0" >"$tmp/nats0.log" 2>&1 &
         nats_pids+=($!)
         nats_url=nats://127.0.0.1:$port
         wait_port "$port"
@@ -67,15 +136,17 @@ start_nats() {  # start_nats 1|3: sets nats_url
     for i in 0 1 2; do
         printf 'server_name: n%s\nlisten: 127.0.0.1:%s\njetstream { store_dir: "%s" }\ncluster { name: bench, listen: 127.0.0.1:%s, routes: [ %s ] }\n' \
             "$i" "${ports[$i]}" "$tmp/nats$i" "${cports[$i]}" "$routes" >"$tmp/nats$i.conf"
-        "$NATS_SERVER" -c "$tmp/nats$i.conf" >"$tmp/nats$i.log" 2>&1 &
+        "${on_servers[@]}" "$NATS_SERVER" -c "$tmp/nats$i.conf" >"$tmp/nats$i.log" 2>&1 &
         nats_pids+=($!)
         nats_url="$nats_url${nats_url:+,}nats://127.0.0.1:${ports[$i]}"
     done
     for i in 0 1 2; do wait_port "${ports[$i]}"; done
 }
 
-start_instance() {  # start_instance NAME REPLICAS
-    "$tracesand_bin" -c "$srcdir/conf/tracesand.conf" -o input.type=jetstream \
+start_instance() {  # start_instance NAME REPLICAS K
+    local wrap=()
+    [ -n "$CAP" ] && wrap=("$(on_instance "$3")")
+    "${wrap[@]}" "$tracesand_bin" -c "$srcdir/conf/tracesand.conf" -o input.type=jetstream \
         -o output.type=jetstream -o "nats.servers=$nats_url" -o "nats.instance_id=$1" \
         -o "nats.replicas=$2" -o 'state.dir=""' -o profiles.geoind.points_per_window=1000 \
         -o input.max_backdate_s=0 -o http.listen=127.0.0.1:0 -o log.level=info \
@@ -105,7 +176,7 @@ out_msgs() {
 run_js() {
     local n_inst=$2 replicas=$3 nodes=$4 i want
     start_nats "$nodes"
-    for i in $(seq "$n_inst"); do start_instance "$1$i" "$replicas"; done
+    for i in $(seq "$n_inst"); do start_instance "$1$i" "$replicas" "$i"; done
     want=$(( 16 / n_inst ))
     for _ in $(seq 300); do
         local ok=1
@@ -132,7 +203,14 @@ run_js() {
     done
 }
 
-echo "$BENCH: machine: $(nproc) cores, $(uname -srm); nats-server $("$NATS_SERVER" --version | awk '{ print $NF }'); $N points of $USERS users"
+echo "$BENCH: machine: $(nproc) cores, $(uname -srm); nats-server $("$NATS_SERVER" --version | awk '{ print $NF }'); $N points of $USERS users; load average $(cut -d' ' -f1-3 /proc/loadavg)"
+if [ -n "$CAP" ]; then
+    if [ $capped = 1 ]; then
+        echo "$BENCH: emulated machines: each tracesand capped at $CAP CPU on CPU $last_cpu, the nats-servers at $SERVER_CAP CPU on CPU $other_cpus, producer and consumers beside them"
+    else
+        echo "$BENCH: pinned only (no cgroup caps): tracesands on CPU $last_cpu (js-2's two instances share it), servers and tools on CPU $other_cpus"
+    fi
+fi
 "$build/bench/bench_pipeline" --gen "$N" --users "$USERS" "$tmp/points.csv"
 : >"$tmp/latency.txt"
 for run in $(seq "$RUNS"); do
@@ -140,7 +218,14 @@ for run in $(seq "$RUNS"); do
         case $mode in
             zmq-lmdb)
                 rm -rf "$tmp/state"
-                start_server "$build/tracesand" -o "state.dir=$tmp/state" -o state.sync=full
+                zmq_daemon=$build/tracesand
+                if [ -n "$CAP" ]; then
+                    printf '#!/bin/sh\nexec "%s" "%s" "$@"\n' "$(on_instance 1)" \
+                        "$build/tracesand" >"$tmp/zmq-daemon"
+                    chmod +x "$tmp/zmq-daemon"
+                    zmq_daemon=$tmp/zmq-daemon
+                fi
+                start_server "$zmq_daemon" -o "state.dir=$tmp/state" -o state.sync=full
                 timed_replay "$tmp/points.csv" "$N"
                 stop_server
                 rate=$(awk -v n="$got" -v t="$elapsed_ms" 'BEGIN { printf "%.0f", n / (t / 1000) }')
