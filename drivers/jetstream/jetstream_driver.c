@@ -171,6 +171,8 @@ static void js_close(ts_jetstream *m)
     if (m->lease_js != NULL)
         jsCtx_Destroy(m->lease_js);
     ts_js_commit_close(m);
+    ts_js_close(&m->commit_conn);
+    ts_js_close(&m->lease_conn);
     ts_js_close(&m->conn);
     if (m->tick_event != NULL)
         event_free(m->tick_event);
@@ -243,7 +245,16 @@ static int allocate(ts_jetstream *m, const ts_driver_env *env)
  * with err. */
 static int connect_cluster(ts_jetstream *m, char *err, size_t errlen)
 {
+    char name[TS_LEASE_OWNER_MAX + 16];
     if (ts_js_connect(&m->conn, m->nats, m->self, NULL, NULL, err,
+                      errlen) != 0)
+        return -1;
+    snprintf(name, sizeof name, "%s-commit", m->self);
+    if (ts_js_connect(&m->commit_conn, m->nats, name, NULL, NULL, err,
+                      errlen) != 0)
+        return -1;
+    snprintf(name, sizeof name, "%s-lease", m->self);
+    if (ts_js_connect(&m->lease_conn, m->nats, name, NULL, NULL, err,
                       errlen) != 0)
         return -1;
     for (int64_t give_up = ts_js_mono_ms() + SETUP_PATIENCE_MS;;) {

@@ -137,7 +137,8 @@ int ts_js_commit_open(ts_jetstream *m, char *err, size_t errlen)
     jo.PublishAsync.StallWait = ts_js_wait_ms(m);
     jo.PublishAsync.AckHandler = on_append_ack;
     jo.PublishAsync.AckHandlerClosure = m;
-    natsStatus s = natsConnection_JetStream(&m->append_js, m->conn.nc, &jo);
+    natsStatus s = natsConnection_JetStream(&m->append_js,
+                                            m->commit_conn.nc, &jo);
     if (s == NATS_OK) {
         jo.PublishAsync.AckHandler = on_outcome_ack;
         s = natsConnection_JetStream(&m->publish_js, m->conn.nc, &jo);

@@ -87,7 +87,8 @@ int ts_js_lease_open(ts_jetstream *m, char *err, size_t errlen)
     jo.PublishAsync.AckHandler = on_lease_ack;
     jo.PublishAsync.AckHandlerClosure = m;
     if (m->renewals == NULL ||
-        natsConnection_JetStream(&m->lease_js, m->conn.nc, &jo) != NATS_OK ||
+        natsConnection_JetStream(&m->lease_js, m->lease_conn.nc, &jo) !=
+            NATS_OK ||
         js_KeyValue(&m->lease_kv, m->lease_js, TS_JS_LEASE_BUCKET) !=
             NATS_OK) {
         snprintf(err, errlen, "cannot open the lease bucket");
@@ -296,7 +297,7 @@ static void leave(ts_jetstream *m)
     renew_round(m);
     char key[TS_LEASE_OWNER_MAX + 8];
     snprintf(key, sizeof key, "i.%s", m->self);
-    if (ts_js_connected(m))
+    if (natsConnection_Status(m->lease_conn.nc) == NATS_CONN_STATUS_CONNECTED)
         kvStore_Delete(m->lease_kv, key);
 }
 
@@ -308,7 +309,8 @@ void *ts_js_lease_thread_main(void *arg)
     kvWatcher *watcher = NULL;
     while (!m->lease_stop) {
         int64_t now = ts_js_mono_ms();
-        if (ts_js_connected(m)) {
+        if (natsConnection_Status(m->lease_conn.nc) ==
+            NATS_CONN_STATUS_CONNECTED) {
             if (watcher == NULL &&
                 kvStore_WatchAll(&watcher, m->lease_kv, NULL) != NATS_OK)
                 watcher = NULL;

@@ -201,7 +201,13 @@ struct ts_driver {
     const ts_settings *settings;
     const ts_nats_settings *nats;
     char self[TS_LEASE_OWNER_MAX];
+    /* Three connections, so that nothing waits in line behind the bulk
+     * of outcome publishes on the server's side: the data path's
+     * (fetches, outcomes, acknowledgements, rebuilds), the commit path's
+     * appends, and the lease thread's renewals. */
     ts_js_conn conn;
+    ts_js_conn commit_conn;
+    ts_js_conn lease_conn;
     size_t max_payload;
     int input_work_queue;        /* TRACESAN_IN drops what is acknowledged */
     int64_t next_lag_ms;         /* when the backlog is read again */
