@@ -19,6 +19,8 @@
 #define RELAY_MAX_BYTES ((size_t)8 << 20)
 /* How long the thread waits for an acknowledgement when nothing moved. */
 #define IDLE_WAIT_MS 2
+/* How often standby copies that stopped are started again. */
+#define STANDBY_CHECK_MS 5000
 /* A starting instance waits this long for a forming cluster's JetStream
  * to accept the streams. */
 #define SETUP_PATIENCE_MS 60000
@@ -78,6 +80,7 @@ static void *jetstream_thread(void *arg)
 {
     ts_jetstream *m = arg;
     int64_t next_expiry_ms = 0;
+    int64_t next_standby_ms = ts_js_mono_ms() + STANDBY_CHECK_MS;
     pthread_mutex_lock(&m->lease_lock);
     m->last_lease_ok_ms = ts_js_mono_ms();
     pthread_mutex_unlock(&m->lease_lock);
@@ -114,6 +117,10 @@ static void *jetstream_thread(void *arg)
         note_health(m);
         if (ts_js_connected(m))
             ts_js_refresh_lag(m);
+        if (ts_js_mono_ms() >= next_standby_ms) {
+            ts_js_standby_keep(m);
+            next_standby_ms = ts_js_mono_ms() + STANDBY_CHECK_MS;
+        }
         if (!busy)
             wait_for_news(m, seen);
     }

@@ -450,6 +450,26 @@ void ts_js_standby_start(ts_jetstream *m, partition *p)
     }
 }
 
+/* Standby copies whose subscription could not be made (a cluster
+ * electing its leaders) are tried again. */
+void ts_js_standby_keep(ts_jetstream *m)
+{
+    if (!m->nats->standby || m->leaving)
+        return;
+    for (uint32_t i = 0; i < m->n_partitions; i++) {
+        partition *p = &m->parts[i];
+        pthread_mutex_lock(&p->standby_lock);
+        int live = p->standby_live;
+        pthread_mutex_unlock(&p->standby_lock);
+        if (p->state != PART_IDLE || live)
+            continue;
+        /* A copy that could not follow its changelog starts over. */
+        ts_js_standby_stop(p);
+        ts_changelog_replica_reset(&p->replica);
+        ts_js_standby_start(m, p);
+    }
+}
+
 /* After this returns, no record is applied to p's replica any more (a
  * callback under way finishes first, under the lock). */
 void ts_js_standby_stop(partition *p)

@@ -362,6 +362,8 @@ int ts_js_restore_result(ts_jetstream *m, partition *p, int *result);
 /* Starts or stops tailing p's changelog (nats.standby). */
 void ts_js_standby_start(ts_jetstream *m, partition *p);
 void ts_js_standby_stop(partition *p);
+/* Every few seconds: copies that stopped (or never started) again. */
+void ts_js_standby_keep(ts_jetstream *m);
 
 /* js_group.c: filling a partition's open group (fetch, group body),
  * snapshots, expiry, reloads, the backlog. 1 when it had input. */
