@@ -32,6 +32,9 @@
 /* Outstanding asynchronous publishes per context (flow control is the
  * groups in flight; this only bounds a runaway). */
 #define MAX_PENDING_PUBLISHES 262144
+/* A group whose outcomes are not all acknowledged after this many publish
+ * waits (ts_js_wait_ms) is given up on: rebuilt, which republishes. */
+#define GROUP_PUBLISH_PATIENCE 4
 
 /* ----------------------------------------- libnats' threads: record */
 
@@ -330,15 +333,15 @@ static int publish_async_one(void *arg, uint64_t input_seq, uint32_t index,
     char id[64];
     snprintf(subj, sizeof subj, "%.*s", (int)subject_len, subject);
     ts_changelog_msg_id(id, sizeof id, ctx->partition, input_seq, index);
+    /* No per-message MaxWait: libnats would keep a timer entry per
+     * outcome (and wake for each at its deadline); the group as a whole
+     * is given up on instead (GROUP_PUBLISH_PATIENCE). */
     natsMsg *msg = NULL;
-    jsPubOptions po;
-    jsPubOptions_Init(&po);
-    po.MaxWait = ts_js_wait_ms(ctx->m);
     natsStatus s = natsMsg_Create(&msg, subj, NULL, payload, (int)len);
     if (s == NATS_OK)
         s = natsMsgHeader_Set(msg, "Nats-Msg-Id", id);
     if (s == NATS_OK)
-        s = js_PublishMsgAsync(ctx->m->publish_js, &msg, &po);
+        s = js_PublishMsgAsync(ctx->m->publish_js, &msg, NULL);
     natsMsg_Destroy(msg);
     if (s != NATS_OK)
         ctx->unsent++;
@@ -353,6 +356,7 @@ static void publish_outcomes(ts_jetstream *m, partition *p, js_flight *f)
     f->outcomes_pending = f->n_outcomes;
     f->publish_failed = 0;
     pthread_mutex_unlock(&m->flight_lock);
+    f->published_ms = ts_js_mono_ms();
     async_publish ctx = { m, p->index, 0 };
     ts_changelog_visitor visitor = { &ctx, NULL, publish_async_one };
     const void *record;
@@ -487,6 +491,11 @@ js_verdict ts_js_advance(ts_jetstream *m, partition *p, const char **why)
         if (failed) {
             /* Committed, not all published: the rebuild republishes. */
             *why = "publishing outcomes failed";
+            return JS_REBUILD;
+        }
+        if (pending > 0 && ts_js_mono_ms() - f->published_ms >
+                               GROUP_PUBLISH_PATIENCE * ts_js_wait_ms(m)) {
+            *why = "publishing outcomes went unanswered";
             return JS_REBUILD;
         }
         if (pending > 0)

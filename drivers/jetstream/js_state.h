@@ -109,6 +109,7 @@ typedef struct js_flight {
     uint64_t append_seq;             /* where it was stored */
     size_t outcomes_pending;
     int publish_failed;
+    int64_t published_ms;            /* when its outcomes were sent */
 } js_flight;
 
 enum { APPEND_PENDING = 0, APPEND_STORED, APPEND_FENCED, APPEND_FAILED };
