@@ -8,8 +8,8 @@
 #define AUTH_ATTEMPTS 4
 
 #define MAX_SERVERS 32
-/* "tracesan.in.<p>" */
-#define SUBJECT_NAME_MAX 32
+/* "tracesan.in.<p>", p printed as a size_t of up to 20 digits */
+#define SUBJECT_NAME_MAX 40
 #define SUBSCRIBE_ATTEMPTS 5
 
 void ts_js_describe(char *err, size_t errlen, const char *what,

@@ -27,11 +27,11 @@
  * the owner's to ride out a lease bucket that does not answer (its stream
  * electing a leader after a node was lost). Renewals go every ttl/8 and,
  * after a failure, again every 100 ms, each answered or given up within
- * ttl/8 (250 ms at least). The worst case is a bucket that falls silent
- * just after the last successful renewal was sent at t: the owner keeps
- * the partition until t + 7/8 ttl, so a silence of up to 3/4 ttl (from
- * the previous round, t - ttl/8) is ridden out, less the last retry's
- * wait. nats-server 2.9 elects a new stream leader 4 to 9 s (raft's
+ * ttl/8 (250 ms at least). The worst case is a silence that begins just
+ * as a renewal is on its way: the last success was sent one round
+ * earlier, ttl/8 before the silence began, so the owner keeps the
+ * partition until 7/8 - 1/8 = 3/4 ttl after it began, and a renewal
+ * answered before then keeps it. nats-server 2.9 elects a new stream leader 4 to 9 s (raft's
  * election timeout) after the old one's last heartbeat, about 10 s after
  * a kill -9 at worst, so a cluster that must ride out a node loss needs
  * ttl >= 15 s; with less, an instance whose lease bucket lost its leader
