@@ -31,9 +31,20 @@ BENCH=bench_jetstream
 N=${1:-100000}
 RUNS=${2:-1}
 USERS=1000
-MODES=${BENCH_JS_MODES:-"zmq-lmdb js-1 js-2"}
-[ "${BENCH_JS_CLUSTER:-0}" = 1 ] && MODES="$MODES js-1-r3"
-[ -n "${BENCH_BASELINE:-}" ] && MODES="$MODES js-1-baseline"
+BASE_MODES=${BENCH_JS_MODES:-"zmq-lmdb js-1 js-2"}
+[ "${BENCH_JS_CLUSTER:-0}" = 1 ] && BASE_MODES="$BASE_MODES js-1-r3"
+[ -n "${BENCH_BASELINE:-}" ] && BASE_MODES="$BASE_MODES js-1-baseline"
+# Each mode with per-point output (one message per outcome) and with
+# output.format = "batch" (one OutcomeBatch per input message; replay's
+# 100 updates per message = output.batch_outcomes): "MODE" and
+# "MODE-batch".
+FORMATS=${BENCH_JS_FORMATS:-"point batch"}
+MODES=""
+for f in $FORMATS; do
+    for m in $BASE_MODES; do
+        case $f in batch) MODES="$MODES $m-batch" ;; *) MODES="$MODES $m" ;; esac
+    done
+done
 tracesand_bin=$build/tracesand
 NATS_SERVER=$(command -v nats-server) || { echo "$BENCH: nats-server not installed" >&2; exit 1; }
 
@@ -147,6 +158,7 @@ start_instance() {  # start_instance NAME REPLICAS K
     local wrap=()
     [ -n "$CAP" ] && wrap=("$(on_instance "$3")")
     "${wrap[@]}" "$tracesand_bin" -c "$srcdir/conf/tracesand.conf" -o input.type=jetstream \
+        -o "output.format=$format" \
         -o output.type=jetstream -o "nats.servers=$nats_url" -o "nats.instance_id=$1" \
         -o "nats.replicas=$2" -o 'state.dir=""' -o profiles.geoind.points_per_window=1000 \
         -o input.max_backdate_s=0 -o http.listen=127.0.0.1:0 -o log.level=info \
@@ -167,6 +179,11 @@ owned() {
     curl -s "http://$http/metrics" | awk '/^tracesand_partition_owned\{/ { n += $2 } END { print n + 0 }'
 }
 
+in_last_seq() {
+    "$tracesan" jetstream --server "$nats_url" status 2>/dev/null |
+        sed -n 's/^stream=TRACESAN_IN .*last_seq=\([0-9]*\).*/\1/p'
+}
+
 out_msgs() {
     "$tracesan" jetstream --server "$nats_url" status 2>/dev/null |
         sed -n 's/^stream=TRACESAN_OUT msgs=\([0-9]*\).*/\1/p'
@@ -184,17 +201,22 @@ run_js() {
         [ $ok = 1 ] && break
         sleep 0.1
     done
-    local t0 t_prod t_end
+    local t0 t_prod t_end expect
     t0=$(ms)
     "$tracesan" replay --jetstream "$nats_url" --replicas "$replicas" --partitions 16 \
         "$tmp/points.csv" 2>"$tmp/replay.err"
     t_prod=$(ms)
+    # Per point: one output each. Batched: one per input message (the
+    # stream's last sequence; TRACESAN_IN keeps none once processed).
+    expect=$N
+    [ "$format" = batch ] && expect=$(in_last_seq)
     for _ in $(seq 6000); do
-        [ "$(out_msgs)" -ge "$N" ] 2>/dev/null && break
+        [ "$(out_msgs)" -ge "$expect" ] 2>/dev/null && break
         sleep 0.05
     done
     t_end=$(ms)
     got=$(out_msgs)
+    [ "$format" = batch ] && [ "$got" -ge "$expect" ] && got=$N
     rate=$(awk -v n="$got" -v t="$((t_end - t0))" 'BEGIN { printf "%.0f", n / (t / 1000) }')
     producer_rate=$(awk -v n="$N" -v t="$((t_prod - t0))" 'BEGIN { printf "%.0f", n / (t / 1000) }')
     stop_all
@@ -215,7 +237,9 @@ fi
 : >"$tmp/latency.txt"
 for run in $(seq "$RUNS"); do
     for mode in $MODES; do
-        case $mode in
+        format=point
+        case $mode in *-batch) format=batch ;; esac
+        case ${mode%-batch} in
             zmq-lmdb)
                 rm -rf "$tmp/state"
                 zmq_daemon=$build/tracesand
@@ -225,7 +249,8 @@ for run in $(seq "$RUNS"); do
                     chmod +x "$tmp/zmq-daemon"
                     zmq_daemon=$tmp/zmq-daemon
                 fi
-                start_server "$zmq_daemon" -o "state.dir=$tmp/state" -o state.sync=full
+                start_server "$zmq_daemon" -o "state.dir=$tmp/state" -o state.sync=full \
+                    -o "output.format=$format"
                 timed_replay "$tmp/points.csv" "$N"
                 stop_server
                 rate=$(awk -v n="$got" -v t="$elapsed_ms" 'BEGIN { printf "%.0f", n / (t / 1000) }')
@@ -247,16 +272,22 @@ done
 for mode in $MODES; do
     echo "$BENCH: median $mode: $(median <"$tmp/rates.$mode") points/s"
 done
-base=""
-[ -f "$tmp/rates.zmq-lmdb" ] && base=$(median <"$tmp/rates.zmq-lmdb")
-for mode in $MODES; do
-    [ "$mode" = zmq-lmdb ] || [ -z "$base" ] ||
-        awk -v m="$mode" -v r="$(median <"$tmp/rates.$mode")" -v b="$base" \
-            'BEGIN { printf "bench_jetstream: %s / zmq-lmdb = %.2f\n", m, r / b }'
+# ratio A B: the medians' ratio, when both modes ran.
+ratio() {
+    [ -f "$tmp/rates.$1" ] && [ -f "$tmp/rates.$2" ] || return 0
+    awk -v a="$1" -v b="$2" -v ra="$(median <"$tmp/rates.$1")" \
+        -v rb="$(median <"$tmp/rates.$2")" \
+        'BEGIN { printf "bench_jetstream: %s / %s = %.2f\n", a, b, ra / rb }'
+}
+for f in $FORMATS; do
+    sfx=""
+    [ "$f" = batch ] && sfx=-batch
+    for m in $BASE_MODES; do
+        [ "$m" = zmq-lmdb ] || ratio "$m$sfx" "zmq-lmdb$sfx"
+    done
+    ratio "js-2$sfx" "js-1$sfx"
 done
-[ -n "${BENCH_BASELINE:-}" ] &&
-    awk -v r="$(median <"$tmp/rates.js-1")" -v b="$(median <"$tmp/rates.js-1-baseline")" \
-        'BEGIN { printf "bench_jetstream: js-1 / js-1-baseline = %.2f\n", r / b }'
+[ -n "${BENCH_BASELINE:-}" ] && ratio js-1 js-1-baseline
 echo "$BENCH: commit latency (fetch to changelog acknowledgement, per group), per instance:"
 sed 's/^/bench_jetstream:   /' "$tmp/latency.txt"
 echo "$BENCH: state layout, groups of 500 and 50 dirty users (100-byte records), R1:"
