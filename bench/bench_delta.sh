@@ -41,8 +41,7 @@ region=39.75,116.15,40.10,116.60
 need_data "$data"
 need_programs "$tracesan" "$build/bench/bench_belief"
 
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/tracesan-benchdelta.XXXXXX")
-trap 'rm -rf "$tmp"' EXIT
+scratch_dir
 
 model=$tmp/model.bin
 "$tracesan" learn --region "$region" --cell-m 340 --tick-s "$tick" \

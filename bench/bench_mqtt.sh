@@ -5,6 +5,8 @@
 #   mqtt   replay --mqtt (one JSON fix per message, QoS 1, per-vehicle
 #          topics) -> Mosquitto -> tracesand (MQTT in and out, QoS 1,
 #          PUBACK after commit) -> Mosquitto -> tail --mqtt
+#   mqtt_push  the same MQTT input, the outcomes on a ZeroMQ PUSH socket
+#          -> tail --pull (the PUBACK after the PUSH socket took them)
 #   zmq    replay (one fix per message) -> tracesand (PULL/PUB) -> tail
 #   relay  replay --mqtt -> Mosquitto -> mosquitto_sub | mosquitto_pub
 #          (QoS 1 both ways, no processing) -> Mosquitto -> mosquitto_sub
@@ -60,6 +62,23 @@ run_mqtt() {
     stop_server
 }
 
+run_mqtt_push() {
+    start_server "$build/tracesand" -o 'input.type="mqtt"' \
+        -o 'output.type="push"' -o "mqtt.url=\"$url\"" \
+        -o "state.dir=\"$tmp/state-push-$1\"" -o 'state.sync="batch"' \
+        -o 'mqtt.topics=["fleet/+/location"]' -o 'mqtt.topic_formats=["json"]' \
+        -o 'mqtt.user_from_topic=2' -o "mqtt.client_id=\"bench-push-$1\""
+    sleep 0.5
+    start_tail "$n" --pull
+    local t0
+    t0=$(ms)
+    "$tracesan" replay --mqtt "$url" --topic 'fleet/{user}/location' \
+        --payload json "$tmp/trace.csv" 2>"$tmp/replay.err"
+    wait_tail
+    elapsed_ms=$(( $(ms) - t0 ))
+    stop_server
+}
+
 run_zmq() {
     start_server "$build/tracesand" \
         -o "state.dir=\"$tmp/state-zmq-$1\"" -o 'state.sync="batch"'
@@ -90,20 +109,23 @@ run_relay() {
     wait "$relay" 2>/dev/null || true
 }
 
-printf '%-6s %4s %8s %10s %12s\n' mode run points ms points/s
-for mode in mqtt zmq relay; do
+printf '%-9s %4s %8s %10s %12s\n' mode run points ms points/s
+for mode in mqtt mqtt_push zmq relay; do
     : >"$tmp/$mode.rates"
     for r in $(seq 1 "$RUNS"); do
         "run_$mode" "$r"
         rate=$(awk -v n="$got" -v ms="$elapsed_ms" 'BEGIN { printf "%.0f", n * 1000 / ms }')
-        printf '%-6s %4d %8d %10d %12d\n' "$mode" "$r" "$got" "$elapsed_ms" "$rate"
+        printf '%-9s %4d %8d %10d %12d\n' "$mode" "$r" "$got" "$elapsed_ms" "$rate"
         echo "$rate" >>"$tmp/$mode.rates"
     done
 done
 m_mqtt=$(median <"$tmp/mqtt.rates")
+m_push=$(median <"$tmp/mqtt_push.rates")
 m_zmq=$(median <"$tmp/zmq.rates")
 m_relay=$(median <"$tmp/relay.rates")
 echo
-printf 'median points/s: mqtt %s  zmq %s  relay %s\n' "$m_mqtt" "$m_zmq" "$m_relay"
-awk -v a="$m_mqtt" -v b="$m_zmq" -v c="$m_relay" 'BEGIN {
-    printf "ratios: mqtt/zmq %.2f  mqtt/relay %.2f\n", a / b, a / c }'
+printf 'median points/s: mqtt %s  mqtt_push %s  zmq %s  relay %s\n' \
+    "$m_mqtt" "$m_push" "$m_zmq" "$m_relay"
+awk -v a="$m_mqtt" -v p="$m_push" -v b="$m_zmq" -v c="$m_relay" 'BEGIN {
+    printf "ratios: mqtt/zmq %.3f  mqtt/relay %.2f  mqtt_push/zmq %.3f  mqtt_push/relay %.2f\n",
+        a / b, a / c, p / b, p / c }'

@@ -1,6 +1,6 @@
 # Shared by every bench and evaluation script: where the sources and the
 # build are, the shared data set's default path, skipping when it is
-# absent, and the median. Source after setting BENCH (the script's name for
+# absent, a scratch directory, the held-out test users, and the median. Source after setting BENCH (the script's name for
 # messages).
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -33,3 +33,21 @@ need_data() {
 }
 
 median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+
+# scratch_dir: sets tmp to a new directory, removed when the script exits.
+scratch_dir() {
+    tmp=$(mktemp -d "${TMPDIR:-/tmp}/tracesan-$BENCH.XXXXXX")
+    trap 'rm -rf "$tmp"' EXIT
+}
+
+# test_users DATA EVERY FROM: prints TEST_USERS when set, else the sorted
+# user ids of DATA (a gzip CSV with the user first) numbered from 1, those
+# whose number is FROM modulo EVERY, comma-separated.
+test_users() {
+    if [ -n "${TEST_USERS:-}" ]; then
+        echo "$TEST_USERS"
+    else
+        gzip -dc "$1" | awk -F, 'NR > 1 { print $1 }' | sort -u -n |
+            awk -v every="$2" -v from="$3" 'NR % every == from' | paste -sd, -
+    fi
+}

@@ -55,15 +55,9 @@ conf=$srcdir/conf/tracesand.conf
 need_data "$data"
 need_programs "$tracesan"
 
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/tracesan-evaldelta.XXXXXX")
-trap 'rm -rf "$tmp"' EXIT
+scratch_dir
 
-if [ -n "${TEST_USERS:-}" ]; then
-    test_users=$TEST_USERS
-else
-    test_users=$(gzip -dc "$data" | awk -F, 'NR > 1 { print $1 }' | sort -u -n |
-        awk 'NR % 4 == 2' | paste -sd, -)
-fi
+test_users=$(test_users "$data" 4 2)
 echo "eval_delta: test users $test_users, tick $tick s, $seeds seeds" >&2
 
 # IN_SAMPLE=1 learns the model on all users, test users included: not the

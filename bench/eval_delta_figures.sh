@@ -65,15 +65,9 @@ read -r -a profile_opts <<<"${PROFILE_OPTS:-}"
 need_data "$data"
 need_programs "$tracesan"
 
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/tracesan-figures.XXXXXX")
-trap 'rm -rf "$tmp"' EXIT
+scratch_dir
 
-if [ -n "${TEST_USERS:-}" ]; then
-    test_users=$TEST_USERS
-else
-    test_users=$(gzip -dc "$data" | awk -F, 'NR > 1 { print $1 }' | sort -u -n |
-        awk 'NR % 2 == 0' | paste -sd, -)
-fi
+test_users=$(test_users "$data" 2 0)
 echo "$BENCH: region $region, ${cell_m} m cells, tick $tick s, test users" \
      "$test_users" >&2
 

@@ -31,8 +31,7 @@ for cmd in sample eval; do
         { echo "eval_predictive: $tracesan has no '$cmd' command" >&2; exit 1; }
 done
 
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/tracesan-evalpred.XXXXXX")
-trap 'rm -rf "$tmp"' EXIT
+scratch_dir
 
 # name|extra sanitize arguments
 runs=(

@@ -71,8 +71,7 @@ conf=$srcdir/conf/tracesand.conf
 region=37.7228,-122.5153,37.7946,-122.3789
 
 need_programs "$tracesan"
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/tracesan-evalprivic.XXXXXX")
-trap 'rm -rf "$tmp"' EXIT
+scratch_dir
 
 if [ -f "$data" ]; then
     source_name=$data

@@ -21,6 +21,7 @@
 #include <stdint.h>
 
 #include "datapath/observer.h"
+#include "datapath/output.h"
 #include "engine/config.h"
 #include "engine/pipeline.h"
 #include "mechanisms/rng.h"
@@ -35,7 +36,11 @@ typedef struct ts_driver ts_driver;
 typedef struct ts_driver_env {
     const ts_config *config;     /* lives until close */
     const char *input_type;      /* input.type, one of the driver's */
-    const char *output_type;     /* output.type, one of the driver's */
+    const char *output_type;     /* output.type: the driver's own, or
+                                    one of `output`'s */
+    /* output.type's output when it is another driver's (the driver opens
+     * it and publishes through it); NULL: the driver's own. */
+    const ts_output_ops *output;
     struct event_base *base;     /* the loop (signals, HTTP, timers) */
     ts_rng *rng;
     /* Built from `config` by the caller, borrowed: the driver releases
@@ -85,17 +90,27 @@ typedef struct ts_driver_stats {
 
 typedef struct ts_driver_ops {
     const char *name;
-    /* The input.type and output.type values it serves (NULL-terminated);
-     * the two must name the same driver. */
+    /* The input.type and output.type values it serves (NULL-terminated).
+     * output.type names the same driver, or another whose `output` this
+     * one's input can use (takes_outputs). */
     const char *const *input_types;
     const char *const *output_types;
+    /* Its output side for other drivers' input (NULL: its output serves
+     * only its own input). */
+    const ts_output_ops *output;
+    /* 1: its input publishes through another driver's output when
+     * output.type names one (env->output). */
+    int takes_outputs;
     /* Its setting rows (NULL: none). */
     const ts_setting_section *settings;
     /* 1: it commits to the state.dir store (opened by the caller and
      * passed in env->store); 0: it keeps state elsewhere. */
     int uses_store;
-    /* Whether PRIVIC loops and the density feed run with it; 0 makes
-     * their profiles release through their first channel. */
+    /* Whether the daemon runs PRIVIC loops and the density feed with it
+     * (ops/population_loop.h: counting reports_sent, persisting to the
+     * store, publishing through `publish`); 0 makes their profiles release
+     * through their first channel, unless the driver runs them itself
+     * (density_geojson). */
     int runs_population;
     int (*open)(ts_driver **out, const ts_driver_env *env, char *err,
                 size_t errlen);
@@ -122,6 +137,12 @@ typedef struct ts_driver_ops {
     ts_publish_result (*publish)(ts_driver *driver, const void *topic,
                                  size_t topic_len, const void *payload,
                                  size_t len);
+    /* Set when the driver runs the PRIVIC loops and the density feed
+     * itself (the JetStream driver: cluster-wide, over every partition's
+     * reports) and serves GET /density/<profile> with this: the statuses
+     * and body of wire/density.h, malloc'ed. NULL: it does not. */
+    char *(*density_geojson)(ts_driver *driver, const char *profile,
+                             int *status, size_t *len);
 } ts_driver_ops;
 
 /* Sums pipeline counters into stats (partitions, tests). */

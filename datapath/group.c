@@ -5,8 +5,6 @@
 #include <string.h>
 #include <time.h>
 
-#include "datapath/intake.h"
-
 int64_t ts_wall_clock_ms(void)
 {
     struct timespec now;
@@ -222,7 +220,10 @@ static void process_update(ts_group *group, ts_pipeline *pipeline,
                        profile_index(pipeline, &outcome));
 }
 
-size_t ts_group_process(ts_group *group, ts_pipeline *pipeline,
+/* Decodes `message` and opens it (the message's bytes are not needed
+ * after this); a message refused whole gets its rejection here. 1 when
+ * opened, 0 when refused. */
+static int open_message(ts_group *group, ts_pipeline *pipeline,
                         const ts_inbound *message, const ts_sink *sink)
 {
     group->messages++;
@@ -240,18 +241,118 @@ size_t ts_group_process(ts_group *group, ts_pipeline *pipeline,
      * windows close by it as well as by event time (engine/pipeline.h). */
     int64_t now_ms = ts_wall_clock_ms();
     ts_pipeline_set_clock(pipeline, now_ms);
-    ts_time_bounds bounds = ts_intake_time_bounds(group->settings, now_ms);
+    group->open_bounds = ts_intake_time_bounds(group->settings, now_ms);
     /* No accepted update can land before earliest_ms any more, so windows
      * that ended before it are dead by the wall clock even when no update
      * moves the event-time watermark. */
-    if (bounds.earliest_ms > 0)
-        ts_pipeline_set_expiry_floor(pipeline, bounds.earliest_ms);
-    size_t n = batch->n_updates;
-    for (size_t i = 0; i < n; i++)
-        process_update(group, pipeline, batch->updates[i], &group->wire[i],
-                       &bounds, sink);
-    ts_codec_batch_release(&group->arena, batch);
+    if (group->open_bounds.earliest_ms > 0)
+        ts_pipeline_set_expiry_floor(pipeline, group->open_bounds.earliest_ms);
+    group->open = batch;
+    group->next = 0;
+    return 1;
+}
+
+static void close_message(ts_group *group, const ts_sink *sink)
+{
+    group->updates += group->open->n_updates;
+    ts_codec_batch_release(&group->arena, group->open);
+    group->open = NULL;
+    group->next = 0;
     flush_batch(group, sink);
-    group->updates += n;
+}
+
+static int turn_over(const struct timespec *end)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return now.tv_sec > end->tv_sec ||
+           (now.tv_sec == end->tv_sec && now.tv_nsec >= end->tv_nsec);
+}
+
+/* The open message's updates, in order: all of them (`bounded` 0), or
+ * at least one and then until the turn's time is spent. 1 when the
+ * message is done. */
+static int run_updates(ts_group *group, ts_pipeline *pipeline,
+                       const ts_sink *sink, int bounded)
+{
+    Tracesan__V1__LocationBatch *batch = group->open;
+    size_t n = batch->n_updates;
+    while (group->next < n) {
+        size_t i = group->next++;
+        process_update(group, pipeline, batch->updates[i], &group->wire[i],
+                       &group->open_bounds, sink);
+        if (bounded && group->next < n && turn_over(&group->turn_end))
+            return 0;
+    }
+    close_message(group, sink);
+    return 1;
+}
+
+static void start_turn(ts_group *group)
+{
+    if (group->in_turn)
+        return;
+    group->in_turn = 1;
+    clock_gettime(CLOCK_MONOTONIC, &group->turn_end);
+    group->turn_end.tv_nsec += TS_GROUP_TURN_MS * 1000000L;
+    if (group->turn_end.tv_nsec >= 1000000000L) {
+        group->turn_end.tv_sec++;
+        group->turn_end.tv_nsec -= 1000000000L;
+    }
+}
+
+size_t ts_group_process(ts_group *group, ts_pipeline *pipeline,
+                        const ts_inbound *message, const ts_sink *sink)
+{
+    if (!open_message(group, pipeline, message, sink))
+        return 0;
+    size_t n = group->open->n_updates;
+    run_updates(group, pipeline, sink, 0);
     return n;
+}
+
+int ts_group_start(ts_group *group, ts_pipeline *pipeline,
+                   const ts_inbound *message, const ts_sink *sink)
+{
+    start_turn(group);
+    if (!open_message(group, pipeline, message, sink))
+        return 1;
+    return run_updates(group, pipeline, sink, 1);
+}
+
+int ts_group_resume(ts_group *group, ts_pipeline *pipeline,
+                    const ts_sink *sink)
+{
+    if (group->open == NULL)
+        return 1;
+    start_turn(group);
+    return run_updates(group, pipeline, sink, 1);
+}
+
+int ts_group_in_message(const ts_group *group)
+{
+    return group->open != NULL;
+}
+
+int ts_group_turn_spent(const ts_group *group)
+{
+    return group->in_turn && turn_over(&group->turn_end);
+}
+
+void ts_group_end_turn(ts_group *group)
+{
+    group->in_turn = 0;
+}
+
+size_t ts_group_abandon(ts_group *group)
+{
+    if (group->open == NULL)
+        return 0;
+    size_t left = group->open->n_updates - group->next;
+    group->updates += group->open->n_updates;
+    ts_codec_batch_release(&group->arena, group->open);
+    group->open = NULL;
+    group->next = 0;
+    ts_format_batch_reset(&group->batch);
+    return left;
 }

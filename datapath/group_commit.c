@@ -15,6 +15,30 @@ long ts_group_commit_next_delay(long ms)
                                             : ms * 2;
 }
 
+/* ------------------------------------------------------- input holds */
+
+enum {
+    HOLD_COMMIT_FAILED = 1u,     /* a held group waits for its retry */
+    HOLD_WRITER_BACKLOG = 2u,    /* the outbox is full mid-commit */
+    HOLD_TURN = 4u,              /* the driver yielded its turn */
+};
+
+static void hold_input(ts_group_commit *gc, unsigned cause)
+{
+    if (gc->input_holds == 0)
+        gc->pause_input(gc->input_arg);
+    gc->input_holds |= cause;
+}
+
+static void release_input(ts_group_commit *gc, unsigned cause)
+{
+    if (!(gc->input_holds & cause))
+        return;
+    gc->input_holds &= ~cause;
+    if (gc->input_holds == 0)
+        gc->resume_input(gc->input_arg);
+}
+
 /* ------------------------------------------------------ failure, retry */
 
 static void arm_retry(ts_group_commit *gc)
@@ -49,7 +73,7 @@ static void hold(ts_group_commit *gc, const char *err)
     ts_log(TS_LOG_ERROR, "%s; the batch is not published (%zu outcomes "
            "held), input paused: daemon unhealthy, retrying in %ld ms",
            err, gc->committing.count, gc->retry_ms);
-    gc->pause_input(gc->input_arg);
+    hold_input(gc, HOLD_COMMIT_FAILED);
     arm_retry(gc);
 }
 
@@ -69,7 +93,7 @@ static void recovered(ts_group_commit *gc)
         gc->observer->health(gc->observer->arg, NULL);
     ts_log(TS_LOG_INFO, "commit retry succeeded: held batch published, "
            "input resumed, daemon healthy");
-    gc->resume_input(gc->input_arg);
+    release_input(gc, HOLD_COMMIT_FAILED);
 }
 
 /* ------------------------------------------------- pipelined (writer) */
@@ -142,10 +166,7 @@ static void on_writer_done(void *arg, int ok, const char *err, double seconds)
     if (gc->held)
         recovered(gc);
     publish_committing(gc);
-    if (gc->paused_for_writer) {
-        gc->paused_for_writer = 0;
-        gc->resume_input(gc->input_arg);
-    }
+    release_input(gc, HOLD_WRITER_BACKLOG);
     ts_group_commit_flush(gc);
 }
 
@@ -155,11 +176,8 @@ static void flush_pipelined(ts_group_commit *gc)
         ts_outbox_unsent(&gc->committing) > 0) {
         /* The group waits for the one ahead of it; past the cap, so does
          * the input. */
-        if (gc->outbox->count >= TS_COMMIT_MAX_PENDING &&
-            !gc->paused_for_writer) {
-            gc->paused_for_writer = 1;
-            gc->pause_input(gc->input_arg);
-        }
+        if (gc->outbox->count >= TS_COMMIT_MAX_PENDING)
+            hold_input(gc, HOLD_WRITER_BACKLOG);
         return;
     }
     if (gc->outbox->count > 0)
@@ -188,10 +206,27 @@ static void on_retry(evutil_socket_t fd, short what, void *arg)
     }
 }
 
+/* A yielded turn's sequel: the driver goes on, then what is whole is
+ * committed and published, and input resumes unless the driver yielded
+ * again. */
+static void on_next_turn(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    ts_group_commit *gc = arg;
+    gc->yielded = 0;
+    if (gc->next_turn != NULL)
+        gc->next_turn(gc->input_arg);
+    ts_group_commit_flush(gc);
+    if (!gc->yielded)
+        release_input(gc, HOLD_TURN);
+}
+
 int ts_group_commit_start(ts_group_commit *gc)
 {
     gc->retry_event = event_new(gc->base, -1, 0, on_retry, gc);
-    if (gc->retry_event == NULL)
+    gc->turn_event = event_new(gc->base, -1, 0, on_next_turn, gc);
+    if (gc->retry_event == NULL || gc->turn_event == NULL)
         return -1;
     if (gc->store == NULL)
         return 0;
@@ -215,15 +250,61 @@ void ts_group_commit_stop(ts_group_commit *gc)
     if (gc->retry_event != NULL)
         event_free(gc->retry_event);
     gc->retry_event = NULL;
+    if (gc->turn_event != NULL)
+        event_free(gc->turn_event);
+    gc->turn_event = NULL;
     ts_store_writer_free(gc->writer);
     gc->writer = NULL;
     ts_outbox_free(&gc->committing);
 }
 
+void ts_group_commit_open_message(ts_group_commit *gc)
+{
+    gc->message_open = 1;
+    gc->message_first = gc->outbox->count;
+}
+
+void ts_group_commit_close_message(ts_group_commit *gc)
+{
+    gc->message_open = 0;
+}
+
+void ts_group_commit_yield(ts_group_commit *gc)
+{
+    if (gc->yielded)
+        return;
+    gc->yielded = 1;
+    hold_input(gc, HOLD_TURN);
+    /* A timer, not event_active: an event activated from a callback runs
+     * in the same pass, before the loop polls its sockets again; a due
+     * timer waits for the poll, so /healthz and the ops tick get their
+     * turn first. */
+    static const struct timeval now = { 0, 0 };
+    if (event_add(gc->turn_event, &now) != 0) {
+        ts_log(TS_LOG_ERROR, "cannot schedule the next turn; stopping");
+        event_base_loopbreak(gc->base);
+    }
+}
+
+void ts_group_commit_drop_message(ts_group_commit *gc, size_t unprocessed)
+{
+    if (!gc->message_open)
+        return;
+    size_t processed = gc->outbox->count - gc->message_first;
+    ts_outbox_truncate(gc->outbox, gc->message_first);
+    gc->message_open = 0;
+    gc->dropped_uncommitted += processed;
+    ts_log(TS_LOG_WARN, "shutting down inside a message: %zu outcomes not "
+           "published (their debits are committed), %zu updates not "
+           "processed", processed, unprocessed);
+}
+
 void ts_group_commit_flush(ts_group_commit *gc)
 {
-    if (gc->held)
-        return; /* a held group leaves only through the retry */
+    /* A held group leaves only through the retry; an open message's
+     * outcomes only once it is whole. */
+    if (gc->held || gc->message_open)
+        return;
     if (gc->writer != NULL)
         flush_pipelined(gc);
     else if (gc->outbox->count > 0) { /* memory only: nothing to commit */
@@ -235,6 +316,8 @@ int ts_group_commit_output_ready(ts_group_commit *gc)
 {
     if (gc->held)
         return 0;
+    if (gc->writer == NULL && gc->message_open)
+        return ts_outbox_unsent(gc->outbox) > 0;  /* at close_message */
     if (gc->writer == NULL)
         return ts_outbox_unsent(gc->outbox) > 0
                    ? ts_outbox_publish(gc->outbox, &gc->publisher)

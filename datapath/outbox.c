@@ -124,6 +124,18 @@ void ts_outbox_clear(ts_outbox *box)
     box->sent = 0;
 }
 
+void ts_outbox_truncate(ts_outbox *box, size_t count)
+{
+    if (count >= box->count || count < box->sent)
+        return;
+    box->topics.len = box->entries[count].topic_offset;
+    box->payloads.len = box->entries[count].payload_offset;
+    box->count = count;
+    while (box->n_observations > box->observed &&
+           box->observations[box->n_observations - 1].entry >= count)
+        box->n_observations--;
+}
+
 void ts_outbox_swap_contents(ts_outbox *a, ts_outbox *b)
 {
     unsigned char queue[offsetof(ts_outbox, encode_failures)];

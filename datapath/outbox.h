@@ -73,6 +73,9 @@ static inline size_t ts_outbox_unsent(const ts_outbox *box)
 }
 
 void ts_outbox_clear(ts_outbox *box);
+/* Drops the messages from entry `count` on (unsent ones only: count >=
+ * sent) and their observations. */
+void ts_outbox_truncate(ts_outbox *box, size_t count);
 /* Exchanges the queued messages of two outboxes (buffers and entries);
  * each keeps its counters and hook. */
 void ts_outbox_swap_contents(ts_outbox *a, ts_outbox *b);

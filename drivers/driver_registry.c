@@ -71,11 +71,13 @@ static ts_setting_def driver_rows[] = {
     TS_CHOICE_ROW(ts_driver_settings, "input.type", input_type,
                   input_choices, "pull", TS_APPLY_RESTART,
                   "which driver reads updates: a ZeroMQ PULL or SUB socket, "
-                  "or JetStream partitions (docs/scale-out.md)"),
+                  "JetStream partitions (docs/scale-out.md) or MQTT topics "
+                  "(docs/mqtt.md)"),
     TS_CHOICE_ROW(ts_driver_settings, "output.type", output_type,
                   output_choices, "pub", TS_APPLY_RESTART,
-                  "PUB (best effort), PUSH (lossless, pauses input) or "
-                  "JetStream; the same driver as input.type's"),
+                  "PUB (best effort), PUSH (lossless, pauses input), MQTT "
+                  "or JetStream; ZeroMQ and MQTT pair with either input, "
+                  "JetStream only with its own"),
 };
 
 /* Set once the rows' choices are gathered (below). */
@@ -90,9 +92,12 @@ static void list_types(const char *const *types, char *buf, size_t len)
     ts_choices_text(types, buf, len);
 }
 
-/* input.type picks the driver; output.type must be one of its own. The
- * side blamed is the one whose driver is not the default's (the first),
- * so "input.type = jetstream" alone says what output.type it needs. */
+/* input.type picks the driver; output.type is one of its own, or another
+ * driver's output side its input can publish through (MQTT in, ZeroMQ
+ * out, and the reverse). JetStream's outcomes are records of the
+ * partitions it owns, so its input and output go only together. The side
+ * blamed is the one that cannot pair: "input.type = jetstream" alone
+ * says what output.type it needs. */
 static void finish_drivers(void *values, ts_setting_context *context)
 {
     const ts_driver_settings *s = values;
@@ -100,17 +105,20 @@ static void finish_drivers(void *values, ts_setting_context *context)
     const char *out = chosen(output_choices, s->output_type);
     const ts_driver_ops *reader = serving(in, 1);
     const ts_driver_ops *writer = serving(out, 0);
-    if (reader == writer)
+    if (reader == writer || (reader->takes_outputs && writer->output != NULL))
         return;
     char needed[256];
-    if (reader != drivers[0] || writer == drivers[0]) {
+    if (!reader->takes_outputs) {
         list_types(reader->output_types, needed, sizeof needed);
         ts_setting_fail(context, "input.type", "input.type = \"%s\" needs "
-                        "output.type = %s", in, needed);
+                        "output.type = %s: the %s driver publishes only "
+                        "through its own output", in, needed, reader->name);
     } else {
         list_types(writer->input_types, needed, sizeof needed);
-        ts_setting_fail(context, "output.type", "output.type = \"%s\" needs "
-                        "input.type = %s", out, needed);
+        ts_setting_fail(context, "output.type", "output.type = \"%s\" "
+                        "needs input.type = %s: the %s driver's output "
+                        "takes only its own input", out, needed,
+                        writer->name);
     }
 }
 
@@ -160,4 +168,14 @@ const ts_driver_ops *ts_driver_of_config(const ts_config *config)
 {
     const char *type = ts_driver_input_type(config);
     return type != NULL ? serving(type, 1) : NULL;
+}
+
+const ts_output_ops *ts_driver_output_of_config(const ts_config *config)
+{
+    const ts_driver_ops *reader = ts_driver_of_config(config);
+    const char *type = ts_driver_output_type(config);
+    const ts_driver_ops *writer = type != NULL ? serving(type, 0) : NULL;
+    return reader != NULL && writer != NULL && writer != reader
+               ? writer->output
+               : NULL;
 }

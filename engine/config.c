@@ -9,6 +9,7 @@
 
 #include <libconfig.h>
 
+#include "engine/config_file.h"
 #include "engine/config_override.h"
 #include "engine/log.h"
 #include "inference/channel_file.h"
@@ -743,38 +744,9 @@ static void add_builtin_profile(ts_config *config)
 
 static void read_file(ts_config *config, const char *path)
 {
-    /* Open it ourselves first: libconfig reports a missing file without
-     * saying why. */
-    FILE *probe = fopen(path, "r");
-    if (probe == NULL) {
-        fail_raw(config, "%s: cannot read: %s", path, strerror(errno));
-        return;
-    }
-    fclose(probe);
-    char *dir = strdup(path);
-    if (dir == NULL) {
-        fail_raw(config, "%s: out of memory", path);
-        return;
-    }
-    char *slash = strrchr(dir, '/');
-    if (slash != NULL) {
-        *slash = '\0';
-        config_set_include_dir(&config->cfg, dir[0] != '\0' ? dir : "/");
-    }
-    free(dir);
-    if (config_read_file(&config->cfg, path) != CONFIG_TRUE) {
-        if (config_error_type(&config->cfg) == CONFIG_ERR_FILE_IO)
-            fail_raw(config, "%s: cannot read: %s", path,
-                     config_error_text(&config->cfg) != NULL
-                         ? config_error_text(&config->cfg) : "I/O error");
-        else
-            fail_raw(config, "%s:%d: %s",
-                     config_error_file(&config->cfg) != NULL
-                         ? config_error_file(&config->cfg) : path,
-                     config_error_line(&config->cfg),
-                     config_error_text(&config->cfg) != NULL
-                         ? config_error_text(&config->cfg) : "syntax error");
-    }
+    char why[1024];
+    if (ts_config_file_read(&config->cfg, path, why, sizeof why) != 0)
+        fail_raw(config, "%s", why);
 }
 
 ts_config *ts_config_load_sections(const ts_setting_section *const *sections,

@@ -97,7 +97,9 @@ int ts_bin_map(const ts_bin_format *f, const char *path,
 {
     *base = NULL;
     *len = 0;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    /* O_NONBLOCK: a FIFO here would otherwise block open() until a
+     * writer came; it is refused below as not a regular file. */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
     if (fd < 0)
         return ts_fail(err, errlen, "%s: %s", path, strerror(errno));
     struct stat st;

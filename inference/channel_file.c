@@ -9,6 +9,10 @@
 #include "inference/error.h"
 #include "inference/grid.h"
 
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#endif
+
 static const ts_bin_format channel_format = {
     .magic = TS_CHANNEL_MAGIC,
     .version = TS_CHANNEL_VERSION,
@@ -109,9 +113,151 @@ static int check_rows(const double *c, uint32_t n, char *err, size_t errlen)
     return 0;
 }
 
-/* max over x != x', z of |ln C(x,z) - ln C(x',z)| / d(x, x'): exact, every
- * triple, O(n^3 / 2) with the inner loop over contiguous z. An output
- * some cells can reach and others cannot has an infinite ratio. */
+/* ------------------------------------------------------- geo-ind check */
+
+/* The claim is checked on every triple (x, x', z): n^3 / 2 differences, 3.4e10
+ * at 4096 cells. Exact, and faster than the plain triple loop by blocking:
+ * a block of GEOIND_BLOCK rows x stays in cache while every row x' below it
+ * streams past once, and the block's rows keep independent running maxima
+ * (eight dependency chains the CPU overlaps, SIMD lanes on x86-64). The
+ * maximum of the same differences in any order is the same number, and each
+ * pair's ratio is computed as before, so the result is bit for bit the plain
+ * loop's (tests/check_mi_channel.c compares them). */
+#define GEOIND_BLOCK 8
+
+/* most[i] = max(most[i], max_z |a_i[z] - b[z]|), a_i = a + i * stride, for
+ * the first `rows` rows of the block. */
+static void rows_max(const double *a, size_t stride, size_t rows,
+                     const double *b, size_t len, double *most)
+{
+    for (size_t i = 0; i < rows; i++) {
+        const double *ai = a + i * stride;
+        double m = most[i];
+        for (size_t z = 0; z < len; z++) {
+            double diff = fabs(ai[z] - b[z]);
+            m = diff > m ? diff : m;
+        }
+        most[i] = m;
+    }
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+/* The inputs are finite (logs of positive doubles, or 0), so max_pd and
+ * clearing the sign bit are exactly the scalar max and fabs. */
+#define LANE_SSE2(k)                                                         \
+    m##k = _mm_max_pd(                                                       \
+        _mm_andnot_pd(sign, _mm_sub_pd(_mm_loadu_pd(a + (k) * stride + z),   \
+                                       v)),                                  \
+        m##k)
+#define LANE_AVX2(k)                                                         \
+    m##k = _mm256_max_pd(                                                    \
+        _mm256_andnot_pd(sign,                                               \
+                         _mm256_sub_pd(_mm256_loadu_pd(a + (k) * stride + z), \
+                                       v)),                                  \
+        m##k)
+
+static void block_max_sse2(const double *a, size_t stride, const double *b,
+                           size_t len, double *most)
+{
+    const __m128d sign = _mm_set1_pd(-0.0);
+    __m128d m0 = _mm_setzero_pd(), m1 = m0, m2 = m0, m3 = m0, m4 = m0,
+            m5 = m0, m6 = m0, m7 = m0;
+    size_t z = 0;
+    for (; z + 2 <= len; z += 2) {
+        __m128d v = _mm_loadu_pd(b + z);
+        LANE_SSE2(0); LANE_SSE2(1); LANE_SSE2(2); LANE_SSE2(3);
+        LANE_SSE2(4); LANE_SSE2(5); LANE_SSE2(6); LANE_SSE2(7);
+    }
+    __m128d lanes[GEOIND_BLOCK] = { m0, m1, m2, m3, m4, m5, m6, m7 };
+    for (size_t i = 0; i < GEOIND_BLOCK; i++) {
+        double two[2];
+        _mm_storeu_pd(two, lanes[i]);
+        double m = two[0] > two[1] ? two[0] : two[1];
+        most[i] = m > most[i] ? m : most[i];
+    }
+    rows_max(a + z, stride, GEOIND_BLOCK, b + z, len - z, most);
+}
+
+__attribute__((target("avx2"))) static void
+block_max_avx2(const double *a, size_t stride, const double *b, size_t len,
+               double *most)
+{
+    const __m256d sign = _mm256_set1_pd(-0.0);
+    __m256d m0 = _mm256_setzero_pd(), m1 = m0, m2 = m0, m3 = m0, m4 = m0,
+            m5 = m0, m6 = m0, m7 = m0;
+    size_t z = 0;
+    for (; z + 4 <= len; z += 4) {
+        __m256d v = _mm256_loadu_pd(b + z);
+        LANE_AVX2(0); LANE_AVX2(1); LANE_AVX2(2); LANE_AVX2(3);
+        LANE_AVX2(4); LANE_AVX2(5); LANE_AVX2(6); LANE_AVX2(7);
+    }
+    __m256d lanes[GEOIND_BLOCK] = { m0, m1, m2, m3, m4, m5, m6, m7 };
+    for (size_t i = 0; i < GEOIND_BLOCK; i++) {
+        double four[4];
+        _mm256_storeu_pd(four, lanes[i]);
+        for (size_t k = 0; k < 4; k++)
+            most[i] = four[k] > most[i] ? four[k] : most[i];
+    }
+    rows_max(a + z, stride, GEOIND_BLOCK, b + z, len - z, most);
+}
+#undef LANE_SSE2
+#undef LANE_AVX2
+
+typedef void (*block_max_fn)(const double *, size_t, const double *, size_t,
+                             double *);
+
+static block_max_fn pick_block_max(void)
+{
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2") ? block_max_avx2 : block_max_sse2;
+}
+#else
+typedef void (*block_max_fn)(const double *, size_t, const double *, size_t,
+                             double *);
+
+static void block_max_plain(const double *a, size_t stride, const double *b,
+                            size_t len, double *most)
+{
+    rows_max(a, stride, GEOIND_BLOCK, b, len, most);
+}
+
+static block_max_fn pick_block_max(void)
+{
+    return block_max_plain;
+}
+#endif
+
+/* ln C, row-major; a report cell no true cell reaches is all 0 (every
+ * ratio 1). -1 when some cells reach it and others cannot: an infinite
+ * ratio. */
+static int log_channel(const double *c, uint32_t n, double *lg, char *err,
+                       size_t errlen)
+{
+    uint32_t *zeros = calloc(n, sizeof *zeros);
+    if (zeros == NULL)
+        return ts_fail(err, errlen, "out of memory");
+    for (uint32_t x = 0; x < n; x++)
+        for (uint32_t z = 0; z < n; z++)
+            zeros[z] += c[(size_t)x * n + z] == 0.0;
+    for (uint32_t z = 0; z < n; z++)
+        if (zeros[z] != 0 && zeros[z] != n) {
+            free(zeros);
+            return ts_fail(err, errlen,
+                           "report cell %u is impossible from some cells "
+                           "and possible from others: not geo-"
+                           "indistinguishable",
+                           z);
+        }
+    for (uint32_t x = 0; x < n; x++)
+        for (uint32_t z = 0; z < n; z++)
+            lg[(size_t)x * n + z] =
+                zeros[z] == n ? 0.0 : log(c[(size_t)x * n + z]);
+    free(zeros);
+    return 0;
+}
+
+/* max over x != x', z of |ln C(x,z) - ln C(x',z)| / d(x, x'), exact, every
+ * triple. */
 static int measure_geoind(const double *c, const ts_channel_meta *m,
                           uint32_t n, double *measured, char *err,
                           size_t errlen)
@@ -119,39 +265,34 @@ static int measure_geoind(const double *c, const ts_channel_meta *m,
     double *lg = malloc((size_t)n * n * sizeof *lg);
     if (lg == NULL)
         return ts_fail(err, errlen, "out of memory");
-    for (uint32_t z = 0; z < n; z++) {
-        uint32_t zeros = 0;
-        for (uint32_t x = 0; x < n; x++)
-            zeros += c[(size_t)x * n + z] == 0.0;
-        if (zeros != 0 && zeros != n) {
-            free(lg);
-            return ts_fail(err, errlen,
-                           "report cell %u is impossible from some cells "
-                           "and possible from others: not geo-"
-                           "indistinguishable",
-                           z);
-        }
-        for (uint32_t x = 0; x < n; x++)
-            lg[(size_t)x * n + z] =
-                zeros == n ? 0.0 : log(c[(size_t)x * n + z]);
+    if (log_channel(c, n, lg, err, errlen) != 0) {
+        free(lg);
+        return -1;
     }
+    block_max_fn block_max = pick_block_max();
     double worst = 0.0;
-    for (uint32_t x = 0; x < n; x++) {
-        const double *a = lg + (size_t)x * n;
-        double ax = (x % m->cols) * m->cell_w_m;
-        double ay = (double)(x / m->cols) * m->cell_h_m;
-        for (uint32_t y = x + 1; y < n; y++) {
+    for (uint32_t x0 = 0; x0 < n; x0 += GEOIND_BLOCK) {
+        const double *a = lg + (size_t)x0 * n;
+        uint32_t rows = n - x0 < GEOIND_BLOCK ? n - x0 : GEOIND_BLOCK;
+        for (uint32_t y = x0 + 1; y < n; y++) {
             const double *b = lg + (size_t)y * n;
-            double dx = (y % m->cols) * m->cell_w_m - ax;
-            double dy = (double)(y / m->cols) * m->cell_h_m - ay;
-            double d = sqrt(dx * dx + dy * dy);
-            double most = 0.0;
-            for (uint32_t z = 0; z < n; z++) {
-                double diff = fabs(a[z] - b[z]);
-                most = diff > most ? diff : most;
+            /* The block's rows above y: the pairs x < y. */
+            uint32_t live = y - x0 < rows ? y - x0 : rows;
+            double most[GEOIND_BLOCK] = { 0.0 };
+            if (live == GEOIND_BLOCK)
+                block_max(a, n, b, n, most);
+            else
+                rows_max(a, n, live, b, n, most);
+            for (uint32_t i = 0; i < live; i++) {
+                uint32_t x = x0 + i;
+                double ax = (x % m->cols) * m->cell_w_m;
+                double ay = (double)(x / m->cols) * m->cell_h_m;
+                double dx = (y % m->cols) * m->cell_w_m - ax;
+                double dy = (double)(y / m->cols) * m->cell_h_m - ay;
+                double d = sqrt(dx * dx + dy * dy);
+                if (most[i] / d > worst)
+                    worst = most[i] / d;
             }
-            if (most / d > worst)
-                worst = most / d;
         }
     }
     free(lg);

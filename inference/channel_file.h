@@ -44,7 +44,9 @@
 #define TS_CHANNEL_VERSION 1u
 #define TS_CHANNEL_HEADER_BYTES 192u
 /* An n x n channel is 8 n^2 bytes, and the geo-ind check n^3 / 2
- * comparisons: 4096 cells are 128 MB and a few seconds. */
+ * comparisons: 4096 cells are 128 MB and about 10 s of one core (issue 25:
+ * 62 s before the check was blocked; the daemon loads off its event loop,
+ * docs/operations.md "Reloading"). */
 #define TS_CHANNEL_MAX_CELLS 4096u
 /* A row may miss 1 by rounding this much. */
 #define TS_CHANNEL_ROW_TOLERANCE 1e-9

@@ -11,6 +11,12 @@
  * the divergence from the full joint distribution of Z and agrees with the
  * sigma_z^2 form.
  *
+ * Everything is factored on the prior's correlation matrix K (unit
+ * diagonal); sigma_x enters only through sigma_x^2 K_{u|s} + sigma_z^2 I.
+ * Factoring sigma_x^2 K instead let sigma_x^2 underflow to 0 for sigma_x
+ * below ~1e-154, and the search for a nugget then never ended (issue 25).
+ * Every loop here has a fixed cap and fails when it reaches it.
+ *
  * The GSL calls report failures through their status; callers must have
  * turned GSL's aborting error handler off (tools/tracesan.c does). */
 #include "inference/cip.h"
@@ -19,28 +25,24 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <gsl/gsl_blas.h>
-#include <gsl/gsl_eigen.h>
-#include <gsl/gsl_errno.h>
-#include <gsl/gsl_linalg.h>
 #include <gsl/gsl_matrix.h>
 
+#include "inference/cip_blocks.h"
 #include "inference/error.h"
 
-/* Below this reciprocal condition number, Sigma_ss^-1 Sigma_su would carry
- * relative errors above about 1e-6 (cond x machine epsilon), so the nugget
- * is raised first. */
-#define MIN_RCOND 1e-10
-/* The first nugget tried, relative to sigma_x^2; raised tenfold a step up
- * to TS_CIP_MAX_JITTER. */
+/* The first nugget tried, relative to sigma_x^2, raised tenfold a step for
+ * JITTER_STEPS steps: 1e-12 ... 1e-8 = TS_CIP_MAX_JITTER. */
 #define FIRST_JITTER 1e-12
-/* Doublings of the upper bracket before the search gives up: L* falls
- * like 1/sigma_z^2, so this is never reached for a finite loss. */
+#define JITTER_STEPS 5
+/* Doublings of the upper bracket, and halvings of the bisection, before a
+ * search for sigma_z gives up. L* falls like 1/sigma_z^2 and the bisection
+ * halves log(hi/lo) <= log 2 down to log(1 + 1e-12), about 40 steps, so
+ * neither is reached for a computable loss. */
 #define MAX_BRACKET_STEPS 200
+#define MAX_BISECTION_STEPS 200
 
-int ts_cip_secret_mask(ts_cip_secret kind, const double *t, size_t d,
-                       double t0, double t1, unsigned char *in_s, char *err,
-                       size_t errlen)
+int ts_cip_secret_mask(ts_cip_secret kind, const double *t, size_t d, double t0,
+                       double t1, unsigned char *in_s, char *err, size_t errlen)
 {
     if (t == NULL || in_s == NULL || d == 0)
         return ts_fail(err, errlen, "an empty trace has no secret points");
@@ -59,178 +61,65 @@ int ts_cip_secret_mask(ts_cip_secret kind, const double *t, size_t d,
     return 0;
 }
 
-static int check_model(const double *t, size_t d, const unsigned char *in_s,
-                       const ts_cip_prior *prior, double sigma_z, char *err,
-                       size_t errlen)
-{
-    if (t == NULL || in_s == NULL || prior == NULL)
-        return ts_fail(err, errlen, "missing trace, secret mask or prior");
-    if (d == 0 || d > TS_CIP_MAX_POINTS)
-        return ts_fail(err, errlen, "trace length %zu outside 1..%d", d,
-                       TS_CIP_MAX_POINTS);
-    for (size_t i = 0; i < d; i++)
-        if (!isfinite(t[i]))
-            return ts_fail(err, errlen, "timestamp %zu is not finite", i);
-    if (!(prior->sigma_x > 0.0) || !isfinite(prior->sigma_x))
-        return ts_fail(err, errlen, "sigma_x must be positive and finite");
-    if (!prior->independent &&
-        (!(prior->length_scale > 0.0) || !isfinite(prior->length_scale)))
-        return ts_fail(err, errlen, "length scale must be positive and finite");
-    if (!(sigma_z > 0.0) || !isfinite(sigma_z))
-        return ts_fail(err, errlen, "sigma_z must be positive and finite");
-    return 0;
-}
-
-static double rbf(const ts_cip_prior *p, double a, double b)
-{
-    double u = (a - b) / p->length_scale;
-    return p->sigma_x * p->sigma_x * exp(-0.5 * u * u);
-}
-
-/* Factors Sigma_ss (+ the smallest sufficient nugget) into ss_chol, and
- * fills su = Sigma_su and uu = Sigma_uu with the same nugget. */
-static int factor_prior(const double *t, const size_t *s_idx, size_t ns,
-                        const size_t *u_idx, size_t nu,
-                        const ts_cip_prior *prior, gsl_matrix *ss_chol,
-                        gsl_matrix *su, gsl_matrix *uu, double *jitter,
-                        char *err, size_t errlen)
-{
-    double var = prior->sigma_x * prior->sigma_x;
-    double nugget = 0.0;
-    gsl_vector *work = gsl_vector_alloc(3 * ns);
-    if (work == NULL)
-        return ts_fail(err, errlen, "out of memory");
-    for (;;) {
-        for (size_t i = 0; i < ns; i++)
-            for (size_t j = 0; j < ns; j++)
-                gsl_matrix_set(ss_chol, i, j,
-                               rbf(prior, t[s_idx[i]], t[s_idx[j]]) +
-                                   (i == j ? nugget : 0.0));
-        int status = gsl_linalg_cholesky_decomp1(ss_chol);
-        double rcond = 0.0;
-        if (status == GSL_SUCCESS)
-            status = gsl_linalg_cholesky_rcond(ss_chol, &rcond, work);
-        if (status == GSL_SUCCESS && rcond >= MIN_RCOND)
-            break;
-        nugget = nugget == 0.0 ? FIRST_JITTER * var : 10.0 * nugget;
-        if (nugget > TS_CIP_MAX_JITTER * var * (1.0 + 1e-9)) {
-            gsl_vector_free(work);
-            return ts_fail(err, errlen,
-                           "the prior covariance of the secret points is "
-                           "singular even with a nugget of %g sigma_x^2 "
-                           "(timestamps too dense for the length scale)",
-                           TS_CIP_MAX_JITTER);
-        }
-    }
-    gsl_vector_free(work);
-    for (size_t i = 0; i < ns; i++)
-        for (size_t j = 0; j < nu; j++)
-            gsl_matrix_set(su, i, j, rbf(prior, t[s_idx[i]], t[u_idx[j]]));
-    for (size_t i = 0; i < nu; i++)
-        for (size_t j = 0; j < nu; j++)
-            gsl_matrix_set(uu, i, j,
-                           rbf(prior, t[u_idx[i]], t[u_idx[j]]) +
-                               (i == j ? nugget : 0.0));
-    *jitter = nugget;
-    return 0;
-}
-
 int ts_cip_sigma_eff(const double *t, size_t d, const unsigned char *in_s,
                      const ts_cip_prior *prior, double sigma_z,
                      double *sigma_eff, double *jitter, char *err,
                      size_t errlen)
 {
-    if (check_model(t, d, in_s, prior, sigma_z, err, errlen) != 0)
+    if (cip_check_model(t, d, in_s, prior, sigma_z, err, errlen) != 0)
         return -1;
     if (sigma_eff == NULL || jitter == NULL)
         return ts_fail(err, errlen, "missing output");
-    size_t ns = 0;
-    for (size_t i = 0; i < d; i++)
-        ns += in_s[i] != 0;
-    size_t nu = d - ns;
-    if (ns == 0)
-        return ts_fail(err, errlen, "the secret subsequence is empty");
+    cip_split sp;
+    if (cip_split_init(&sp, t, d, in_s, err, errlen) != 0)
+        return -1;
     *jitter = 0.0;
-    memset(sigma_eff, 0, ns * ns * sizeof *sigma_eff);
+    memset(sigma_eff, 0, sp.ns * sp.ns * sizeof *sigma_eff);
     /* Independent points (Sigma_us = 0) or no U points: nothing about S
      * travels through U, so Sigma_eff = 0 without any factoring. */
-    if (prior->independent || nu == 0)
+    if (prior->independent || sp.nu == 0) {
+        cip_split_free(&sp);
         return 0;
-
+    }
     int rc = -1;
-    size_t *s_idx = malloc(ns * sizeof *s_idx);
-    size_t *u_idx = malloc(nu * sizeof *u_idx);
-    gsl_matrix *ss = gsl_matrix_alloc(ns, ns);
-    gsl_matrix *at = gsl_matrix_alloc(ns, nu); /* Sigma_su, then A^T */
-    gsl_matrix *m = gsl_matrix_alloc(nu, nu);  /* Sigma_uu, then its chol */
-    gsl_matrix *b = gsl_matrix_alloc(nu, ns);
-    if (s_idx == NULL || u_idx == NULL || ss == NULL || at == NULL ||
-        m == NULL || b == NULL) {
+    cip_work w;
+    cip_blocks b = {0};
+    if (cip_work_alloc(&w, &sp, 1, err, errlen) != 0) {
+        cip_split_free(&sp);
+        return -1;
+    }
+    if (cip_blocks_alloc(&b, &sp) != 0) {
         ts_fail(err, errlen, "out of memory");
         goto out;
     }
-    for (size_t i = 0, a = 0, c = 0; i < d; i++) {
-        if (in_s[i])
-            s_idx[a++] = i;
-        else
-            u_idx[c++] = i;
-    }
-    if (factor_prior(t, s_idx, ns, u_idx, nu, prior, ss, at, m, jitter, err,
-                     errlen) != 0)
-        goto out;
-    /* A^T = Sigma_ss^-1 Sigma_su, by the two triangular solves. */
-    gsl_blas_dtrsm(CblasLeft, CblasLower, CblasNoTrans, CblasNonUnit, 1.0, ss,
-                   at);
-    gsl_blas_dtrsm(CblasLeft, CblasLower, CblasTrans, CblasNonUnit, 1.0, ss,
-                   at);
-    /* Sigma_{u|s} + sigma_z^2 I = Sigma_uu - Sigma_us A^T + sigma_z^2 I, with
-     * Sigma_us A^T = A Sigma_ss A^T recomputed as (Sigma_su)^T A^T. The
-     * product is symmetric in exact arithmetic only, so the factorisation
-     * reads the lower triangle and the upper one is ignored. */
-    {
-        gsl_matrix *su_copy = gsl_matrix_alloc(ns, nu);
-        if (su_copy == NULL) {
-            ts_fail(err, errlen, "out of memory");
+    gsl_matrix *k = w.dd;
+    cip_correlations(&sp, prior->length_scale, k);
+    double nugget = 0.0;
+    for (int step = 0;; step++) {
+        int status = cip_blocks_build(&sp, k, nugget, 1, &b, &w);
+        if (status == 0)
+            break;
+        if (step == JITTER_STEPS) {
+            ts_fail(err, errlen,
+                    "the prior covariance of the secret points "
+                    "is singular even with a nugget of %g sigma_x^2 "
+                    "(timestamps too dense for the length scale)",
+                    TS_CIP_MAX_JITTER);
             goto out;
         }
-        for (size_t i = 0; i < ns; i++)
-            for (size_t j = 0; j < nu; j++)
-                gsl_matrix_set(su_copy, i, j,
-                               rbf(prior, t[s_idx[i]], t[u_idx[j]]));
-        gsl_blas_dgemm(CblasTrans, CblasNoTrans, -1.0, su_copy, at, 1.0, m);
-        gsl_matrix_free(su_copy);
+        nugget = step == 0 ? FIRST_JITTER : 10.0 * nugget;
     }
-    for (size_t i = 0; i < nu; i++)
-        for (size_t j = 0; j < i; j++) {
-            double v = 0.5 * (gsl_matrix_get(m, i, j) + gsl_matrix_get(m, j, i));
-            gsl_matrix_set(m, i, j, v);
-            gsl_matrix_set(m, j, i, v);
-        }
-    for (size_t i = 0; i < nu; i++)
-        *gsl_matrix_ptr(m, i, i) += sigma_z * sigma_z;
-    /* Positive definite whatever rounding did to Sigma_{u|s}, as long as
-     * sigma_z^2 dominates that rounding. */
-    if (gsl_linalg_cholesky_decomp1(m) != GSL_SUCCESS) {
-        ts_fail(err, errlen, "Sigma_{u|s} + sigma_z^2 I is not positive "
-                "definite (sigma_z %g too small for the rounding)", sigma_z);
+    gsl_matrix_view out_view = gsl_matrix_view_array(sigma_eff, sp.ns, sp.ns);
+    double var = prior->sigma_x * prior->sigma_x;
+    if (cip_effective(b.a, b.cond, var, 0.0, sigma_z, &out_view.matrix, NULL,
+                      &w, err, errlen) != 0)
         goto out;
-    }
-    /* Sigma_eff = (L^-1 A)^T (L^-1 A) with L L^T = Sigma_{u|s} + sigma_z^2 I:
-     * symmetric positive semi-definite by construction. */
-    gsl_matrix_transpose_memcpy(b, at);
-    gsl_blas_dtrsm(CblasLeft, CblasLower, CblasNoTrans, CblasNonUnit, 1.0, m,
-                   b);
-    gsl_matrix_view out_view = gsl_matrix_view_array(sigma_eff, ns, ns);
-    gsl_blas_dgemm(CblasTrans, CblasNoTrans, 1.0, b, b, 0.0,
-                   &out_view.matrix);
+    *jitter = nugget * var;
     rc = 0;
 out:
-    gsl_matrix_free(b);
-    gsl_matrix_free(m);
-    gsl_matrix_free(at);
-    gsl_matrix_free(ss);
-    free(u_idx);
-    free(s_idx);
+    cip_blocks_free(&b);
+    cip_work_free(&w);
+    cip_split_free(&sp);
     return rc;
 }
 
@@ -241,13 +130,8 @@ int ts_cip_loss(const double *t, size_t d, const unsigned char *in_s,
 {
     if (out == NULL)
         return ts_fail(err, errlen, "missing output");
-    if (!(radius > 0.0) || !isfinite(radius))
-        return ts_fail(err, errlen, "radius must be positive and finite");
-    /* Order 1 is the KL limit, where Eq. 3 still holds; the paper's
-     * Corollary 1 needs order > 1, which the caller chooses. */
-    if (!(renyi_order >= 1.0) || !isfinite(renyi_order))
-        return ts_fail(err, errlen, "Renyi order must be >= 1 and finite");
-    if (check_model(t, d, in_s, prior, sigma_z, err, errlen) != 0)
+    if (cip_check_loss_params(radius, renyi_order, err, errlen) != 0 ||
+        cip_check_model(t, d, in_s, prior, sigma_z, err, errlen) != 0)
         return -1;
     size_t ns = 0;
     for (size_t i = 0; i < d; i++)
@@ -255,10 +139,9 @@ int ts_cip_loss(const double *t, size_t d, const unsigned char *in_s,
     if (ns == 0)
         return ts_fail(err, errlen, "the secret subsequence is empty");
     double *eff = malloc(ns * ns * sizeof *eff);
-    gsl_vector *eval = gsl_vector_alloc(ns);
-    gsl_eigen_symm_workspace *ws = gsl_eigen_symm_alloc(ns);
+    double *scratch = malloc(3 * ns * sizeof *scratch);
     int rc = -1;
-    if (eff == NULL || eval == NULL || ws == NULL) {
+    if (eff == NULL || scratch == NULL) {
         ts_fail(err, errlen, "out of memory");
         goto done;
     }
@@ -267,24 +150,24 @@ int ts_cip_loss(const double *t, size_t d, const unsigned char *in_s,
                          errlen) != 0)
         goto done;
     gsl_matrix_view view = gsl_matrix_view_array(eff, ns, ns);
-    if (gsl_eigen_symm(&view.matrix, eval, ws) != GSL_SUCCESS) {
-        ts_fail(err, errlen, "eigenvalues of Sigma_eff did not converge");
+    double top;
+    if (cip_eigen_range(&view.matrix, scratch, 1e-12, NULL, &top) != 0) {
+        ts_fail(err, errlen, "Sigma_eff has an entry that is not finite");
         goto done;
     }
     /* Sigma_eff is PSD: a slightly negative top eigenvalue is rounding. */
-    double alpha = 0.0;
-    for (size_t i = 0; i < ns; i++)
-        alpha = fmax(alpha, gsl_vector_get(eval, i));
-    double s2 = sigma_z * sigma_z;
-    out->alpha = alpha;
+    out->alpha = fmax(0.0, top);
     out->secret = ns;
     out->jitter = jitter;
-    out->loss = 0.5 * renyi_order * (1.0 + s2 * alpha) / s2 * (double)ns *
-                radius * radius;
+    out->loss = cip_eq4(out->alpha, ns, sigma_z, radius, renyi_order);
+    if (!isfinite(out->loss)) {
+        ts_fail(err, errlen, "the loss overflows (sigma_z %g, radius %g)",
+                sigma_z, radius);
+        goto done;
+    }
     rc = 0;
 done:
-    gsl_eigen_symm_free(ws);
-    gsl_vector_free(eval);
+    free(scratch);
     free(eff);
     return rc;
 }
@@ -297,24 +180,19 @@ int ts_cip_min_sigma_z(const double *t, size_t d, const unsigned char *in_s,
 {
     if (sigma_z == NULL)
         return ts_fail(err, errlen, "missing output");
-    if (!(epsilon > 0.0) || !isfinite(epsilon))
-        return ts_fail(err, errlen, "epsilon must be positive and finite");
-    if (!(rel_tol >= 1e-12 && rel_tol < 0.5))
-        return ts_fail(err, errlen,
-                       "relative tolerance must be in [1e-12, 0.5)");
-    if (!(radius > 0.0) || !isfinite(radius))
-        return ts_fail(err, errlen, "radius must be positive and finite");
+    if (cip_check_epsilon(epsilon, rel_tol, err, errlen) != 0 ||
+        cip_check_loss_params(radius, renyi_order, err, errlen) != 0)
+        return -1;
     size_t ns = 0;
     for (size_t i = 0; in_s != NULL && i < d; i++)
         ns += in_s[i] != 0;
-    /* L* >= (lambda/2)|S| r^2 / sigma_z^2 (alpha* >= 0), with equality for
-     * the independent prior: the smallest admissible sigma_z is at least
-     * this, so the search starts from a bracket's lower end that fails. */
-    double lo = sqrt(0.5 * renyi_order * (double)ns * radius * radius /
-                     epsilon);
+    double lo = cip_independent_sigma_z(ns, radius, renyi_order, epsilon);
     ts_cip_result r;
-    if (!(lo > 0.0) || !isfinite(lo))
-        return ts_fail(err, errlen, "bad model (empty secret or Renyi order)");
+    if (!cip_scale_ok(lo))
+        return ts_fail(err, errlen,
+                       "no computable sigma_z meets epsilon %g "
+                       "(empty secret, or sigma_z outside [%g, %g])",
+                       epsilon, CIP_MIN_SCALE, CIP_MAX_SCALE);
     if (ts_cip_loss(t, d, in_s, prior, lo, radius, renyi_order, &r, err,
                     errlen) != 0)
         return -1;
@@ -329,8 +207,11 @@ int ts_cip_min_sigma_z(const double *t, size_t d, const unsigned char *in_s,
      * because (Sigma_{u|s} + sigma_z^2 I)^-1 shrinks in the Loewner order. */
     double hi = 2.0 * lo;
     for (int k = 0;; k++) {
-        if (k == MAX_BRACKET_STEPS)
-            return ts_fail(err, errlen, "no sigma_z meets epsilon %g", epsilon);
+        if (k == MAX_BRACKET_STEPS || !cip_scale_ok(hi))
+            return ts_fail(err, errlen,
+                           "no sigma_z up to %g meets epsilon "
+                           "%g",
+                           fmin(hi, CIP_MAX_SCALE), epsilon);
         if (ts_cip_loss(t, d, in_s, prior, hi, radius, renyi_order, &r, err,
                         errlen) != 0)
             return -1;
@@ -343,7 +224,11 @@ int ts_cip_min_sigma_z(const double *t, size_t d, const unsigned char *in_s,
     /* Bisection in log sigma_z, so the tolerance is relative at any scale;
      * stopping at hi <= lo (1 + rel_tol) makes hi (1 - rel_tol) < lo, which
      * fails. */
-    while (hi > lo * (1.0 + rel_tol)) {
+    for (int k = 0; hi > lo * (1.0 + rel_tol); k++) {
+        if (k == MAX_BISECTION_STEPS)
+            return ts_fail(err, errlen,
+                           "the search for sigma_z did not "
+                           "converge");
         double mid = sqrt(lo * hi);
         if (ts_cip_loss(t, d, in_s, prior, mid, radius, renyi_order, &r, err,
                         errlen) != 0)

@@ -14,8 +14,13 @@
  * refused, and a trace that would need it is dropped. */
 #define CIP_GP_MAX_SIGMA_M 100000.0
 
+/* The smallest sigma_x_m and radius_m: a micrometre is far below anything
+ * a GPS fix means, and far above what the calibration cannot compute (it
+ * squares lengths, and refuses those below 1e-150). */
+#define CIP_GP_MIN_LENGTH_M 1e-6
+
 /* sigma_z is found to this relative precision, always on the safe side:
- * the returned value meets epsilon (ts_cip_min_sigma_z). */
+ * the returned value meets epsilon (ts_cip_min_sigma_z_sup). */
 #define CIP_GP_SIGMA_REL_TOL 1e-6
 
 enum { SECRET_ALL = 0, SECRET_EVERY_OTHER = 1 };
@@ -42,7 +47,7 @@ typedef struct cip_gp_state {
     int64_t trace_start_ms;
     int64_t last_ts_ms;
     double sigma_z_m;      /* the current trace's noise */
-    double charged;        /* L* of the current trace's points so far */
+    double charged;        /* running max of the prefixes' certified L* */
     uint32_t points;       /* in the current trace; 0 before the first */
     uint32_t intervals;    /* valid entries of the interval ring */
     uint32_t next_interval;
@@ -56,29 +61,33 @@ typedef struct cip_gp_state {
 
 static const ts_param_spec cip_gp_params[] = {
     { .key = "epsilon", .type = TS_PARAM_NUMBER, FIELD(epsilon), .min = 0.0,
-      .max = INFINITY, .bounds = TS_PARAM_MIN_EXCLUSIVE,
+      .max = 1e6, .bounds = TS_PARAM_MIN_EXCLUSIVE,
       .default_value = "1.0",
-      .doc = "worst-case Renyi loss L* allowed per trace of window_points "
-             "points (CIP, Eq. 4)" },
+      .doc = "certified bound on the worst-case Renyi loss L* (Eq. 4) of one "
+             "trace's secret points taken as a whole, over every RBF length "
+             "scale up to length_scale_max_s; it does not bound a "
+             "subsequence of them, nor several traces together "
+             "(docs/cip.md)" },
     { .key = "renyi_order", .type = TS_PARAM_NUMBER, FIELD(renyi_order),
       .min = 1.0, .max = 1e6, .bounds = TS_PARAM_MIN_EXCLUSIVE,
       .default_value = "2.0", .doc = "Renyi divergence order lambda" },
     { .key = "length_scale_max_s", .type = TS_PARAM_NUMBER,
       FIELD(length_scale_max_s), .min = 0.0, .max = 1e9,
       .bounds = TS_PARAM_MIN_EXCLUSIVE, .default_value = "60.0",
-      .doc = "largest RBF length scale l of the priors covered, seconds" },
+      .doc = "largest RBF length scale l of the priors covered, seconds: "
+             "the bound is certified for every l in (0, this]" },
     { .key = "sigma_x_m", .type = TS_PARAM_NUMBER, FIELD(sigma_x_m),
-      .min = 0.0, .max = 1e7, .bounds = TS_PARAM_MIN_EXCLUSIVE,
-      .default_value = "1.0",
-      .doc = "prior standard deviation per axis, metres (smaller is more "
+      .min = CIP_GP_MIN_LENGTH_M, .max = 1e7, .default_value = "1.0",
+      .doc = "smallest prior standard deviation per axis covered, metres "
+             "(the loss falls as it grows, so a small value is "
              "conservative)" },
-    { .key = "radius_m", .type = TS_PARAM_NUMBER, FIELD(radius_m), .min = 0.0,
-      .max = 1e6, .bounds = TS_PARAM_MIN_EXCLUSIVE, .default_value = "100.0",
+    { .key = "radius_m", .type = TS_PARAM_NUMBER, FIELD(radius_m),
+      .min = CIP_GP_MIN_LENGTH_M, .max = 1e6, .default_value = "100.0",
       .doc = "radius r of the discriminative pairs, metres" },
     { .key = "secret", .type = TS_PARAM_CHOICE, FIELD(secret),
       .default_value = "all", .choices = secret_choices,
-      .doc = "which points of a trace are secret: all, or every other one "
-             "(the paper's Fig. 2)" },
+      .doc = "the secret subsequence S of each trace, protected as a whole: "
+             "all points, or every other one (the paper's Fig. 2)" },
     { .key = "window_points", .type = TS_PARAM_INT, FIELD(window_points),
       .min = 1, .max = TS_CIP_GP_MAX_WINDOW, .default_value = "10",
       .doc = "points per trace, the d of the guarantee" },
@@ -90,7 +99,8 @@ static const ts_param_spec cip_gp_params[] = {
     { .key = "traces_per_window", .type = TS_PARAM_INT,
       FIELD(traces_per_window), .min = 1, .max = 1e9,
       .default_value = "100",
-      .doc = "the budget window holds epsilon x traces_per_window" },
+      .doc = "the budget window holds epsilon x traces_per_window: a count "
+             "of per-trace bounds, not a bound on several traces together" },
 };
 
 static size_t state_bytes(long long window_points)
@@ -118,33 +128,46 @@ static int secret_mask(const cip_gp_profile *p, const double *t, size_t d,
     return ts_cip_secret_mask(kind, t, d, 0.0, 0.0, in_s, why, sizeof why);
 }
 
-/* L* of a trace with timestamps t[0..d-1] (seconds) under noise sigma_z,
- * against the RBF prior at l_max: 0, -1 on failure, or 1 when the secret
- * points are too correlated for Sigma_ss to factor without a nugget. The
+/* A certified bound on the sup over every l in (0, length_scale_max_s] of
+ * L* of the trace with timestamps t[0..d-1] (seconds) under noise sigma_z
+ * (ts_cip_sup_loss): 0, -1 on failure, or 1 when the secret points are too
+ * correlated at l_max for Sigma_ss to factor without a nugget. The
  * nugget's loss is that of a different, rougher prior and can be far
  * below the RBF prior's (0.5 s apart at l = 60 s it asks a third of the
- * noise), so such a trace is refused, not approximated. */
+ * noise), so such a trace is refused, not approximated. *loss is INFINITY
+ * when no bound could be certified.
+ *
+ * The bound only has to be tight where it sets the charge: within
+ * TS_CIP_SUP_SLACK of epsilon absolute (the trace's charge is a running
+ * maximum that ends near epsilon), not at all below what the trace has
+ * already been charged (`charged`), and not once an evaluated loss is
+ * above epsilon (the point then starts a new trace). */
 static int trace_loss(const cip_gp_profile *p, const double *t, size_t d,
-                      double sigma_z, double *loss)
+                      double sigma_z, double charged, double *loss)
 {
     unsigned char in_s[TS_CIP_GP_MAX_WINDOW];
     if (secret_mask(p, t, d, in_s) != 0)
         return -1;
     ts_cip_prior prior = { .sigma_x = p->sigma_x_m,
                            .length_scale = p->length_scale_max_s };
-    ts_cip_result result;
+    ts_cip_sup_goal goal = { .slack = TS_CIP_SUP_SLACK,
+                             .abs_slack = TS_CIP_SUP_SLACK * p->epsilon,
+                             .enough = charged,
+                             .give_up = p->epsilon };
+    ts_cip_sup_result result;
     char why[256];
-    if (ts_cip_loss(t, d, in_s, &prior, sigma_z, p->radius_m, p->renyi_order,
-                    &result, why, sizeof why) != 0)
+    if (ts_cip_sup_loss(t, d, in_s, &prior, sigma_z, p->radius_m,
+                        p->renyi_order, &goal, &result, why,
+                        sizeof why) != 0)
         return -1;
-    if (result.jitter > 0.0)
+    if (result.ill_conditioned)
         return 1;
     *loss = result.loss;
     return 0;
 }
 
-/* The smallest sigma_z with L* <= epsilon for the trace t: 0, -1, or 1 as
- * trace_loss. */
+/* The smallest sigma_z whose certified bound meets epsilon for the trace
+ * t: 0, -1, or 1 as trace_loss. */
 static int calibrate(const cip_gp_profile *p, const double *t, size_t d,
                      double *sigma_z)
 {
@@ -154,12 +177,13 @@ static int calibrate(const cip_gp_profile *p, const double *t, size_t d,
     ts_cip_prior prior = { .sigma_x = p->sigma_x_m,
                            .length_scale = p->length_scale_max_s };
     char why[256];
-    ts_cip_result at;
-    if (ts_cip_min_sigma_z(t, d, in_s, &prior, p->radius_m, p->renyi_order,
-                           p->epsilon, CIP_GP_SIGMA_REL_TOL, sigma_z, &at,
-                           why, sizeof why) != 0)
+    ts_cip_sup_result at;
+    if (ts_cip_min_sigma_z_sup(t, d, in_s, &prior, p->radius_m,
+                               p->renyi_order, p->epsilon,
+                               CIP_GP_SIGMA_REL_TOL, sigma_z, &at, why,
+                               sizeof why) != 0)
         return -1;
-    if (at.jitter > 0.0)
+    if (at.ill_conditioned)
         return 1;
     return *sigma_z > 0.0 && *sigma_z <= CIP_GP_MAX_SIGMA_M ? 0 : -1;
 }
@@ -277,7 +301,15 @@ static void remember_interval(const cip_gp_profile *p, cip_gp_state *state,
 /* Decides the trace the point belongs to and what it spends, on `next`
  * (a copy of the user's state); the caller commits it only on release.
  * 0, -1 on failure, 1 when no trace the timestamps allow can be computed
- * (too dense, see trace_loss). */
+ * (too dense, see trace_loss).
+ *
+ * What a trace is charged: after its k-th point, the released trace is
+ * t_1..t_k, and the adversary may stop there, so the ledger must already
+ * hold the certified bound U_k of that prefix. U_k is not monotone in k (a
+ * later point can make the trace's shape less revealing), so the trace is
+ * charged the running maximum max_{j<=k} U_j, and each point spends its
+ * increment: the sum of a trace's eps_point is that maximum, at most
+ * epsilon. */
 static int place_point(const cip_gp_profile *p, cip_gp_state *next,
                        int64_t ts_ms, double *spend)
 {
@@ -287,21 +319,20 @@ static int place_point(const cip_gp_profile *p, cip_gp_state *next,
             (double)(ts_ms - next->trace_start_ms) / 1000.0;
         double loss;
         int status = trace_loss(p, offsets, next->points + 1,
-                                next->sigma_z_m, &loss);
+                                next->sigma_z_m, next->charged, &loss);
         if (status < 0)
             return -1;
         if (status == 0 && loss <= p->epsilon) {
-            /* L* of a prefix cannot exceed the trace's (a prefix's output
-             * is a function of the trace's); max() absorbs rounding. */
-            *spend = fmax(0.0, loss - next->charged);
-            next->charged = fmax(next->charged, loss);
+            double running_max = fmax(next->charged, loss);
+            *spend = running_max - next->charged;
+            next->charged = running_max;
             next->points++;
             return 0;
         }
         /* The actual cadence leaks more than the one the trace was
-         * calibrated for (or cannot be computed): the trace ends here,
-         * having spent its loss so far, and this point starts the next
-         * one. */
+         * calibrated for (or cannot be certified): the trace ends here,
+         * having spent its running maximum, and this point starts the
+         * next one. */
     }
     double t[TS_CIP_GP_MAX_WINDOW];
     expected_trace(p, next, t);
@@ -310,7 +341,8 @@ static int place_point(const cip_gp_profile *p, cip_gp_state *next,
     if (status != 0)
         return status;
     offsets[0] = 0.0;
-    if (trace_loss(p, offsets, 1, sigma_z, &loss) != 0 || loss > p->epsilon)
+    if (trace_loss(p, offsets, 1, sigma_z, 0.0, &loss) != 0 ||
+        loss > p->epsilon)
         return -1;
     next->trace_start_ms = ts_ms;
     next->sigma_z_m = sigma_z;
@@ -385,7 +417,8 @@ static ts_release_status cip_gp_release(const void *profile, void *user_state,
 const ts_mechanism_ops ts_cip_gp_ops = {
     .name = "cip-gp",
     .summary = "Gaussian noise calibrated for conditional inferential "
-               "privacy against GP priors",
+               "privacy: each trace's secret points as a whole, against RBF "
+               "GP priors with l <= l_max (not per point, not across traces)",
     TS_PARAM_ROWS(cip_gp_params),
     .profile_new = cip_gp_profile_new,
     .profile_free = cip_gp_profile_free,

@@ -61,8 +61,10 @@ static void source_shift(ts_population_loop *loop, const void *channel,
     };
 }
 
-int ts_population_loop_init(ts_population_loop *loop,
-                            const ts_population_ops *ops, void *profile)
+int ts_population_loop_init_detached(ts_population_loop *loop,
+                                     const ts_population_ops *ops,
+                                     void *profile, const void *channel,
+                                     uint32_t version)
 {
     memset(loop, 0, sizeof *loop);
     loop->ops = ops;
@@ -72,8 +74,25 @@ int ts_population_loop_init(ts_population_loop *loop,
     double *counts = calloc(loop->n, sizeof *counts);
     if (counts == NULL)
         return -1;
+    source_shift(loop, channel, 0, version, counts);
+    return 0;
+}
+
+int ts_population_loop_init(ts_population_loop *loop,
+                            const ts_population_ops *ops, void *profile)
+{
     uint32_t version;
     const void *channel = ops->channel_current(profile, &version);
+    return ts_population_loop_init_detached(loop, ops, profile, channel,
+                                            version);
+}
+
+int ts_population_shift(ts_population_loop *loop, const void *channel,
+                        uint32_t version)
+{
+    double *counts = calloc(loop->n, sizeof *counts);
+    if (counts == NULL)
+        return -1;
     source_shift(loop, channel, 0, version, counts);
     return 0;
 }
@@ -309,4 +328,196 @@ int ts_population_finish(ts_population_loop *loop, ts_population_job *job)
     }
     ts_population_job_free(job);
     return installed;
+}
+
+/* ------------------------------------------------------------ records */
+
+#define RECORD_V1_FIXED (1 + 4 + 4 + 8 + 4)
+#define RECORD_V2_TAIL (8 + 8 + 8 + 8 + 8 + 8)
+
+static unsigned char *put_le(unsigned char *p, uint64_t v, int bytes)
+{
+    for (int i = 0; i < bytes; i++)
+        p[i] = (unsigned char)(v >> (8 * i));
+    return p + bytes;
+}
+
+static uint64_t get_le(const unsigned char *p, int bytes)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < bytes; i++)
+        v |= (uint64_t)p[i] << (8 * i);
+    return v;
+}
+
+static unsigned char *put_doubles(unsigned char *p, const double *v,
+                                  size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        uint64_t bits;
+        memcpy(&bits, &v[i], sizeof bits);
+        p = put_le(p, bits, 8);
+    }
+    return p;
+}
+
+size_t ts_population_record_size(const ts_population_record *r)
+{
+    size_t cells = 8 * r->n;
+    if (r->format == 1)
+        return RECORD_V1_FIXED + (r->theta != NULL ? cells : 0);
+    return RECORD_V1_FIXED + 1 + (r->theta != NULL ? cells : 0) + 1 +
+           (r->previous_kind == TS_PRIOR_ESTIMATE ? cells : 0) +
+           RECORD_V2_TAIL;
+}
+
+void ts_population_record_encode(const ts_population_record *r,
+                                 unsigned char *out)
+{
+    unsigned char *p = out;
+    *p++ = (unsigned char)r->format;
+    p = put_le(p, r->version, 4);
+    p = put_le(p, r->cycles, 4);
+    p = put_le(p, r->reports_total, 8);
+    /* Format 1 says "no estimate" with no cells. */
+    p = put_le(p, r->format == 1 && r->theta == NULL ? 0 : r->n, 4);
+    if (r->format == 1) {
+        if (r->theta != NULL)
+            put_doubles(p, r->theta, r->n);
+        return;
+    }
+    *p++ = r->theta != NULL ? TS_PRIOR_ESTIMATE : TS_PRIOR_UNIFORM;
+    if (r->theta != NULL)
+        p = put_doubles(p, r->theta, r->n);
+    *p++ = (unsigned char)r->previous_kind;
+    if (r->previous_kind == TS_PRIOR_ESTIMATE)
+        p = put_doubles(p, r->previous, r->n);
+    p = put_le(p, r->stale, 8);
+    p = put_le(p, r->outside, 8);
+    p = put_le(p, r->estimated_reports, 8);
+    p = put_le(p, r->last_reports, 8);
+    p = put_le(p, (uint64_t)r->estimated_at_ms, 8);
+    put_le(p, r->out_seq, 8);
+}
+
+void ts_population_record_free(ts_population_record *r)
+{
+    free(r->theta);
+    free(r->previous);
+    r->theta = r->previous = NULL;
+}
+
+/* n doubles at *p (len bytes left) into a new array; NULL with *oom or
+ * *short_ set. */
+static double *take_doubles(const unsigned char **p, size_t *left, size_t n,
+                            int *oom, int *truncated)
+{
+    if (*left / 8 < n) {
+        *truncated = 1;
+        return NULL;
+    }
+    double *v = malloc((n > 0 ? n : 1) * sizeof *v);
+    if (v == NULL) {
+        *oom = 1;
+        return NULL;
+    }
+    for (size_t i = 0; i < n; i++) {
+        uint64_t bits = get_le(*p + 8 * i, 8);
+        memcpy(&v[i], &bits, sizeof bits);
+    }
+    *p += 8 * n;
+    *left -= 8 * n;
+    return v;
+}
+
+int ts_population_record_decode(const void *bytes, size_t len,
+                                ts_population_record *r, int *oom)
+{
+    memset(r, 0, sizeof *r);
+    *oom = 0;
+    const unsigned char *p = bytes;
+    if (len < RECORD_V1_FIXED || (p[0] != 1 && p[0] != 2))
+        return -1;
+    r->format = p[0];
+    r->version = (uint32_t)get_le(p + 1, 4);
+    r->cycles = (uint32_t)get_le(p + 5, 4);
+    r->reports_total = get_le(p + 9, 8);
+    r->n = (size_t)get_le(p + 17, 4);
+    p += RECORD_V1_FIXED;
+    size_t left = len - RECORD_V1_FIXED;
+    int truncated = 0;
+    if (r->format == 1) {
+        if (left != 8 * r->n)
+            return -1;
+        if (r->n > 0 &&
+            (r->theta = take_doubles(&p, &left, r->n, oom, &truncated)) ==
+                NULL)
+            return -1;
+        return 0;
+    }
+    if (left < 1 || (p[0] != TS_PRIOR_UNIFORM && p[0] != TS_PRIOR_ESTIMATE))
+        return -1;
+    int has_theta = *p++ == TS_PRIOR_ESTIMATE;
+    left--;
+    if (has_theta &&
+        (r->theta = take_doubles(&p, &left, r->n, oom, &truncated)) == NULL)
+        return -1;
+    if (left < 1 || p[0] > TS_PRIOR_ESTIMATE)
+        goto corrupt;
+    r->previous_kind = (ts_population_prior)*p++;
+    left--;
+    if (r->previous_kind == TS_PRIOR_ESTIMATE &&
+        (r->previous = take_doubles(&p, &left, r->n, oom, &truncated)) ==
+            NULL)
+        goto corrupt;
+    if (left != RECORD_V2_TAIL)
+        goto corrupt;
+    r->stale = get_le(p, 8);
+    r->outside = get_le(p + 8, 8);
+    r->estimated_reports = get_le(p + 16, 8);
+    r->last_reports = get_le(p + 24, 8);
+    r->estimated_at_ms = (int64_t)get_le(p + 32, 8);
+    r->out_seq = get_le(p + 40, 8);
+    return 0;
+corrupt:
+    ts_population_record_free(r);
+    return -1;
+}
+
+int ts_population_resume(ts_population_loop *loop,
+                         const ts_population_ops *ops, void *profile,
+                         const ts_population_record *record,
+                         const void *channel, const void *previous)
+{
+    size_t n = ops->cells(profile);
+    double *theta = NULL, *counts = NULL;
+    if (record->theta != NULL && (theta = malloc(n * sizeof *theta)) == NULL)
+        return -1;
+    if (previous != NULL && (counts = calloc(n, sizeof *counts)) == NULL) {
+        free(theta);
+        return -1;
+    }
+    ts_population_loop fresh;
+    if (ts_population_loop_init_detached(&fresh, ops, profile, channel,
+                                         record->version) != 0) {
+        free(theta);
+        free(counts);
+        return -1;
+    }
+    ts_population_loop_free(loop);
+    *loop = fresh;
+    if (previous != NULL)
+        loop->source[0] = (ts_population_source){
+            .channel = previous, .version = record->version - 1,
+            .counts = counts,
+        };
+    if (theta != NULL)
+        memcpy(theta, record->theta, loop->n * sizeof *theta);
+    loop->theta = theta;
+    loop->cycles = record->cycles;
+    loop->reports_total = record->reports_total;
+    loop->stale = record->stale;
+    loop->outside = record->outside;
+    loop->estimated_reports = record->estimated_reports;
+    return 0;
 }

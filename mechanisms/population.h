@@ -146,6 +146,23 @@ typedef struct ts_population_job {
  * failure. */
 int ts_population_loop_init(ts_population_loop *loop,
                             const ts_population_ops *ops, void *profile);
+/* A loop that never installs a channel on its profile: the caller owns
+ * every channel the loop counts under, keeps it alive while the loop or a
+ * job reads it, and installs it itself on the thread that releases (the
+ * JetStream driver's cluster job, which adopts versions from a KV bucket).
+ * It starts counting under `channel` as `version`. -1 on allocation
+ * failure. */
+int ts_population_loop_init_detached(ts_population_loop *loop,
+                                     const ts_population_ops *ops,
+                                     void *profile, const void *channel,
+                                     uint32_t version);
+/* A detached loop's next channel, counted as `version` from now on: what
+ * was counted under the current one stays for the next job (as the
+ * previous version), what was counted under the one before becomes stale,
+ * as when ts_population_finish installs. -1 on allocation failure
+ * (nothing changed). */
+int ts_population_shift(ts_population_loop *loop, const void *channel,
+                        uint32_t version);
 /* Frees the counts and the channels the loop owns, re-installing the
  * profile's own first channel when one of them was installed. */
 void ts_population_loop_free(ts_population_loop *loop);
@@ -158,6 +175,74 @@ int ts_population_restore(ts_population_loop *loop, uint32_t version,
                           uint32_t cycles, uint64_t reports_total,
                           const double *theta, size_t n_theta, char *err,
                           size_t errlen);
+
+/* ----------------------------------------------------------- records
+ *
+ * The loop's persisted state, little-endian. Format 1 is the single-node
+ * loop's store record `population/<profile>` (ops/population_loop.c):
+ *
+ *   u8 1, u32 channel version, u32 cycles, u64 reports counted,
+ *   u32 cells, f64 estimate[cells]
+ *
+ * Format 2 is the value a cluster job keeps in its KV bucket
+ * (drivers/jetstream/js_population.c), everything a new holder needs to go
+ * on exactly where the last write left off:
+ *
+ *   u8 2, u32 channel version, u32 cycles, u64 reports counted,
+ *   u32 cells, u8 estimate kind, [f64 estimate[cells]],
+ *   u8 previous kind, [f64 previous[cells]],
+ *   u64 stale, u64 outside, u64 estimated reports, u64 last cycle's
+ *   reports, i64 estimated at (ms), u64 out_seq
+ *
+ * A kind is TS_PRIOR_*; the f64 follow only for TS_PRIOR_ESTIMATE. The
+ * channel of `version` is built from the estimate (the uniform prior when
+ * there is none), the channel of version - 1 from `previous`. out_seq is
+ * the last output-stream sequence whose reports the counts account for:
+ * each report up to it is counted, stale or outside, exactly once. */
+typedef enum ts_population_prior {
+    TS_PRIOR_NONE = 0,           /* not counted under (previous only) */
+    TS_PRIOR_UNIFORM = 1,        /* the profile's first channel */
+    TS_PRIOR_ESTIMATE = 2,
+} ts_population_prior;
+
+typedef struct ts_population_record {
+    int format;                  /* 1 or 2 */
+    uint32_t version;
+    uint32_t cycles;
+    uint64_t reports_total;
+    size_t n;
+    double *theta;               /* n, or NULL: no estimate yet */
+    /* format 2 */
+    ts_population_prior previous_kind;
+    double *previous;            /* n, with TS_PRIOR_ESTIMATE */
+    uint64_t stale;
+    uint64_t outside;
+    uint64_t estimated_reports;
+    uint64_t last_reports;
+    int64_t estimated_at_ms;
+    uint64_t out_seq;
+} ts_population_record;
+
+/* Bytes the record takes, and the record into `out` (that many bytes). */
+size_t ts_population_record_size(const ts_population_record *record);
+void ts_population_record_encode(const ts_population_record *record,
+                                 unsigned char *out);
+/* 0 with the arrays allocated (free with ts_population_record_free), -1
+ * for bytes that are not a record (or out of memory, *oom set). */
+int ts_population_record_decode(const void *bytes, size_t len,
+                                ts_population_record *record, int *oom);
+void ts_population_record_free(ts_population_record *record);
+
+/* A detached loop (as ts_population_loop_init_detached makes) from a
+ * format-2 record of the profile's grid, replacing `loop` (zeroed, or a
+ * loop to drop): counting under `channel` as the record's version and,
+ * when not NULL, under `previous` as version - 1, with the record's
+ * counters and estimate (taken as it is: it was mixed when it was made).
+ * -1 on allocation failure (`loop` as it was). */
+int ts_population_resume(ts_population_loop *loop,
+                         const ts_population_ops *ops, void *profile,
+                         const ts_population_record *record,
+                         const void *channel, const void *previous);
 
 /* Counts one published report drawn through channel `version` at event
  * time ts_ms. Returns 1 when the cycle is due (and no job is running). */

@@ -140,6 +140,7 @@ ts_driver_env ts_daemon_env(ts_daemon *daemon)
         .config = daemon->config,
         .input_type = ts_driver_input_type(daemon->config),
         .output_type = ts_driver_output_type(daemon->config),
+        .output = ts_driver_output_of_config(daemon->config),
         .base = daemon->base,
         .rng = daemon->rng,
         .pipeline = daemon->pipeline,
@@ -163,6 +164,8 @@ static ts_publish_result publish_density(void *arg, const void *topic,
 static int start_population(ts_daemon *daemon)
 {
     char err[512];
+    if (daemon->driver_ops->density_geojson != NULL)
+        return 0;  /* the driver runs them, cluster-wide */
     if (!daemon->driver_ops->runs_population ||
         daemon->driver_ops->publish == NULL) {
         for (size_t i = 0; i < ts_pipeline_profile_count(daemon->pipeline);

@@ -21,6 +21,7 @@
 #include "ops/metrics.h"
 #include "ops/ops_http.h"
 #include "ops/population_loop.h"
+#include "ops/reload.h"
 #include "state/store.h"
 
 #define TS_DAEMON_NAME "tracesand"
@@ -50,6 +51,7 @@ typedef struct ts_daemon {
     const char *const *overrides;
     size_t n_overrides;
     struct event *signal_events[3];  /* SIGINT, SIGTERM, SIGHUP */
+    ts_reloader *reloader;       /* SIGHUP's, off the loop */
     struct event *ops_tick_event;
     struct timespec ops_tick_due;
     unsigned ops_ticks;

@@ -9,6 +9,7 @@
 #include "wire/codec.h"
 #include "wire/json_codec.h"
 #include "engine/log.h"
+#include "engine/safe_open.h"
 
 #ifndef TS_DASHBOARD_DIR
 #define TS_DASHBOARD_DIR "/usr/local/share/tracesan/www"
@@ -84,9 +85,10 @@ static int read_file(const char *dir, served_file *file, char *why,
         snprintf(why, len, "path too long");
         return -1;
     }
-    FILE *f = fopen(path, "rb");
+    char reason[128];
+    FILE *f = ts_fopen_regular(path, reason, sizeof reason);
     if (f == NULL) {
-        snprintf(why, len, "%.400s: %s", path, strerror(errno));
+        snprintf(why, len, "%.400s: %s", path, reason);
         return -1;
     }
     ts_buf buf = { 0 };

@@ -11,6 +11,8 @@
 
 #include <sodium.h>
 
+#include "engine/safe_open.h"
+
 static int is_b64token_char(char c)
 {
     return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
@@ -100,16 +102,11 @@ void ts_http_token_free(char *token)
  * end; NULL with `problem` filled. */
 char *ts_http_read_token_file(const char *path, char *problem, size_t len)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
-    if (fd < 0) {
-        snprintf(problem, len, "'%s': cannot read: %s", path,
-                 strerror(errno));
-        return NULL;
-    }
     struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        snprintf(problem, len, "'%s' is not a regular file", path);
-        close(fd);
+    char why[128];
+    int fd = ts_open_regular(path, &st, why, sizeof why);
+    if (fd < 0) {
+        snprintf(problem, len, "'%s': cannot read: %s", path, why);
         return NULL;
     }
     if (st.st_mode & (S_IRWXG | S_IRWXO)) {

@@ -344,6 +344,17 @@ char *ts_metrics_render(const ts_metrics *metrics,
         counter(&t, "tracesand_http_cors_denied_total",
                 "CORS preflights refused: origin not in http.cors_origins "
                 "or method not GET/HEAD.", sources->http.cors_denied);
+        counter(&t, "tracesand_http_bad_requests_total",
+                "Request heads refused and their connection closed: "
+                "ambiguous framing (RFC 9112), too large, or malformed.",
+                sources->http.bad_requests);
+        counter(&t, "tracesand_http_head_timeouts_total",
+                "Connections closed (408) because a request head had not "
+                "arrived whole within 10 s.", sources->http.head_timeouts);
+        counter(&t, "tracesand_http_evictions_total",
+                "Connections closed with every slot taken, to make room for "
+                "a new one: the longest wait for a head.",
+                sources->http.evictions);
     }
     counter(&t, "tracesand_store_commit_failures_total",
             "Failed state store commit attempts (first failures and retries).",

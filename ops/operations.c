@@ -124,8 +124,12 @@ static void serve_density(void *arg, const char *rest, const char *query,
     (void)query;
     ts_daemon *daemon = arg;
     reply->content_type = "application/geo+json";
-    reply->owned = ts_population_geojson(daemon->population, rest,
-                                         &reply->status, &reply->len);
+    if (daemon->driver_ops->density_geojson != NULL)
+        reply->owned = daemon->driver_ops->density_geojson(
+            daemon->driver, rest, &reply->status, &reply->len);
+    else
+        reply->owned = ts_population_geojson(daemon->population, rest,
+                                             &reply->status, &reply->len);
     reply->body = reply->owned;
     if (reply->owned == NULL)
         reply->status = 500;
@@ -268,19 +272,17 @@ static void on_watchdog(evutil_socket_t fd, short what, void *arg)
     sd_notify(0, "WATCHDOG=1");
 }
 
-static void notify_reloading(void)
+static void on_sighup(evutil_socket_t signum, short what, void *arg)
 {
-    struct timespec now;
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    /* MONOTONIC_USEC lets Type=notify-reload managers match the reload. */
-    sd_notifyf(0, "RELOADING=1\nMONOTONIC_USEC=%" PRIu64,
-               (uint64_t)now.tv_sec * 1000000u +
-                   (uint64_t)now.tv_nsec / 1000u);
+    (void)signum;
+    (void)what;
+    ts_daemon *daemon = arg;
+    ts_reloader_request(daemon->reloader);
 }
 
-static void reload_configuration(ts_daemon *daemon)
+static ts_reloader *start_reloader(ts_daemon *daemon, char *err,
+                                   size_t errlen)
 {
-    notify_reloading();
     ts_reload_target target = {
         .config_path = daemon->config_path,
         .overrides = daemon->overrides,
@@ -294,15 +296,7 @@ static void reload_configuration(ts_daemon *daemon)
         .metrics = daemon->metrics,
         .program_name = TS_DAEMON_NAME,
     };
-    ts_reload(&target);
-    sd_notify(0, "READY=1");
-}
-
-static void on_sighup(evutil_socket_t signum, short what, void *arg)
-{
-    (void)signum;
-    (void)what;
-    reload_configuration(arg);
+    return ts_reloader_new(&target, daemon->base, err, errlen);
 }
 
 int ts_daemon_start_operations(ts_daemon *daemon)
@@ -336,6 +330,11 @@ int ts_daemon_start_operations(ts_daemon *daemon)
             return -1;
     }
 
+    daemon->reloader = start_reloader(daemon, err, sizeof err);
+    if (daemon->reloader == NULL) {
+        ts_log(TS_LOG_ERROR, "%s", err);
+        return -1;
+    }
     struct event **sighup = &daemon->signal_events[2];
     *sighup = evsignal_new(daemon->base, SIGHUP, on_sighup, daemon);
     daemon->ops_tick_event = event_new(daemon->base, -1, 0, on_ops_tick,
@@ -379,6 +378,8 @@ void ts_daemon_stop_operations(ts_daemon *daemon)
     if (daemon->signal_events[2] != NULL)
         event_free(daemon->signal_events[2]);
     daemon->signal_events[2] = NULL;
+    ts_reloader_free(daemon->reloader);
+    daemon->reloader = NULL;
     /* Streams go first: they hold bufferevents of the endpoint's loop. */
     ts_feed_free(daemon->feed);
     daemon->feed = NULL;

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
@@ -17,15 +18,25 @@
 #include <unistd.h>
 
 #include "ops/http_access.h"
+#include "ops/http_parse.h"
 #include "engine/log.h"
 #include "ops/health.h"
 
 #define HOST_MAX 256
 /* Scrapers send small GETs; a head larger than this is not one of them. */
 #define MAX_HEAD_BYTES 8192
-/* A connection idle (or stalled mid-request or mid-reply) this long is
- * closed, so slow clients cannot hold their slots for ever. */
-#define IDLE_TIMEOUT_S 10
+/* A request head must arrive whole within this long of the connection
+ * opening or of the previous reply, however its bytes trickle in: an idle
+ * timeout alone let one byte every 8 s hold a slot for ever (issue 25,
+ * item 7). A reply stalled this long (the client reads nothing) is
+ * dropped too. */
+#define HEAD_TIMEOUT_S 10
+#define WRITE_TIMEOUT_S 10
+/* With every slot taken, a new connection closes the one that has waited
+ * longest for a head, if it has waited this long: so /healthz is answered
+ * even while slow clients hold every slot, and a burst of new connections
+ * cannot push out one another before they had time to send a head. */
+#define EVICT_AFTER_MS 1000
 /* Replies queued for a client that does not read: past this, its further
  * pipelined requests wait until it has read. */
 #define MAX_QUEUED_REPLY_BYTES (256 * 1024)
@@ -39,7 +50,7 @@
  * evhttp of Debian's libevent 2.1 cannot cap its connections nor tell us
  * when one closes, and an accept() failing with EMFILE made it spin. This
  * one serves GET, HEAD and CORS preflights, bounded in every dimension:
- * connections, head size, queued reply bytes and idle time. A streaming
+ * connections, head size and time, queued reply bytes. A streaming
  * route takes its connection over, and the feed's own limits apply. */
 struct ts_ops_http {
     struct event_base *base;
@@ -48,7 +59,9 @@ struct ts_ops_http {
     long accept_backoff_ms;
     size_t max_connections;
     size_t open_connections;
-    struct http_connection *connections; /* all open, for the final free */
+    /* All open connections, for eviction and the final free: in the
+     * order they began to wait for a head, longest waiting first. */
+    struct http_connection *connections, *last_connection;
     ts_ops_http_counters counters;
     ts_ops_render_fn render;
     void *arg;
@@ -66,21 +79,16 @@ typedef struct http_connection {
     struct bufferevent *bev;
     struct http_connection *prev, *next;
     int closing; /* the last reply is queued; close once it is written */
+    /* Fires HEAD_TIMEOUT_S after waiting_since_ms unless a head came. */
+    struct event *head_deadline;
+    uint64_t waiting_since_ms; /* monotonic; when we began to wait */
 } http_connection;
 
-/* What serve_request needs of one request head. Header values longer than
- * their field are marked too long and never match. */
+/* One request: its parsed head and what the server derives from it. */
 typedef struct http_request {
-    char method[16];
-    char target[2048];
+    ts_http_head head;
     const char *query;           /* after '?' in target, "" if none */
     int head_only;
-    char authorization[TS_HTTP_TOKEN_MAX_CHARS + 64];
-    int has_authorization;
-    char origin[TS_HTTP_ORIGIN_MAX_CHARS + 1];
-    int has_origin;
-    int preflight;               /* Access-Control-Request-Method seen */
-    char preflight_method[16];
     /* The allowed origin echoed in replies (one of ours), or NULL. */
     const char *allowed_origin;
 } http_request;
@@ -135,17 +143,78 @@ int ts_ops_http_parse_listen(const char *listen, char *host, size_t host_size,
 }
 
 
-static void connection_free(http_connection *conn)
+static uint64_t monotonic_ms(void)
 {
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (uint64_t)now.tv_sec * 1000 + (uint64_t)now.tv_nsec / 1000000;
+}
+
+static void link_last(ts_ops_http *http, http_connection *conn)
+{
+    conn->next = NULL;
+    conn->prev = http->last_connection;
+    if (conn->prev != NULL)
+        conn->prev->next = conn;
+    else
+        http->connections = conn;
+    http->last_connection = conn;
+}
+
+static void unlink_connection(http_connection *conn)
+{
+    ts_ops_http *http = conn->http;
     if (conn->prev != NULL)
         conn->prev->next = conn->next;
     else
-        conn->http->connections = conn->next;
+        http->connections = conn->next;
     if (conn->next != NULL)
         conn->next->prev = conn->prev;
+    else
+        http->last_connection = conn->prev;
+}
+
+/* Unlinks the connection and frees what is ours of it, not the
+ * bufferevent (a stream may have taken it over). */
+static void connection_forget(http_connection *conn)
+{
+    unlink_connection(conn);
     conn->http->open_connections--;
-    bufferevent_free(conn->bev);
+    if (conn->head_deadline != NULL)
+        event_free(conn->head_deadline);
     free(conn);
+}
+
+static void connection_free(http_connection *conn)
+{
+    bufferevent_free(conn->bev);
+    connection_forget(conn);
+}
+
+/* From now on the connection waits for a head, for HEAD_TIMEOUT_S at
+ * most; it goes to the end of the list, which stays in waiting order. */
+static void wait_for_head(http_connection *conn)
+{
+    static const struct timeval limit = { .tv_sec = HEAD_TIMEOUT_S };
+    unlink_connection(conn);
+    link_last(conn->http, conn);
+    conn->waiting_since_ms = monotonic_ms();
+    event_add(conn->head_deadline, &limit);
+}
+
+/* The connection that has waited longest for a head, if that is more than
+ * EVICT_AFTER_MS; connections writing a reply are never picked. */
+static http_connection *longest_waiting(ts_ops_http *http)
+{
+    uint64_t now = monotonic_ms();
+    for (http_connection *conn = http->connections; conn != NULL;
+         conn = conn->next) {
+        if (conn->closing ||
+            evbuffer_get_length(bufferevent_get_output(conn->bev)) > 0)
+            continue;
+        return now - conn->waiting_since_ms >= EVICT_AFTER_MS ? conn : NULL;
+    }
+    return NULL;
 }
 
 static const char *status_reason(int status)
@@ -158,9 +227,13 @@ static const char *status_reason(int status)
     case 403: return "Forbidden";
     case 404: return "Not Found";
     case 405: return "Method Not Allowed";
-    case 413: return "Payload Too Large";
+    case 408: return "Request Timeout";
+    case 413: return "Content Too Large";
+    case 414: return "URI Too Long";
     case 431: return "Request Header Fields Too Large";
+    case 501: return "Not Implemented";
     case 503: return "Service Unavailable";
+    case 505: return "HTTP Version Not Supported";
     default: return "Internal Server Error";
     }
 }
@@ -255,51 +328,13 @@ static void serve_route(http_connection *conn, const http_request *req,
     free(reply.owned);
 }
 
-/* Case-insensitive: does the comma-separated header value list `token`? */
-static int header_has_token(const char *value, const char *token)
-{
-    size_t len = strlen(token);
-    for (const char *p = value; *p != '\0';) {
-        while (*p == ' ' || *p == '\t' || *p == ',')
-            p++;
-        const char *end = p;
-        while (*end != '\0' && *end != ',')
-            end++;
-        const char *last = end;
-        while (last > p && (last[-1] == ' ' || last[-1] == '\t'))
-            last--;
-        if ((size_t)(last - p) == len && strncasecmp(p, token, len) == 0)
-            return 1;
-        p = end;
-    }
-    return 0;
-}
-
-/* Copies a header value without its surrounding blanks; 0 when it does not
- * fit (it is then treated as absent-but-present: it matches nothing). */
-static int copy_value(char *out, size_t size, const char *value)
-{
-    while (*value == ' ' || *value == '\t')
-        value++;
-    size_t n = strlen(value);
-    while (n > 0 && (value[n - 1] == ' ' || value[n - 1] == '\t'))
-        n--;
-    if (n >= size) {
-        out[0] = '\0';
-        return 0;
-    }
-    memcpy(out, value, n);
-    out[n] = '\0';
-    return 1;
-}
-
 static const char *allowed_origin(const ts_ops_http *http,
                                   const http_request *req)
 {
-    if (!req->has_origin)
+    if (!req->head.has_origin)
         return NULL;
     for (size_t i = 0; i < http->n_cors_origins; i++)
-        if (strcmp(http->cors_origins[i], req->origin) == 0)
+        if (strcmp(http->cors_origins[i], req->head.origin) == 0)
             return http->cors_origins[i];
     return NULL;
 }
@@ -324,9 +359,9 @@ static int authorized(ts_ops_http *http, const http_request *req)
 {
     if (!http->has_token)
         return 1;
-    if (req->has_authorization &&
+    if (req->head.has_authorization &&
         ts_http_authorization_matches(http->token_digest,
-                                      req->authorization))
+                                      req->head.authorization))
         return 1;
     http->counters.unauthorized++;
     return 0;
@@ -336,7 +371,7 @@ static void send_unauthorized(http_connection *conn, const http_request *req)
 {
     /* RFC 6750: a wrong token says invalid_token; none says nothing. */
     send_reply(conn, req, 401, "text/plain",
-               req->has_authorization
+               req->head.has_authorization
                    ? "WWW-Authenticate: Bearer realm=\"tracesand\", "
                      "error=\"invalid_token\"\r\n"
                    : "WWW-Authenticate: Bearer realm=\"tracesand\"\r\n",
@@ -347,14 +382,14 @@ static void send_unauthorized(http_connection *conn, const http_request *req)
  * request with an Authorization header) or a plain capability query. */
 static void serve_options(http_connection *conn, const http_request *req)
 {
-    if (!req->preflight) {
+    if (!req->head.preflight) {
         send_reply(conn, req, 204, NULL, "Allow: GET, HEAD, OPTIONS\r\n",
                    NULL, 0);
         return;
     }
     if (req->allowed_origin == NULL ||
-        (strcmp(req->preflight_method, "GET") != 0 &&
-         strcmp(req->preflight_method, "HEAD") != 0)) {
+        (strcmp(req->head.preflight_method, "GET") != 0 &&
+         strcmp(req->head.preflight_method, "HEAD") != 0)) {
         conn->http->counters.cors_denied++;
         send_plain(conn, req, 403, "origin or method not allowed\n");
         return;
@@ -388,160 +423,114 @@ static int serve_stream(http_connection *conn, const http_request *req,
         return 0;
     }
     /* The stream owns the bufferevent now: forget the connection. */
-    ts_ops_http *http = conn->http;
-    if (conn->prev != NULL)
-        conn->prev->next = conn->next;
-    else
-        http->connections = conn->next;
-    if (conn->next != NULL)
-        conn->next->prev = conn->prev;
-    http->open_connections--;
-    free(conn);
+    connection_forget(conn);
     return 1;
 }
 
-/* One complete head is buffered: parse it, answer it. A request we cannot
- * answer in step (a body, a broken line) gets its error and the connection
- * closes, since the next request's start could not be found. Returns 1
- * when a stream took the connection over. */
-static int serve_request(http_connection *conn)
+/* One complete head, parsed: answer it. A request with a body gets its
+ * error and the connection closes, since the next request's start could
+ * not be found. Returns 1 when a stream took the connection over. */
+static int serve_request(http_connection *conn, http_request *req)
 {
-    struct evbuffer *in = bufferevent_get_input(conn->bev);
-    size_t line_len = 0;
-    char *request_line = evbuffer_readln(in, &line_len, EVBUFFER_EOL_CRLF);
-    if (request_line == NULL)
-        return 0;
-    http_request req;
-    memset(&req, 0, sizeof req);
-    char version[16];
-    int ok = sscanf(request_line, "%15s %2047s %15s", req.method, req.target,
-                    version) == 3 &&
-             (strcmp(version, "HTTP/1.1") == 0 ||
-              strcmp(version, "HTTP/1.0") == 0);
-    free(request_line);
-    int keep_alive = ok && strcmp(version, "HTTP/1.1") == 0;
-    int has_body = 0;
-    char *line;
-    while ((line = evbuffer_readln(in, &line_len, EVBUFFER_EOL_CRLF)) != NULL) {
-        if (line_len == 0) {
-            free(line);
-            break;
-        }
-        char *colon = strchr(line, ':');
-        if (colon == NULL) {
-            ok = 0;
-        } else {
-            *colon = '\0';
-            const char *value = colon + 1;
-            if (strcasecmp(line, "Connection") == 0) {
-                if (header_has_token(value, "close"))
-                    keep_alive = 0;
-                else if (header_has_token(value, "keep-alive"))
-                    keep_alive = 1;
-            } else if (strcasecmp(line, "Transfer-Encoding") == 0 ||
-                       (strcasecmp(line, "Content-Length") == 0 &&
-                        strtoull(value, NULL, 10) != 0)) {
-                has_body = 1;
-            } else if (strcasecmp(line, "Authorization") == 0) {
-                /* A second one could smuggle a different token past a
-                 * proxy that checked the first: refuse the request. */
-                if (req.has_authorization)
-                    ok = 0;
-                req.has_authorization = 1;
-                copy_value(req.authorization, sizeof req.authorization,
-                           value);
-            } else if (strcasecmp(line, "Origin") == 0) {
-                req.has_origin = copy_value(req.origin, sizeof req.origin,
-                                            value);
-            } else if (strcasecmp(line, "Access-Control-Request-Method") ==
-                       0) {
-                req.preflight = 1;
-                copy_value(req.preflight_method, sizeof req.preflight_method,
-                           value);
-            }
-        }
-        free(line);
-    }
-    conn->closing = !ok || has_body || !keep_alive;
-    if (!ok) {
-        send_plain(conn, NULL, 400, "bad request\n");
+    conn->closing = req->head.has_body || !req->head.keep_alive;
+    req->allowed_origin = allowed_origin(conn->http, req);
+    if (req->head.has_body) {
+        send_plain(conn, req, 413, "requests carry no body here\n");
         return 0;
     }
-    req.allowed_origin = allowed_origin(conn->http, &req);
-    if (has_body) {
-        send_plain(conn, &req, 413, "requests carry no body here\n");
+    if (strcmp(req->head.method, "OPTIONS") == 0) {
+        serve_options(conn, req);
         return 0;
     }
-    if (strcmp(req.method, "OPTIONS") == 0) {
-        serve_options(conn, &req);
-        return 0;
-    }
-    req.head_only = strcmp(req.method, "HEAD") == 0;
-    if (!req.head_only && strcmp(req.method, "GET") != 0) {
-        send_reply(conn, &req, 405, "text/plain",
+    req->head_only = strcmp(req->head.method, "HEAD") == 0;
+    if (!req->head_only && strcmp(req->head.method, "GET") != 0) {
+        send_reply(conn, req, 405, "text/plain",
                    "Allow: GET, HEAD, OPTIONS\r\n", "method not allowed\n",
                    19);
         return 0;
     }
-    char *query = strchr(req.target, '?');
-    req.query = "";
+    char *query = strchr(req->head.target, '?');
+    req->query = "";
     if (query != NULL) {
         *query = '\0';
-        req.query = query + 1;
+        req->query = query + 1;
     }
     ts_ops_http *http = conn->http;
-    if (strcmp(req.target, "/healthz") == 0) {
-        serve_healthz(conn, &req);
+    if (strcmp(req->head.target, "/healthz") == 0) {
+        serve_healthz(conn, req);
         return 0;
     }
     const char *rest = "";
     const ts_ops_route *route = NULL;
-    int metrics = strcmp(req.target, "/metrics") == 0;
+    int metrics = strcmp(req->head.target, "/metrics") == 0;
     if (!metrics)
-        route = find_route(http, req.target, &rest);
+        route = find_route(http, req->head.target, &rest);
     if (!metrics && route == NULL) {
-        send_plain(conn, &req, 404, "not found\n");
+        send_plain(conn, req, 404, "not found\n");
         return 0;
     }
-    if ((metrics || !route->public) && !authorized(http, &req)) {
-        send_unauthorized(conn, &req);
+    if ((metrics || !route->public) && !authorized(http, req)) {
+        send_unauthorized(conn, req);
         return 0;
     }
     if (metrics)
-        serve_metrics(conn, &req);
+        serve_metrics(conn, req);
     else if (route->stream != NULL)
-        return serve_stream(conn, &req, route);
+        return serve_stream(conn, req, route);
     else
-        serve_route(conn, &req, route, rest);
+        serve_route(conn, req, route, rest);
     return 0;
 }
 
+/* Bytes came: answer every complete head buffered, refuse a head that
+ * cannot be framed or grows too large (closing: what follows it cannot be
+ * told apart from a request). */
 static void on_connection_read(struct bufferevent *bev, void *arg)
 {
     http_connection *conn = arg;
+    ts_ops_http *http = conn->http;
     struct evbuffer *in = bufferevent_get_input(bev);
-    while (!conn->closing) {
+    while (!conn->closing && evbuffer_get_length(in) > 0) {
         if (evbuffer_get_length(bufferevent_get_output(bev)) >
             MAX_QUEUED_REPLY_BYTES) {
             /* Resumed by on_connection_write once the client has read. */
             bufferevent_disable(bev, EV_READ);
             return;
         }
-        struct evbuffer_ptr end = evbuffer_search(in, "\r\n\r\n", 4, NULL);
-        if (end.pos < 0) {
-            if (evbuffer_get_length(in) > MAX_HEAD_BYTES) {
-                conn->closing = 1;
-                send_plain(conn, NULL, 431, "request head too large\n");
-            }
-            break;
+        size_t len = evbuffer_get_length(in);
+        if (len > MAX_HEAD_BYTES)
+            len = MAX_HEAD_BYTES;
+        const char *bytes = (const char *)evbuffer_pullup(in, (ev_ssize_t)len);
+        http_request req = { .query = "" };
+        size_t consumed = 0;
+        ts_http_parse_result parsed =
+            bytes != NULL ? ts_http_parse_head(bytes, len, &req.head,
+                                               &consumed)
+                          : TS_HTTP_HEAD_REFUSED;
+        if (bytes == NULL) {
+            req.head.error_status = 500;
+            req.head.error = "out of memory";
+        } else if (parsed == TS_HTTP_HEAD_INCOMPLETE) {
+            if (len < MAX_HEAD_BYTES)
+                break;
+            parsed = TS_HTTP_HEAD_REFUSED;
+            req.head.error_status = 431;
+            req.head.error = "request head too large";
         }
-        if ((size_t)end.pos + 4 > MAX_HEAD_BYTES) {
+        if (parsed == TS_HTTP_HEAD_REFUSED) {
+            if (bytes != NULL)
+                http->counters.bad_requests++;
             conn->closing = 1;
-            send_plain(conn, NULL, 431, "request head too large\n");
+            char message[128];
+            snprintf(message, sizeof message, "%s\n", req.head.error);
+            send_plain(conn, NULL, req.head.error_status, message);
             break;
         }
-        if (serve_request(conn))
+        evbuffer_drain(in, consumed);
+        if (serve_request(conn, &req))
             return;
+        if (!conn->closing)
+            wait_for_head(conn);
     }
     if (conn->closing) {
         bufferevent_disable(bev, EV_READ);
@@ -579,6 +568,25 @@ static void on_connection_event(struct bufferevent *bev, short what,
         connection_free(conn);
 }
 
+static void on_head_deadline(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    http_connection *conn = arg;
+    struct bufferevent *bev = conn->bev;
+    conn->closing = 1;
+    bufferevent_disable(bev, EV_READ);
+    if (evbuffer_get_length(bufferevent_get_output(bev)) > 0)
+        return; /* closed once the replies are written */
+    if (evbuffer_get_length(bufferevent_get_input(bev)) == 0) {
+        connection_free(conn); /* an idle keep-alive connection */
+        return;
+    }
+    /* Part of a head came, too slowly: say so, then close. */
+    conn->http->counters.head_timeouts++;
+    send_plain(conn, NULL, 408, "request head not received in time\n");
+}
+
 static void on_accept(struct evconnlistener *listener, evutil_socket_t fd,
                       struct sockaddr *address, int address_len, void *arg)
 {
@@ -588,36 +596,45 @@ static void on_accept(struct evconnlistener *listener, evutil_socket_t fd,
     ts_ops_http *http = arg;
     http->accept_backoff_ms = 0;
     if (http->open_connections >= http->max_connections) {
-        /* Closed at once: the slots are for scrapers and health checks,
-         * and an idle crowd must not starve the ZeroMQ sockets of fds. */
-        http->counters.connections_refused++;
-        evutil_closesocket(fd);
-        return;
+        /* The slots are for scrapers and health checks, and an idle crowd
+         * must not starve the ZeroMQ sockets of fds: the newcomer takes
+         * the slot of the longest wait for a head, or is closed at once. */
+        http_connection *evicted = longest_waiting(http);
+        if (evicted == NULL) {
+            http->counters.connections_refused++;
+            evutil_closesocket(fd);
+            return;
+        }
+        http->counters.evictions++;
+        connection_free(evicted);
     }
     http_connection *conn = calloc(1, sizeof *conn);
     struct bufferevent *bev =
         conn != NULL ? bufferevent_socket_new(http->base, fd,
                                               BEV_OPT_CLOSE_ON_FREE)
                      : NULL;
-    if (bev == NULL) {
+    if (bev != NULL)
+        conn->head_deadline = evtimer_new(http->base, on_head_deadline, conn);
+    if (bev == NULL || conn->head_deadline == NULL) {
+        if (bev != NULL)
+            bufferevent_free(bev);
+        else
+            evutil_closesocket(fd);
         free(conn);
-        evutil_closesocket(fd);
         http->counters.accept_errors++;
         return;
     }
     conn->http = http;
     conn->bev = bev;
-    conn->next = http->connections;
-    if (conn->next != NULL)
-        conn->next->prev = conn;
-    http->connections = conn;
+    link_last(http, conn);
     http->open_connections++;
     http->counters.connections_accepted++;
-    struct timeval idle = { .tv_sec = IDLE_TIMEOUT_S, .tv_usec = 0 };
-    bufferevent_set_timeouts(bev, &idle, &idle);
+    static const struct timeval write_limit = { .tv_sec = WRITE_TIMEOUT_S };
+    bufferevent_set_timeouts(bev, NULL, &write_limit);
     bufferevent_setcb(bev, on_connection_read, on_connection_write,
                       on_connection_event, conn);
     bufferevent_enable(bev, EV_READ | EV_WRITE);
+    wait_for_head(conn);
 }
 
 static void on_accept_resume(evutil_socket_t fd, short what, void *arg)

@@ -11,6 +11,12 @@
  * <token>"; /healthz stays open. Requests whose Origin is on the CORS
  * allow-list get it reflected in Access-Control-Allow-Origin, and OPTIONS
  * preflights from such origins are answered.
+ *
+ * Slow and hostile clients: request heads are parsed strictly
+ * (ops/http_parse.h; a head that could be framed two ways is refused and
+ * its connection closed), must arrive whole within 10 s, and with every
+ * slot taken a new connection takes the slot of the one that has waited
+ * longest (over 1 s) for a head, so that /healthz stays answered.
  */
 #ifndef TRACESAN_OPS_OPS_HTTP_H
 #define TRACESAN_OPS_OPS_HTTP_H
@@ -38,6 +44,9 @@ typedef struct ts_ops_http_counters {
     uint64_t open_connections;    /* gauge */
     uint64_t unauthorized;        /* 401: no or a wrong bearer token */
     uint64_t cors_denied;         /* preflights from unlisted origins */
+    uint64_t bad_requests;        /* heads refused: framing, size (4xx/5xx) */
+    uint64_t head_timeouts;       /* heads not complete within 10 s */
+    uint64_t evictions;           /* closed for a newcomer when full */
 } ts_ops_http_counters;
 
 /* Bind `listen` and serve at most `max_connections` clients at a time.

@@ -1,7 +1,6 @@
 #include "ops/population_loop.h"
 
 #include <errno.h>
-#include <stdarg.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <pthread.h>
@@ -11,16 +10,15 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "wire/codec.h"
 #include "engine/log.h"
 #include "mechanisms/population.h"
+#include "wire/codec.h"
+#include "wire/density.h"
 
 #define ERR_MAX 256
+/* The store key of a profile's record (format 1 of
+ * mechanisms/population.h). */
 #define STORE_KEY_PREFIX "population/"
-/* The persisted record: version u8 (1), channel version u32, cycles u32,
- * reports u64, cells u32, then cells f64 of the estimate; little-endian. */
-#define RECORD_VERSION 1u
-#define RECORD_FIXED (1 + 4 + 4 + 8 + 4)
 
 typedef struct population_entry {
     ts_population_set *set;
@@ -78,20 +76,6 @@ static int64_t wall_ms(void)
 
 /* ------------------------------------------------------------ records */
 
-static void put_le(unsigned char *p, uint64_t v, int bytes)
-{
-    for (int i = 0; i < bytes; i++)
-        p[i] = (unsigned char)(v >> (8 * i));
-}
-
-static uint64_t get_le(const unsigned char *p, int bytes)
-{
-    uint64_t v = 0;
-    for (int i = 0; i < bytes; i++)
-        v |= (uint64_t)p[i] << (8 * i);
-    return v;
-}
-
 static void store_key(const population_entry *e, char *key, size_t len)
 {
     snprintf(key, len, STORE_KEY_PREFIX "%s", e->name);
@@ -101,22 +85,17 @@ static int persist(population_entry *e, uint32_t version, uint32_t cycles,
                    uint64_t reports, const double *theta, size_t n,
                    char *err, size_t errlen)
 {
-    size_t len = RECORD_FIXED + 8 * n;
+    ts_population_record record = {
+        .format = 1, .version = version, .cycles = cycles,
+        .reports_total = reports, .n = n, .theta = (double *)theta,
+    };
+    size_t len = ts_population_record_size(&record);
     unsigned char *buf = malloc(len);
     if (buf == NULL) {
         snprintf(err, errlen, "out of memory");
         return -1;
     }
-    buf[0] = RECORD_VERSION;
-    put_le(buf + 1, version, 4);
-    put_le(buf + 5, cycles, 4);
-    put_le(buf + 9, reports, 8);
-    put_le(buf + 17, n, 4);
-    for (size_t i = 0; i < n; i++) {
-        uint64_t bits;
-        memcpy(&bits, &theta[i], sizeof bits);
-        put_le(buf + RECORD_FIXED + 8 * i, bits, 8);
-    }
+    ts_population_record_encode(&record, buf);
     char key[300];
     store_key(e, key, sizeof key);
     int rc = ts_store_put_meta(e->set->store, key, buf, len, err, errlen);
@@ -141,38 +120,30 @@ static int restore(population_entry *e, char *err, size_t errlen)
     }
     if (found == 0)
         return 0;
-    const unsigned char *p = bytes;
-    size_t n = len >= RECORD_FIXED ? (size_t)get_le(p + 17, 4) : 0;
-    if (len < RECORD_FIXED || p[0] != RECORD_VERSION ||
-        len != RECORD_FIXED + 8 * n) {
-        free(bytes);
-        snprintf(err, errlen, "profile %s: its PRIVIC state in the store is "
-                 "corrupt", e->name);
-        return -1;
-    }
-    uint32_t version = (uint32_t)get_le(p + 1, 4);
-    uint32_t cycles = (uint32_t)get_le(p + 5, 4);
-    uint64_t reports = get_le(p + 9, 8);
-    double *theta = malloc((n > 0 ? n : 1) * sizeof *theta);
-    if (theta == NULL) {
-        free(bytes);
-        snprintf(err, errlen, "out of memory");
-        return -1;
-    }
-    for (size_t i = 0; i < n; i++) {
-        uint64_t bits = get_le(p + RECORD_FIXED + 8 * i, 8);
-        memcpy(&theta[i], &bits, sizeof bits);
-    }
+    ts_population_record record;
+    int oom;
+    int decoded = ts_population_record_decode(bytes, len, &record, &oom);
     free(bytes);
+    if (decoded != 0 || record.format != 1) {
+        if (decoded == 0)
+            ts_population_record_free(&record);
+        if (oom)
+            snprintf(err, errlen, "out of memory");
+        else
+            snprintf(err, errlen, "profile %s: its PRIVIC state in the "
+                     "store is corrupt", e->name);
+        return -1;
+    }
     /* A grid of another size starts afresh, one version on: versions
      * never go back. */
-    int same_grid = n == e->loop.n;
-    int rc = ts_population_restore(&e->loop, same_grid ? version
-                                                       : version + 1,
-                                   same_grid ? cycles : 0,
-                                   same_grid ? reports : 0,
-                                   same_grid ? theta : NULL, n, err, errlen);
-    free(theta);
+    int same_grid = record.n == e->loop.n;
+    int rc = ts_population_restore(&e->loop, same_grid ? record.version
+                                                       : record.version + 1,
+                                   same_grid ? record.cycles : 0,
+                                   same_grid ? record.reports_total : 0,
+                                   same_grid ? record.theta : NULL,
+                                   record.n, err, errlen);
+    ts_population_record_free(&record);
     if (rc == 0)
         ts_log(TS_LOG_INFO, "profile %s: PRIVIC resumed at channel version "
                "%u after %u cycles%s", e->name, e->loop.source[1].version,
@@ -344,43 +315,22 @@ void ts_population_on_sent(ts_population_set *set,
 
 /* ------------------------------------------------------ density feed */
 
-static void fill_estimate(const population_entry *e,
-                          Tracesan__V1__DensityEstimate *m, double *bounds)
+static ts_density_view view_of(const population_entry *e)
 {
-    const ts_population_ops *ops = e->loop.ops;
-    uint32_t cols, rows;
-    double w, h;
-    ops->grid_shape(e->profile->mech, &cols, &rows, &w, &h);
-    double first[4], last[4];
-    ops->cell_bounds(e->profile->mech, 0, first);
-    ops->cell_bounds(e->profile->mech, (uint32_t)e->loop.n - 1, last);
-    bounds[0] = first[0];
-    bounds[1] = first[1];
-    bounds[2] = last[2];
-    bounds[3] = last[3];
-    tracesan__v1__density_estimate__init(m);
-    m->profile = e->name;
-    m->mechanism = (char *)e->profile->ops->name;
-    m->has_channel_version = 1;
-    m->channel_version = e->loop.source[1].version;
-    m->has_cycle = 1;
-    m->cycle = e->loop.cycles;
-    m->has_reports = 1;
-    m->reports = e->last_reports;
-    m->has_reports_total = 1;
-    m->reports_total = e->loop.reports_total;
-    m->has_rows = m->has_cols = 1;
-    m->rows = rows;
-    m->cols = cols;
-    m->has_lat_min = m->has_lon_min = m->has_lat_max = m->has_lon_max = 1;
-    m->lat_min = bounds[0];
-    m->lon_min = bounds[1];
-    m->lat_max = bounds[2];
-    m->lon_max = bounds[3];
-    m->n_probability = e->loop.n;
-    m->probability = e->loop.theta;
-    m->has_estimated_at_ms = 1;
-    m->estimated_at_ms = e->estimated_at_ms;
+    return (ts_density_view){
+        .profile = e->name,
+        .mechanism = e->profile->ops->name,
+        .ops = e->loop.ops,
+        .mech = e->profile->mech,
+        .n = e->loop.n,
+        .theta = e->loop.theta,
+        .channel_version = e->loop.source[1].version,
+        .cycle = e->loop.cycles,
+        .reports = e->last_reports,
+        .reports_total = e->loop.reports_total,
+        .estimated_at_ms = e->estimated_at_ms,
+        .waiting_reports = e->loop.cycle_reports,
+    };
 }
 
 static void on_publish_tick(evutil_socket_t fd, short what, void *arg)
@@ -395,7 +345,8 @@ static void on_publish_tick(evutil_socket_t fd, short what, void *arg)
             continue;
         Tracesan__V1__DensityEstimate m;
         double bounds[4];
-        fill_estimate(e, &m, bounds);
+        ts_density_view view = view_of(e);
+        ts_density_fill(&view, &m, bounds);
         ts_buf_reset(&topic);
         ts_buf_reset(&payload);
         if (ts_format_density(set->format, &m, &topic, &payload) != 0) {
@@ -415,24 +366,6 @@ static void on_publish_tick(evutil_socket_t fd, short what, void *arg)
     ts_buf_free(&payload);
 }
 
-static int buf_printf(ts_buf *buf, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-
-static int buf_printf(ts_buf *buf, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    int need = vsnprintf(NULL, 0, fmt, ap);
-    va_end(ap);
-    if (need < 0 || ts_buf_reserve(buf, (size_t)need + 1) != 0)
-        return -1;
-    va_start(ap, fmt);
-    vsnprintf((char *)buf->data + buf->len, (size_t)need + 1, fmt, ap);
-    va_end(ap);
-    buf->len += (size_t)need;
-    return 0;
-}
-
 char *ts_population_geojson(ts_population_set *set, const char *profile,
                             int *status, size_t *len)
 {
@@ -440,106 +373,37 @@ char *ts_population_geojson(ts_population_set *set, const char *profile,
     for (size_t i = 0; set != NULL && i < set->n; i++)
         if (strcmp(set->entries[i].name, profile) == 0)
             e = &set->entries[i];
-    ts_buf out = { 0 };
-    if (e == NULL || e->profile == NULL) {
-        *status = 404;
-        buf_printf(&out, "{\"error\":\"no density estimate for that "
-                   "profile\"}\n");
-    } else if (e->loop.theta == NULL) {
-        *status = 503;
-        buf_printf(&out, "{\"error\":\"no completed cycle yet\",\"reports\":"
-                   "%" PRIu64 "}\n", e->loop.cycle_reports);
-    } else {
-        *status = 200;
-        Tracesan__V1__DensityEstimate m;
-        double b[4];
-        fill_estimate(e, &m, b);
-        int bad = buf_printf(&out, "{\"type\":\"FeatureCollection\","
-                             "\"profile\":\"%s\",\"mechanism\":\"%s\","
-                             "\"channel_version\":%u,\"cycle\":%u,"
-                             "\"reports\":%" PRIu64 ",\"reports_total\":%"
-                             PRIu64 ",\"rows\":%u,\"cols\":%u,"
-                             "\"estimated_at_ms\":%" PRId64
-                             ",\"features\":[",
-                             m.profile, m.mechanism, m.channel_version,
-                             m.cycle, m.reports, m.reports_total, m.rows,
-                             m.cols, m.estimated_at_ms);
-        double dlat = (b[2] - b[0]) / m.rows, dlon = (b[3] - b[1]) / m.cols;
-        for (size_t i = 0; i < e->loop.n && !bad; i++) {
-            uint32_t r = (uint32_t)(i / m.cols), c = (uint32_t)(i % m.cols);
-            double s = b[0] + r * dlat, n = s + dlat;
-            double w = b[1] + c * dlon, east = w + dlon;
-            /* GeoJSON: [lon, lat], counter-clockwise outer ring. */
-            bad = buf_printf(&out, "%s{\"type\":\"Feature\",\"geometry\":{"
-                             "\"type\":\"Polygon\",\"coordinates\":[[[%.7f,"
-                             "%.7f],[%.7f,%.7f],[%.7f,%.7f],[%.7f,%.7f],"
-                             "[%.7f,%.7f]]]},\"properties\":{\"cell\":%zu,"
-                             "\"row\":%u,\"col\":%u,\"probability\":%.17g}}",
-                             i == 0 ? "" : ",", w, s, east, s, east, n, w, n,
-                             w, s, i, r, c, e->loop.theta[i]);
-        }
-        if (!bad)
-            bad = buf_printf(&out, "]}\n");
-        if (bad) {
-            ts_buf_free(&out);
-            *status = 500;
-            return NULL;
-        }
-    }
-    *len = out.len;
-    return (char *)out.data;
+    if (e == NULL || e->profile == NULL)
+        return ts_density_geojson(NULL, status, len);
+    ts_density_view view = view_of(e);
+    return ts_density_geojson(&view, status, len);
 }
 
 int ts_population_render_metrics(const ts_population_set *set, ts_buf *buf)
 {
     if (set == NULL || set->n == 0)
         return 0;
-    static const char *const heads[][2] = {
-        { "tracesand_privic_channel_version",
-          "gauge Channel version releases are drawn through" },
-        { "tracesand_privic_cycles_total", "counter Completed PRIVIC cycles" },
-        { "tracesand_privic_reports_total",
-          "counter Committed reports counted by the PRIVIC loop" },
-        { "tracesand_privic_cycle_failures_total",
-          "counter Cycles whose IBU, BA or store write failed" },
-        { "tracesand_privic_stale_reports_total",
-          "counter Reports of a channel version no longer counted" },
-        { "tracesand_privic_last_ibu_seconds",
-          "gauge Time of the last cycle's IBU" },
-        { "tracesand_privic_last_ba_seconds",
-          "gauge Time of the last cycle's BA" },
-        { "tracesand_density_published_total",
-          "counter density.<profile> messages published" },
-        { "tracesand_density_dropped_total",
-          "counter density.<profile> messages the output did not take" },
-    };
-    for (size_t h = 0; h < sizeof heads / sizeof heads[0]; h++) {
-        const char *type_doc = heads[h][1];
-        const char *space = strchr(type_doc, ' ');
-        if (buf_printf(buf, "# HELP %s %s\n# TYPE %s %.*s\n", heads[h][0],
-                       space + 1, heads[h][0], (int)(space - type_doc),
-                       type_doc) != 0)
-            return -1;
-        for (size_t i = 0; i < set->n; i++) {
-            const population_entry *e = &set->entries[i];
-            double v = 0;
-            switch (h) {
-            case 0: v = e->loop.source[1].version; break;
-            case 1: v = e->loop.cycles; break;
-            case 2: v = (double)e->loop.reports_total; break;
-            case 3: v = (double)e->failures; break;
-            case 4: v = (double)e->loop.stale; break;
-            case 5: v = e->last_ibu_ms / 1e3; break;
-            case 6: v = e->last_build_ms / 1e3; break;
-            case 7: v = (double)e->densities_published; break;
-            default: v = (double)e->densities_dropped; break;
-            }
-            if (buf_printf(buf, "%s{profile=\"%s\"} %.17g\n", heads[h][0],
-                           e->name, v) != 0)
-                return -1;
-        }
+    ts_density_stats *rows = calloc(set->n, sizeof *rows);
+    if (rows == NULL)
+        return -1;
+    for (size_t i = 0; i < set->n; i++) {
+        const population_entry *e = &set->entries[i];
+        rows[i] = (ts_density_stats){
+            .profile = e->name,
+            .channel_version = e->loop.source[1].version,
+            .cycles = e->loop.cycles,
+            .reports_total = e->loop.reports_total,
+            .failures = e->failures,
+            .stale = e->loop.stale,
+            .last_ibu_ms = e->last_ibu_ms,
+            .last_build_ms = e->last_build_ms,
+            .densities_published = e->densities_published,
+            .densities_dropped = e->densities_dropped,
+        };
     }
-    return 0;
+    int rc = ts_density_render_metrics(rows, set->n, buf);
+    free(rows);
+    return rc;
 }
 
 /* ------------------------------------------------------- lifecycle */

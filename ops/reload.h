@@ -3,7 +3,19 @@
  * parameters, client allow-lists). Anything invalid, and any change to the
  * set of profiles, refuses the whole reload and keeps the running
  * configuration; restart-only settings that changed are logged by key
- * (the settings table's RESTART rows). */
+ * (the settings table's RESTART rows).
+ *
+ * Off the event loop: reading the file and the files it names, and
+ * building every profile's mechanism (a 4096-cell channel's geo-ind check
+ * is 10 s of CPU), run on a worker thread while the loop keeps serving.
+ * Only the swap runs on the loop, in one callback: a few pointers per
+ * profile, the PRIVIC loops' rebinding and the driver's adopt_config.
+ *
+ * One reload at a time: a SIGHUP while one is being built asks for one
+ * more after it (any number of them make one), which reads the file
+ * again. At shutdown a reload still being built is waited for briefly,
+ * then abandoned: the worker owns everything it uses and frees its own
+ * result. */
 #ifndef TRACESAN_OPS_RELOAD_H
 #define TRACESAN_OPS_RELOAD_H
 
@@ -13,6 +25,12 @@
 #include "ops/metrics.h"
 #include "engine/pipeline.h"
 #include "engine/settings.h"
+
+struct event_base;
+
+/* How long shutdown waits for a reload being built before it abandons
+ * it (its configuration would not be applied anyway). */
+#define TS_RELOAD_SHUTDOWN_WAIT_MS 2000
 
 typedef struct ts_reload_target {
     const char *config_path;             /* NULL: built-in defaults */
@@ -39,7 +57,23 @@ typedef struct ts_reload_target {
     const char *program_name;            /* for the log's ident */
 } ts_reload_target;
 
-/* 0 when applied; -1 when refused (logged and counted). */
-int ts_reload(const ts_reload_target *target);
+typedef struct ts_reloader ts_reloader;
+
+/* The target's pointers are borrowed and must outlive the reloader.
+ * NULL with err when a thread's wake-up cannot be set up. */
+ts_reloader *ts_reloader_new(const ts_reload_target *target,
+                             struct event_base *base, char *err,
+                             size_t errlen);
+/* SIGHUP, on the loop: starts building the new configuration on a worker
+ * thread, or, while one is being built, asks for one more after it. The
+ * result is applied (or refused: logged and counted, the running
+ * configuration kept) on the loop once built. */
+void ts_reloader_request(ts_reloader *reloader);
+/* 1 while a reload is being built or waits to be applied. */
+int ts_reloader_busy(const ts_reloader *reloader);
+/* Shutdown (the loop has ended): waits up to TS_RELOAD_SHUTDOWN_WAIT_MS
+ * for a reload being built, then abandons it; nothing is applied. NULL
+ * is a no-op. */
+void ts_reloader_free(ts_reloader *reloader);
 
 #endif

@@ -9,6 +9,8 @@
 
 #include <lmdb.h>
 
+#include "engine/safe_open.h"
+
 #define META_DB "meta"
 #define USERS_DB "users"
 #define SCHEMA_KEY "schema_version"
@@ -292,10 +294,34 @@ static int check_schema(ts_store *store, const char *dir, char *err,
     return 0;
 }
 
+/* LMDB opens its two files blocking, and a read-only open of a FIFO
+ * waits for a writer: refuse anything but a directory of regular files
+ * before it opens them (issue 25, item 5). */
+static int check_store_files(const char *dir, char *err, size_t errlen)
+{
+    struct stat st;
+    if (stat(dir, &st) == 0 && !S_ISDIR(st.st_mode)) {
+        set_err(err, errlen, "state store %s: not a directory", dir);
+        return -1;
+    }
+    static const char *const names[] = { "data.mdb", "lock.mdb" };
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        char path[4096], why[128];
+        snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+        if (ts_check_regular(path, 1, why, sizeof why) != 0) {
+            set_err(err, errlen, "state store %s: %s", path, why);
+            return -1;
+        }
+    }
+    return 0;
+}
+
 ts_store *ts_store_open(const char *dir, ts_store_sync sync,
                         size_t map_size_mb, int readonly, char *err,
                         size_t errlen)
 {
+    if (check_store_files(dir, err, errlen) != 0)
+        return NULL;
     if (!readonly && mkdir(dir, 0700) != 0 && errno != EEXIST) {
         set_err(err, errlen, "state store %s: cannot create: %s", dir,
                 strerror(errno));
@@ -492,6 +518,11 @@ int ts_store_get_meta(ts_store *store, const char *name, void **bytes,
     return result;
 }
 
+int ts_store_is_own_key(const void *key, size_t len)
+{
+    return len > 0 && *(const unsigned char *)key < 0x20;
+}
+
 int ts_store_iterate(ts_store *store, ts_store_visit_fn visit, void *ctx)
 {
     MDB_txn *txn;
@@ -506,10 +537,12 @@ int ts_store_iterate(ts_store *store, ts_store_visit_fn visit, void *ctx)
     int result = 0;
     int rc = mdb_cursor_get(cursor, &key, &value, MDB_FIRST);
     while (rc == 0) {
-        result = visit(ctx, key.mv_data, key.mv_size, value.mv_data,
-                       value.mv_size);
-        if (result != 0)
-            break;
+        if (!ts_store_is_own_key(key.mv_data, key.mv_size)) {
+            result = visit(ctx, key.mv_data, key.mv_size, value.mv_data,
+                           value.mv_size);
+            if (result != 0)
+                break;
+        }
         rc = mdb_cursor_get(cursor, &key, &value, MDB_NEXT);
     }
     if (result == 0 && rc != MDB_NOTFOUND)
@@ -530,11 +563,26 @@ int ts_store_get_info(ts_store *store, ts_store_info *info)
         mdb_txn_begin(store->env, NULL, MDB_RDONLY, &txn) != 0)
         return -1;
     int rc = mdb_stat(txn, store->users, &users_stat);
+    /* The daemon's own records sort first (their keys start below any
+     * user id's first byte): count them off. */
+    size_t own = 0;
+    MDB_cursor *cursor;
+    if (rc == 0 && (rc = mdb_cursor_open(txn, store->users, &cursor)) == 0) {
+        MDB_val key, value;
+        int at = mdb_cursor_get(cursor, &key, &value, MDB_FIRST);
+        while (at == 0 && ts_store_is_own_key(key.mv_data, key.mv_size)) {
+            own++;
+            at = mdb_cursor_get(cursor, &key, &value, MDB_NEXT);
+        }
+        if (at != 0 && at != MDB_NOTFOUND)
+            rc = at;
+        mdb_cursor_close(cursor);
+    }
     mdb_txn_abort(txn);
     if (rc != 0)
         return -1;
     info->schema_version = store->schema_version;
-    info->users = users_stat.ms_entries;
+    info->users = users_stat.ms_entries - own;
     info->map_size_bytes = env_info.me_mapsize;
     info->page_size = env_stat.ms_psize;
     info->used_bytes = (env_info.me_last_pgno + 1) * (size_t)env_stat.ms_psize;

@@ -89,8 +89,16 @@ int ts_store_put_meta(ts_store *store, const char *name, const void *bytes,
 int ts_store_get_meta(ts_store *store, const char *name, void **bytes,
                       size_t *len);
 
-/* Visit every user in key order; a non-zero return from `visit` stops the
- * walk and is returned. -1 on a store error. */
+/* Keys that start with a byte below 0x20 hold the daemon's own records,
+ * kept beside the users so that they commit in the same transactions
+ * (the MQTT driver's recent messages, "\x01mqtt.recent.<n>"). No user id
+ * starts so (the pipeline admits printable UTF-8 only): iteration and the
+ * user count below skip them, and nothing imports one as a user. */
+int ts_store_is_own_key(const void *key, size_t len);
+
+/* Visit every user in key order (the daemon's own records skipped); a
+ * non-zero return from `visit` stops the walk and is returned. -1 on a
+ * store error. */
 typedef int (*ts_store_visit_fn)(void *ctx, const char *user_id,
                                  size_t id_len, const void *bytes,
                                  size_t len);
@@ -98,7 +106,7 @@ int ts_store_iterate(ts_store *store, ts_store_visit_fn visit, void *ctx);
 
 typedef struct ts_store_info {
     unsigned schema_version;
-    size_t users;
+    size_t users;                /* the daemon's own records not counted */
     size_t map_size_bytes;
     size_t used_bytes;           /* pages in use * page size */
     size_t page_size;

@@ -26,6 +26,7 @@
 #include "mechanisms/pim.h"
 #include "mechanisms/rng.h"
 #include "tests/support/check_run.h"
+#include "tests/support/small_grid.h"
 
 /* -------------------------------------------------- the hand-made model */
 
@@ -65,20 +66,6 @@ static ts_markov hand_model(void)
     return m;
 }
 
-/* 3 x 3 cells of 100 m: R * 0.0026 deg = 289.1 m in both directions at
- * the equator (cos(0) = 1). */
-static ts_grid hand_grid(void)
-{
-    ts_grid g;
-    char err[200];
-    ck_assert_int_eq(ts_grid_init(&g, -0.0013, 10.0, 0.0013, 10.0026, 100.0,
-                                  err, sizeof err),
-                     0);
-    ck_assert_uint_eq(g.cols, 3);
-    ck_assert_uint_eq(g.rows, 3);
-    return g;
-}
-
 /* Emission 2^(-(|dx| + |dy|) / 100 m): a Laplace product with scale
  * 100 / ln 2 up to its constant, which cancels in the posterior. */
 static double halving_emission(const void *ctx, ts_vec2 z, ts_vec2 s)
@@ -103,7 +90,7 @@ static void hand_posterior(ts_belief *b, ts_belief_workspace *ws)
     ck_assert_double_eq(ts_belief_assign(b, cells, w, 3, 0.0, ws), 1.0);
 }
 
-START_TEST(test_hand_prior)
+TS_TEST(test_hand_prior)
 {
     ts_markov m = hand_model();
     char err[200];
@@ -174,7 +161,7 @@ static void assert_set(const uint32_t *got, size_t n, const uint32_t *want,
         ck_assert_uint_eq(got[i], want[i]);
 }
 
-START_TEST(test_hand_delta_set)
+TS_TEST(test_hand_delta_set)
 {
     ts_belief_workspace *ws = ts_belief_workspace_new(9, 9);
     ts_belief *b = new_belief(9);
@@ -210,9 +197,9 @@ START_TEST(test_hand_delta_set)
 }
 END_TEST
 
-START_TEST(test_hand_surrogate)
+TS_TEST(test_hand_surrogate)
 {
-    ts_grid g = hand_grid();
+    ts_grid g = ts_test_small_grid();
     const uint32_t set[5] = {4, 1, 5, 2, 3}; /* delta = 0.2 above */
     uint32_t s;
     /* Truth at the centre of 8 = (col 2, row 2): drift. Distances in
@@ -282,9 +269,9 @@ static void assert_hand_posterior(const ts_belief *b)
     }
 }
 
-START_TEST(test_hand_posterior)
+TS_TEST(test_hand_posterior)
 {
-    ts_grid g = hand_grid();
+    ts_grid g = ts_test_small_grid();
     ts_belief_workspace *ws = ts_belief_workspace_new(9, 9);
     ts_belief *b = new_belief(9);
     ts_belief_params params = {.prune_threshold = 0.0, .max_ticks = 10};
@@ -326,9 +313,9 @@ END_TEST
  * with cell 1 released from cell 4's centre, its likelihood is 4's (1/2
  * against 1/4 at its own), so the posterior is proportional to
  * 1/4 * 1/2, 1/2 * 1/2, 1/4 * 1 = 1/8, 1/4, 1/4: 1/5, 2/5, 2/5. */
-START_TEST(test_posterior_at_positions)
+TS_TEST(test_posterior_at_positions)
 {
-    ts_grid g = hand_grid();
+    ts_grid g = ts_test_small_grid();
     ts_belief_workspace *ws = ts_belief_workspace_new(9, 9);
     ts_belief *b = new_belief(9), *c = new_belief(9);
     ts_belief_params params = {.prune_threshold = 0.0, .max_ticks = 10};
@@ -368,7 +355,7 @@ END_TEST
  * 3/4 * 1/4 + 1/4 * 1/16, cell 0 1/4 * 1/16; the certificate carries
  * over, times what pruning keeps; weight 1 changes nothing, weight 0 and
  * an empty belief reset. */
-START_TEST(test_mix_initial)
+TS_TEST(test_mix_initial)
 {
     ts_markov m = hand_model();
     ts_belief_workspace *ws = ts_belief_workspace_new(9, 9);
@@ -435,9 +422,9 @@ static double far_emission(const void *ctx, ts_vec2 z, ts_vec2 s)
     return -1e4 - (fabs(z.x - s.x) + fabs(z.y - s.y));
 }
 
-START_TEST(test_posterior_edge_cases)
+TS_TEST(test_posterior_edge_cases)
 {
-    ts_grid g = hand_grid();
+    ts_grid g = ts_test_small_grid();
     ts_belief_workspace *ws = ts_belief_workspace_new(9, 9);
     ts_belief *b = new_belief(9);
     ts_belief_params params = {.prune_threshold = 0.0, .max_ticks = 10};
@@ -478,9 +465,9 @@ START_TEST(test_posterior_edge_cases)
 }
 END_TEST
 
-START_TEST(test_pim_emission_adaptor)
+TS_TEST(test_pim_emission_adaptor)
 {
-    ts_grid g = hand_grid();
+    ts_grid g = ts_test_small_grid();
     ts_belief_workspace *ws = ts_belief_workspace_new(9, 9);
     ts_belief *b = new_belief(9);
     ts_belief_params params = {.prune_threshold = 0.0, .max_ticks = 10};
@@ -523,7 +510,10 @@ END_TEST
 
 /* ------------------------------------------------------- ties, pruning */
 
-START_TEST(test_delta_set_ties)
+/* Larger grids and reference computations: a longer timeout. */
+TS_CASE(ties_and_pruning, 60, NULL, NULL);
+
+TS_TEST_IN(ties_and_pruning, test_delta_set_ties)
 {
     ts_belief_workspace *ws = ts_belief_workspace_new(16, 16);
     ts_belief *b = new_belief(16);
@@ -574,7 +564,7 @@ static int cmp_u32(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-START_TEST(test_prune_threshold)
+TS_TEST_IN(ties_and_pruning, test_prune_threshold)
 {
     const uint32_t n = 2000;
     ts_belief_workspace *ws = ts_belief_workspace_new(n, n);
@@ -645,7 +635,7 @@ START_TEST(test_prune_threshold)
 }
 END_TEST
 
-START_TEST(test_prune_capacity)
+TS_TEST_IN(ties_and_pruning, test_prune_capacity)
 {
     const uint32_t n = 500, cap = 16;
     ts_belief_workspace *ws = ts_belief_workspace_new(n, cap);
@@ -726,7 +716,7 @@ static double isotropic_pim_emission(const void *ctx, ts_vec2 z, ts_vec2 s)
  * ~1e-13 in the log weights; a wrong form, a dropped form, a wrong sign or
  * normalising constant moves the result by far more. Same support, same
  * cells (prune threshold 0 keeps every cell with a positive weight). */
-START_TEST(test_pim_emission_matches_isotropic_definition)
+TS_TEST(test_pim_emission_matches_isotropic_definition)
 {
     ts_grid g;
     char err[200];
@@ -902,7 +892,7 @@ static size_t reference_delta_set(const ts_belief *b, double delta,
  * both sides of the partition cutoff (32) and weight modes full of exact
  * ties. Exact comparison, no tolerance: both sides must decide the same
  * floating-point sums. */
-START_TEST(test_delta_set_matches_reference)
+TS_TEST_IN(ties_and_pruning, test_delta_set_matches_reference)
 {
     const uint32_t sizes[] = {1, 2, 31, 33, 64, 100, 1000, 5000};
     const double deltas[] = {0.0, 0.01, 0.1, 0.5, 0.9};
@@ -962,7 +952,7 @@ END_TEST
  * cells, in ascending cell order, with probability w / (sum of the kept w)
  * (relative 1e-12: the code sums in cell order, the reference in rank
  * order), and the kept fraction of the mass. */
-START_TEST(test_prune_capacity_matches_reference)
+TS_TEST_IN(ties_and_pruning, test_prune_capacity_matches_reference)
 {
     const uint32_t sizes[] = {2, 33, 100, 5000};
     const uint32_t caps[] = {1, 2, 16, 31, 33, 99, 4999};
@@ -1037,7 +1027,7 @@ START_TEST(test_prune_capacity_matches_reference)
 }
 END_TEST
 
-START_TEST(test_sizes)
+TS_TEST_IN(ties_and_pruning, test_sizes)
 {
     ck_assert_uint_eq(ts_belief_bytes(0), 0);
     ck_assert_uint_eq(ts_belief_bytes(TS_BELIEF_MAX_CAPACITY + 1), 0);
@@ -1063,7 +1053,7 @@ END_TEST
 /* The cap holds in the prediction itself: parameters that were never
  * checked (max_ticks = 2^32 - 1) and a gap of 4e9 ticks reset the belief
  * at once, where 4e9 sparse products would have run for hours. */
-START_TEST(test_predict_ticks_capped)
+TS_TEST_IN(ties_and_pruning, test_predict_ticks_capped)
 {
     ts_markov m = hand_model();
     ts_belief_workspace *ws = ts_belief_workspace_new(9, 9);
@@ -1097,7 +1087,7 @@ END_TEST
  *     1 - delta under p at some step. */
 enum { DENSE_SIDE = 6, DENSE_CELLS = DENSE_SIDE * DENSE_SIDE };
 
-START_TEST(test_certified_against_dense)
+TS_TEST_IN(ties_and_pruning, test_certified_against_dense)
 {
     ts_grid g;
     char err[200];
@@ -1237,25 +1227,7 @@ START_TEST(test_certified_against_dense)
 }
 END_TEST
 
-static Suite *belief_suite(void)
-{
-    Suite *s = suite_create("belief");
-    TS_CHECK_CASE(s, "hand_computed_hmm", 0, NULL, NULL,
-                  test_hand_prior, test_hand_delta_set, test_hand_surrogate,
-                  test_hand_posterior, test_posterior_edge_cases,
-                  test_pim_emission_adaptor,
-                  test_pim_emission_matches_isotropic_definition,
-                  test_posterior_at_positions, test_mix_initial);
-    TS_CHECK_CASE(s, "ties_and_pruning", 60, NULL, NULL,
-                  test_delta_set_ties, test_prune_threshold,
-                  test_prune_capacity, test_sizes, test_predict_ticks_capped,
-                  test_delta_set_matches_reference,
-                  test_prune_capacity_matches_reference,
-                  test_certified_against_dense);
-    return s;
-}
-
 int main(void)
 {
-    return ts_check_run(belief_suite());
+    return ts_check_main("belief", 0, NULL, NULL);
 }

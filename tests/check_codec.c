@@ -229,20 +229,26 @@ TS_TEST(missing_fields_map_to_refusable_values)
 }
 END_TEST
 
+/* Bytes that are not a batch, for the unpack and the wire scan alike. */
+static const uint8_t garbage[][8] = {
+    { 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff },
+    /* field 1 length-delimited, claims 100 bytes, has 2 */
+    { 0x0a, 0x64, 0x01, 0x02 },
+    /* truncated varint */
+    { 0x0a, 0x80 },
+    /* an update whose lat (fixed64) is cut short */
+    { 0x0a, 0x03, 0x19, 0x00, 0x00 },
+    /* field 1 as a varint: not an update */
+    { 0x08, 0x01 },
+};
+static const size_t garbage_lengths[] = { 8, 4, 2, 5, 2 };
+
 TS_TEST(garbage_is_not_a_batch)
 {
-    static const uint8_t garbage[][8] = {
-        { 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff },
-        /* field 1 length-delimited, claims 100 bytes, has 2 */
-        { 0x0a, 0x64, 0x01, 0x02 },
-        /* truncated varint */
-        { 0x0a, 0x80 },
-        /* an update whose lat (fixed64) is cut short */
-        { 0x0a, 0x03, 0x19, 0x00, 0x00 },
-    };
-    static const size_t lengths[] = { 8, 4, 2, 5 };
-    for (size_t i = 0; i < sizeof lengths / sizeof lengths[0]; i++)
-        ck_assert_ptr_null(ts_codec_decode_batch(garbage[i], lengths[i]));
+    for (size_t i = 0; i < sizeof garbage_lengths / sizeof *garbage_lengths;
+         i++)
+        ck_assert_ptr_null(
+            ts_codec_decode_batch(garbage[i], garbage_lengths[i]));
     /* The empty message is a valid, empty batch: the daemon answers it with
      * empty_batch, not malformed. */
     Tracesan__V1__LocationBatch *empty = ts_codec_decode_batch("", 0);
@@ -282,20 +288,14 @@ END_TEST
 
 TS_TEST(scan_counts_and_measures_updates)
 {
-    static const uint8_t garbage[][8] = {
-        { 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff },
-        { 0x0a, 0x64, 0x01, 0x02 },
-        { 0x0a, 0x80 },
-        { 0x0a, 0x03, 0x19, 0x00, 0x00 },
-        { 0x08, 0x01 },   /* field 1 as a varint: not an update */
-    };
-    static const size_t lengths[] = { 8, 4, 2, 5, 2 };
     size_t n = 99;
     ts_wire_update wire[4];
-    for (size_t i = 0; i < sizeof lengths / sizeof lengths[0]; i++) {
-        ck_assert_int_eq(ts_codec_scan_batch(garbage[i], lengths[i], &n,
-                                             wire, 4), -1);
-        ck_assert_ptr_null(ts_codec_decode_batch(garbage[i], lengths[i]));
+    for (size_t i = 0; i < sizeof garbage_lengths / sizeof *garbage_lengths;
+         i++) {
+        ck_assert_int_eq(ts_codec_scan_batch(garbage[i], garbage_lengths[i],
+                                             &n, wire, 4), -1);
+        ck_assert_ptr_null(
+            ts_codec_decode_batch(garbage[i], garbage_lengths[i]));
     }
     ck_assert_int_eq(ts_codec_scan_batch("", 0, &n, wire, 4), 0);
     ck_assert_uint_eq(n, 0);

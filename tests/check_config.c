@@ -71,6 +71,16 @@ static void expect_error(const char *path, const char *const *overrides,
                   "error '%s' does not mention '%s'", err, needle);
 }
 
+/* A single override the configuration refuses, blaming the override. */
+static void expect_override_error(const char *path, const char *override,
+                                  const char *needle)
+{
+    const char *overrides[] = { override };
+    char prefix[256];
+    snprintf(prefix, sizeof prefix, "override '%s': ", override);
+    expect_error(path, overrides, 1, prefix, needle);
+}
+
 static void expect_file_error(const char *text, int line, const char *needle)
 {
     const char *path = write_config(text);
@@ -293,12 +303,9 @@ TS_TEST(test_override_type_mismatch)
         { "=5", "path=value" },
         { "input.bad name=1", "invalid setting name" },
     };
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        const char *overrides[] = { cases[i].override };
-        char prefix[128];
-        snprintf(prefix, sizeof prefix, "override '%s': ", cases[i].override);
-        expect_error(shipped_config(), overrides, 1, prefix, cases[i].needle);
-    }
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        expect_override_error(shipped_config(), cases[i].override,
+                              cases[i].needle);
 }
 END_TEST
 
@@ -306,48 +313,33 @@ TS_TEST(test_override_semantic_errors_name_the_override)
 {
     /* created with the wrong type / out of range: validation blames the
      * override, not a file line */
-    const char *o1[] = { "users.max_users=\"many\"" };
-    expect_error(NULL, o1, 1, "override 'users.max_users=\"many\"': ",
-                 "must be an integer");
-    const char *o2[] = { "users.max_users=0" };
-    expect_error(shipped_config(), o2, 1, "override 'users.max_users=0': ",
-                 "users.max_users");
-    const char *o3[] = { "profiles.geoind.radius_m=-5" };
-    expect_error(shipped_config(), o3, 1,
-                 "override 'profiles.geoind.radius_m=-5': ", "radius_m");
-    const char *o4[] = { "inptu.endpoint=tcp://127.0.0.1:1" };
-    expect_error(NULL, o4, 1, "override 'inptu.endpoint=tcp://127.0.0.1:1': ",
-                 "unknown setting 'inptu'");
-    const char *o5[] = { "default_profile=nope" };
-    expect_error(shipped_config(), o5, 1, "override 'default_profile=nope': ",
-                 "nope");
+    expect_override_error(NULL, "users.max_users=\"many\"",
+                          "must be an integer");
+    expect_override_error(shipped_config(), "users.max_users=0",
+                          "users.max_users");
+    expect_override_error(shipped_config(), "profiles.geoind.radius_m=-5",
+                          "radius_m");
+    expect_override_error(NULL, "inptu.endpoint=tcp://127.0.0.1:1",
+                          "unknown setting 'inptu'");
+    expect_override_error(shipped_config(), "default_profile=nope", "nope");
     /* a value with a second statement is one string, not two settings */
-    const char *o6[] = { "default_profile=geoind; users = 5" };
-    expect_error(shipped_config(), o6, 1,
-                 "override 'default_profile=geoind; users = 5': ",
-                 "default_profile");
-    const char *o7[] = { "profiles.geoind.mechanism=nope" };
-    expect_error(shipped_config(), o7, 1,
-                 "override 'profiles.geoind.mechanism=nope': ",
-                 "unknown mechanism 'nope'");
+    expect_override_error(shipped_config(),
+                          "default_profile=geoind; users = 5",
+                          "default_profile");
+    expect_override_error(shipped_config(), "profiles.geoind.mechanism=nope",
+                          "unknown mechanism 'nope'");
     /* the JetStream mode needs both sides (main.c and the JetStream run
      * would refuse too, but only at start: --check-config must say so) */
-    const char *o8[] = { "input.type=\"jetstream\"" };
-    expect_error(shipped_config(), o8, 1,
-                 "override 'input.type=\"jetstream\"': ",
-                 "needs output.type = \"jetstream\"");
-    const char *o9[] = { "output.type=\"jetstream\"" };
-    expect_error(shipped_config(), o9, 1,
-                 "override 'output.type=\"jetstream\"': ",
-                 "needs input.type = \"jetstream\"");
-    const char *o10[] = { "nats.nkey_seed_file=\"/tmp/seed\"" };
-    expect_error(shipped_config(), o10, 1,
-                 "override 'nats.nkey_seed_file=\"/tmp/seed\"': ",
-                 "nats.nkey_seed_file needs nats.nkey_public");
-    const char *o11[] = { "nats.tls_cert_file=\"/tmp/cert.pem\"" };
-    expect_error(shipped_config(), o11, 1,
-                 "override 'nats.tls_cert_file=\"/tmp/cert.pem\"': ",
-                 "nats.tls_cert_file needs nats.tls_key_file");
+    expect_override_error(shipped_config(), "input.type=\"jetstream\"",
+                          "needs output.type = \"jetstream\"");
+    expect_override_error(shipped_config(), "output.type=\"jetstream\"",
+                          "needs input.type = \"jetstream\"");
+    expect_override_error(shipped_config(),
+                          "nats.nkey_seed_file=\"/tmp/seed\"",
+                          "nats.nkey_seed_file needs nats.nkey_public");
+    expect_override_error(shipped_config(),
+                          "nats.tls_cert_file=\"/tmp/cert.pem\"",
+                          "nats.tls_cert_file needs nats.tls_key_file");
     const char *both[] = { "input.type=\"jetstream\"",
                            "output.type=\"jetstream\"" };
     ts_config *config = load(shipped_config(), both, 2);
@@ -622,10 +614,9 @@ TS_TEST(test_disabled_profile_still_validated)
                       "};\n",
                       4, "unknown setting");
     /* enabling through an override reaches the model file */
-    const char *overrides[] = { "profiles.pim.model=/nonexistent/x.model" };
-    expect_error(shipped_config(), overrides, 1,
-                 "override 'profiles.pim.model=/nonexistent/x.model': ",
-                 "/nonexistent/x.model");
+    expect_override_error(shipped_config(),
+                          "profiles.pim.model=/nonexistent/x.model",
+                          "/nonexistent/x.model");
 }
 END_TEST
 

@@ -81,7 +81,7 @@ static int write_rejected(FILE *out, const void *row)
     return ts_csv_write_rejected(out, row);
 }
 
-START_TEST(basic_header_and_rows)
+TS_TEST(basic_header_and_rows)
 {
     ts_csv_reader *reader = open_text(
         "user,ts,lat,lon\n"
@@ -105,7 +105,7 @@ START_TEST(basic_header_and_rows)
 }
 END_TEST
 
-START_TEST(reordered_and_extra_columns)
+TS_TEST(reordered_and_extra_columns)
 {
     ts_csv_reader *reader = open_text(
         "note,lon,Profile,lat,accuracy,ts,user\r\n"
@@ -131,7 +131,7 @@ START_TEST(reordered_and_extra_columns)
 }
 END_TEST
 
-START_TEST(fractional_timestamps)
+TS_TEST(fractional_timestamps)
 {
     ts_csv_reader *reader = open_text(
         "user,ts,lat,lon\n"
@@ -155,7 +155,7 @@ START_TEST(fractional_timestamps)
 }
 END_TEST
 
-START_TEST(quoted_fields)
+TS_TEST(quoted_fields)
 {
     ts_csv_reader *reader = open_text(
         "user,ts,lat,lon\n"
@@ -183,7 +183,7 @@ START_TEST(quoted_fields)
 }
 END_TEST
 
-START_TEST(bad_fields_name_the_line)
+TS_TEST(bad_fields_name_the_line)
 {
     ts_csv_reader *reader = open_text(
         "user,ts,lat,lon\n"
@@ -239,7 +239,7 @@ START_TEST(bad_fields_name_the_line)
 }
 END_TEST
 
-START_TEST(header_must_name_required_columns)
+TS_TEST(header_must_name_required_columns)
 {
     write_file("user,time,lat,lon\n1,2,3,4\n");
     ck_assert_ptr_null(ts_csv_open(path, err, sizeof err));
@@ -259,7 +259,7 @@ START_TEST(header_must_name_required_columns)
 }
 END_TEST
 
-START_TEST(gzip_input_is_transparent)
+TS_TEST(gzip_input_is_transparent)
 {
     char gz_path[160];
     snprintf(gz_path, sizeof gz_path, "%s.gz", path);
@@ -297,7 +297,7 @@ START_TEST(gzip_input_is_transparent)
 }
 END_TEST
 
-START_TEST(long_lines)
+TS_TEST(long_lines)
 {
     /* Longer than the reader's initial buffer. */
     size_t n = 50000;
@@ -322,7 +322,7 @@ START_TEST(long_lines)
 }
 END_TEST
 
-START_TEST(timestamp_format)
+TS_TEST(timestamp_format)
 {
     char buf[32];
     ts_csv_format_ts(1254682593000LL, buf, sizeof buf);
@@ -340,7 +340,7 @@ START_TEST(timestamp_format)
 }
 END_TEST
 
-START_TEST(fixed7_matches_printf)
+TS_TEST(fixed7_matches_printf)
 {
     /* The fast coordinate formatter must agree with printf everywhere:
      * random coordinates, exact ties at the 8th decimal, values just either
@@ -376,7 +376,7 @@ START_TEST(fixed7_matches_printf)
 }
 END_TEST
 
-START_TEST(sanitized_row_format)
+TS_TEST(sanitized_row_format)
 {
     ts_csv_sanitized row = {
         .user = "62",
@@ -407,49 +407,33 @@ START_TEST(sanitized_row_format)
                            "0.0199557375,geoind,0,,,,,\n");
     free(line);
 
-    extras.predicted = 1;
-    line = capture(write_sanitized, &row);
-    ck_assert_ptr_nonnull(strstr(line, ",geoind,1,,,,,\n"));
-    free(line);
-
-    extras.has_predicted = 0;
-    extras.has_delta_set_size = 1;
-    extras.delta_set_size = 17;
-    line = capture(write_sanitized, &row);
-    ck_assert_ptr_nonnull(strstr(line, ",geoind,,17,,,,\n"));
-    free(line);
-
-    extras.has_delta_set_size = 0;
-    extras.has_channel_version = 1;
-    extras.channel_version = 4;
-    line = capture(write_sanitized, &row);
-    ck_assert_ptr_nonnull(strstr(line, ",geoind,,,4,,,\n"));
-    free(line);
-
-    extras.has_channel_version = 0;
-    extras.has_information_theoretic = 1;
-    extras.information_theoretic = 1;
-    line = capture(write_sanitized, &row);
-    ck_assert_ptr_nonnull(strstr(line, ",geoind,,,,1,,\n"));
-    free(line);
-
-    extras.has_information_theoretic = 0;
-    extras.has_sigma_z_m = 1;
-    extras.sigma_z_m = 1153.9625;
-    line = capture(write_sanitized, &row);
-    ck_assert_ptr_nonnull(strstr(line, ",geoind,,,,,1153.9625,\n"));
-    free(line);
-
-    extras.has_sigma_z_m = 0;
-    extras.has_eps_floor = 1;
-    extras.eps_floor = 1.3714;
-    line = capture(write_sanitized, &row);
-    ck_assert_ptr_nonnull(strstr(line, ",geoind,,,,,,1.3714\n"));
-    free(line);
+    /* Each extra alone fills its own column, after the profile's. */
+    static const struct {
+        ts_report extras;
+        const char *tail;
+    } alone[] = {
+        { { .has_predicted = 1, .predicted = 1 }, ",geoind,1,,,,,\n" },
+        { { .has_delta_set_size = 1, .delta_set_size = 17 },
+          ",geoind,,17,,,,\n" },
+        { { .has_channel_version = 1, .channel_version = 4 },
+          ",geoind,,,4,,,\n" },
+        { { .has_information_theoretic = 1, .information_theoretic = 1 },
+          ",geoind,,,,1,,\n" },
+        { { .has_sigma_z_m = 1, .sigma_z_m = 1153.9625 },
+          ",geoind,,,,,1153.9625,\n" },
+        { { .has_eps_floor = 1, .eps_floor = 1.3714 },
+          ",geoind,,,,,,1.3714\n" },
+    };
+    for (size_t i = 0; i < sizeof alone / sizeof *alone; i++) {
+        row.extras = &alone[i].extras;
+        line = capture(write_sanitized, &row);
+        ck_assert_ptr_nonnull(strstr(line, alone[i].tail));
+        free(line);
+    }
 }
 END_TEST
 
-START_TEST(rejected_row_format)
+TS_TEST(rejected_row_format)
 {
     ts_csv_rejected row = {
         .user = "say \"hi\"",
@@ -471,7 +455,7 @@ START_TEST(rejected_row_format)
 }
 END_TEST
 
-START_TEST(writer_output_reads_back)
+TS_TEST(writer_output_reads_back)
 {
     /* The file format consumers parse: the base columns, then the public
      * extras in table order. */
@@ -502,22 +486,7 @@ START_TEST(writer_output_reads_back)
 }
 END_TEST
 
-static Suite *csv_suite(void)
-{
-    Suite *suite = suite_create("csv");
-    TS_CHECK_CASE(suite, "reading", 0, setup, teardown,
-                  basic_header_and_rows, reordered_and_extra_columns,
-                  fractional_timestamps, quoted_fields,
-                  bad_fields_name_the_line, header_must_name_required_columns,
-                  gzip_input_is_transparent, long_lines);
-    TS_CHECK_CASE(suite, "writing", 0, setup, teardown,
-                  timestamp_format, fixed7_matches_printf,
-                  sanitized_row_format, rejected_row_format,
-                  writer_output_reads_back);
-    return suite;
-}
-
 int main(void)
 {
-    return ts_check_run(csv_suite());
+    return ts_check_main("csv", 0, setup, teardown);
 }

@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <event2/event.h>
+
 #include "tests/support/check_run.h"
 #include "datapath/group_commit.h"
 #include "datapath/intake.h"
@@ -144,6 +146,102 @@ TS_TEST(test_outbox_observes_only_what_was_sent)
     ck_assert_uint_eq(box.publish_failures, 1);
     ck_assert_uint_eq(box.n_observations, 0);
     ts_outbox_free(&box);
+}
+END_TEST
+
+/* The group commit's side of long messages (issue 25, item 11), memory
+ * only: nothing inside open_message / close_message is published, input
+ * holds compose, and a message dropped at shutdown leaves the whole ones
+ * before it. */
+typedef struct input_log {
+    int pauses, resumes, paused;
+    int turns, yield_again;
+    ts_group_commit *gc;
+} input_log;
+
+static void log_pause(void *arg)
+{
+    input_log *log = arg;
+    ck_assert(!log->paused);
+    log->pauses++;
+    log->paused = 1;
+}
+
+static void log_resume(void *arg)
+{
+    input_log *log = arg;
+    ck_assert(log->paused);
+    log->resumes++;
+    log->paused = 0;
+}
+
+static void log_turn(void *arg)
+{
+    input_log *log = arg;
+    log->turns++;
+    if (log->yield_again-- > 0)
+        ts_group_commit_yield(log->gc);
+}
+
+TS_TEST(test_commit_never_cuts_a_message)
+{
+    struct event_base *base = event_base_new();
+    scripted_output out = { .n_script = 0 };
+    ts_outbox box;
+    memset(&box, 0, sizeof box);
+    input_log log = { .yield_again = 1 };
+    ts_group_commit gc = {
+        .outbox = &box,
+        .publisher = { &out, scripted_publish },
+        .pause_input = log_pause,
+        .resume_input = log_resume,
+        .input_arg = &log,
+        .next_turn = log_turn,
+        .base = base,
+    };
+    log.gc = &gc;
+    ck_assert_int_eq(ts_group_commit_start(&gc), 0);
+
+    /* A whole message, then one left open across two yielded turns. */
+    ts_group_commit_open_message(&gc);
+    ck_assert_int_eq(ts_outbox_add_rejection(&box, TS_REASON_MALFORMED, "a"), 0);
+    ts_group_commit_close_message(&gc);
+    ts_group_commit_open_message(&gc);
+    ck_assert_int_eq(ts_outbox_add_rejection(&box, TS_REASON_MALFORMED, "b"), 0);
+    ts_group_commit_yield(&gc);
+    ts_group_commit_yield(&gc);               /* once is enough */
+    ck_assert_int_eq(log.pauses, 1);
+    ts_group_commit_flush(&gc);
+    ck_assert_int_eq(ts_group_commit_output_ready(&gc), 1);
+    ck_assert_uint_eq(out.calls, 0);          /* nothing while it is open */
+    event_base_loop(base, EVLOOP_ONCE);
+    ck_assert_int_eq(log.turns, 1);           /* it yielded again */
+    ck_assert_int_eq(log.resumes, 0);
+    ck_assert_uint_eq(out.calls, 0);
+    ck_assert_int_eq(ts_outbox_add_rejection(&box, TS_REASON_MALFORMED, "c"), 0);
+    ts_group_commit_close_message(&gc);
+    event_base_loop(base, EVLOOP_ONCE);
+    ck_assert_int_eq(log.turns, 2);
+    ck_assert_uint_eq(out.calls, 3);          /* whole now: published */
+    ck_assert_int_eq(log.resumes, 1);
+    ck_assert_int_eq(log.paused, 0);
+
+    /* Shutdown inside a message: its outcomes go, the whole one stays. */
+    ts_group_commit_open_message(&gc);
+    ck_assert_int_eq(ts_outbox_add_rejection(&box, TS_REASON_MALFORMED, "d"), 0);
+    ts_group_commit_close_message(&gc);
+    ts_group_commit_open_message(&gc);
+    ck_assert_int_eq(ts_outbox_add_rejection(&box, TS_REASON_MALFORMED, "ee"), 0);
+    ck_assert_int_eq(ts_outbox_add_rejection(&box, TS_REASON_MALFORMED, "ff"), 0);
+    ts_group_commit_drop_message(&gc, 7);
+    ck_assert_uint_eq(box.count, 1);
+    ck_assert_uint_eq(gc.dropped_uncommitted, 2);
+    ck_assert_int_eq(ts_group_commit_finish(&gc), 0);
+    ck_assert_uint_eq(out.calls, 4);
+    ck_assert_uint_eq(out.sent_payload_bytes[3], out.sent_payload_bytes[0]);
+    ts_group_commit_stop(&gc);
+    ts_outbox_free(&box);
+    event_base_free(base);
 }
 END_TEST
 

@@ -208,7 +208,7 @@ static ts_point cell_point(const ts_model *model, uint32_t cell,
 
 /* ---------------------------------------------------------------- tests */
 
-START_TEST(registered_and_validated)
+TS_TEST(registered_and_validated)
 {
     const ts_mechanism_ops *pim = ts_mechanism_find("pim");
     const ts_mechanism_ops *lm = ts_mechanism_find("lm-delta");
@@ -317,7 +317,7 @@ static void check_spend(const ts_mechanism_ops *ops)
     free_model(&m);
 }
 
-START_TEST(spend_accounting)
+TS_TEST(spend_accounting)
 {
     check_spend(&ts_pim_ops);
     check_spend(&ts_lm_delta_ops);
@@ -326,7 +326,7 @@ END_TEST
 
 /* First release: the prior is the initial distribution, so |Delta X| is 9
  * for the uniform model and 2 for the concentrated one. */
-START_TEST(delta_set_size_published)
+TS_TEST(delta_set_size_published)
 {
     const double *initials[2] = { uniform_initial, concentrated_initial };
     const unsigned expected[2] = { 9, 2 };
@@ -491,7 +491,7 @@ static void check_public_state(const ts_mechanism_ops *ops, int use_pim,
     free_model(&m);
 }
 
-START_TEST(state_is_public)
+TS_TEST(state_is_public)
 {
     check_public_state(&ts_pim_ops, 1, 1);
     check_public_state(&ts_lm_delta_ops, 0, 1);
@@ -551,7 +551,7 @@ static void check_drift(const ts_mechanism_ops *ops)
     free_model(&m);
 }
 
-START_TEST(drift_uses_surrogate)
+TS_TEST(drift_uses_surrogate)
 {
     check_drift(&ts_pim_ops);
     check_drift(&ts_lm_delta_ops);
@@ -566,7 +566,7 @@ END_TEST
  * release only that point: tests/delta_work.sh runs it under callgrind and
  * compares the instructions spent in the membership test and the
  * surrogate search. Without it, all four are released. */
-START_TEST(release_work_probe)
+TS_TEST(release_work_probe)
 {
     static const struct {
         const char *name;
@@ -669,7 +669,7 @@ static void check_outside_surrogate(const ts_mechanism_ops *ops)
     free_model(&m);
 }
 
-START_TEST(outside_region_surrogate_by_default)
+TS_TEST(outside_region_surrogate_by_default)
 {
     check_outside_surrogate(&ts_pim_ops);
     check_outside_surrogate(&ts_lm_delta_ops);
@@ -678,7 +678,7 @@ END_TEST
 
 /* outside_region = "reject": TS_RELEASE_OUTSIDE_REGION before any state
  * change, also for a user with a belief. */
-START_TEST(outside_region_rejected)
+TS_TEST(outside_region_rejected)
 {
     test_model m = make_model(uniform_initial);
     table t = default_table(m.model);
@@ -716,7 +716,7 @@ END_TEST
  * caller drops its own (a daemon reload frees the config that opened the
  * file) the mapping stays until the profile is freed. Under ASan an early
  * unmap or free fails this test. */
-START_TEST(profile_outlives_model)
+TS_TEST(profile_outlives_model)
 {
     size_t len = 0;
     char *data = model_bytes(uniform_initial, 0, &len);
@@ -825,7 +825,7 @@ static void check_replay_matches(const ts_mechanism_ops *ops,
     free_model(&m);
 }
 
-START_TEST(replay_matches_release)
+TS_TEST(replay_matches_release)
 {
     check_replay_matches(&ts_pim_ops, NULL);
     check_replay_matches(&ts_lm_delta_ops, NULL);
@@ -837,7 +837,7 @@ END_TEST
 /* Drift in replay: the first delta-set of the concentrated prior is
  * {0, 1}. A truth in cell 1 is inside (0), in cell 8 outside (1), outside
  * the region counts as drifted, no truth reports 0. */
-START_TEST(replay_reports_drift)
+TS_TEST(replay_reports_drift)
 {
     test_model m = make_model(concentrated_initial);
     table t = default_table(m.model);
@@ -868,7 +868,7 @@ START_TEST(replay_reports_drift)
 END_TEST
 
 /* Invalid input: -1 and the state untouched. */
-START_TEST(replay_rejects_invalid_input)
+TS_TEST(replay_rejects_invalid_input)
 {
     test_model m = make_model(uniform_initial);
     table t = default_table(m.model);
@@ -943,7 +943,7 @@ static void replay_history(void *profile, const ts_model *model,
     }
 }
 
-START_TEST(personal_models_by_pseudonym)
+TS_TEST(personal_models_by_pseudonym)
 {
     test_model m = make_model_with(uniform_initial, 1);
     test_model plain = make_model(uniform_initial);
@@ -1036,7 +1036,7 @@ END_TEST
  * 0.95 are 0, 1, 3, 4, 2, 6 and one of 5, 7 (0.956): seven cells, every one
  * nearer the mean than cell 8. So compact publishes 7, fewest 6, and a
  * truth in cell 8 drifts only with compact. Both sets hold >= 0.95. */
-START_TEST(compact_delta_set)
+TS_TEST(compact_delta_set)
 {
     static const double hotspot_initial[9] = {0.5,   0.2,   0.014,
                                               0.2,   0.014, 0.014,
@@ -1079,16 +1079,5 @@ END_TEST
 
 int main(void)
 {
-    Suite *s = suite_create("delta_privacy");
-    TS_CHECK_CASE(s, "core", 60, NULL, NULL,
-                  registered_and_validated, spend_accounting,
-                  delta_set_size_published, state_is_public,
-                  drift_uses_surrogate, outside_region_rejected,
-                  outside_region_surrogate_by_default, profile_outlives_model,
-                  replay_matches_release, replay_reports_drift,
-                  replay_rejects_invalid_input, personal_models_by_pseudonym,
-                  compact_delta_set);
-    TS_CHECK_CASE(s, "work_probe", 60, NULL, NULL,
-                  release_work_probe);
-    return ts_check_run(s);
+    return ts_check_main("delta_privacy", 60, NULL, NULL);
 }

@@ -145,44 +145,64 @@ TS_TEST(test_metric_axioms)
 }
 END_TEST
 
+/* The paper's 24 x 17 San Francisco grid of 500 x 467 m cells, for the
+ * tests of its case. */
+enum { SF_COLS = 24, SF_ROWS = 17, SF_N = SF_COLS * SF_ROWS };
+static ts_vec2 sf_points[SF_N];
+
+static void sf_setup(void)
+{
+    grid(SF_COLS, SF_ROWS, 500.0, 467.0, sf_points);
+}
+
+TS_CASE(sf_grid, 120, sf_setup, NULL);
+
+/* The distance between the centroids of p and q: no plan moves the mass
+ * less far. */
+static double centroid_distance(const ts_vec2 *points, size_t n,
+                                const double *p, const double *q)
+{
+    ts_vec2 mp = { 0, 0 }, mq = { 0, 0 };
+    for (size_t i = 0; i < n; i++) {
+        mp.x += p[i] * points[i].x;
+        mp.y += p[i] * points[i].y;
+        mq.x += q[i] * points[i].x;
+        mq.y += q[i] * points[i].y;
+    }
+    return hypot(mp.x - mq.x, mp.y - mq.y);
+}
+
 /* On the paper's 24 x 17 San Francisco grid with dense random
  * distributions (the largest program the offline tool solves): the
  * optimum lies between the centroid distance and the cost of the
  * independent coupling p x q. */
-TS_TEST(test_paper_grid_bounds)
+TS_TEST_IN(sf_grid, test_paper_grid_bounds)
 {
-    enum { COLS = 24, ROWS = 17, N = COLS * ROWS };
-    ts_vec2 points[N];
-    grid(COLS, ROWS, 500.0, 467.0, points);
-    double p[N], q[N];
+    const ts_vec2 *points = sf_points;
+    double p[SF_N], q[SF_N];
     ts_rng *rng = ts_rng_new_seeded(2024);
     for (int trial = 0; trial < 3; trial++) {
-        random_pmf(rng, p, N, 0.0);
-        random_pmf(rng, q, N, 0.0);
-        ts_vec2 mp = { 0, 0 }, mq = { 0, 0 };
+        random_pmf(rng, p, SF_N, 0.0);
+        random_pmf(rng, q, SF_N, 0.0);
         double independent = 0.0;
-        for (size_t i = 0; i < N; i++) {
-            mp.x += p[i] * points[i].x;
-            mp.y += p[i] * points[i].y;
-            mq.x += q[i] * points[i].x;
-            mq.y += q[i] * points[i].y;
-            for (size_t j = 0; j < N; j++)
+        for (size_t i = 0; i < SF_N; i++)
+            for (size_t j = 0; j < SF_N; j++)
                 independent += p[i] * q[j] *
                                hypot(points[i].x - points[j].x,
                                      points[i].y - points[j].y);
-        }
         ts_emd_result result;
         char err[160] = "";
-        ck_assert_msg(ts_emd(points, N, p, q, &result, err, sizeof err) == 0,
+        ck_assert_msg(ts_emd(points, SF_N, p, q, &result, err,
+                             sizeof err) == 0,
                       "%s", err);
-        double centroid = hypot(mp.x - mq.x, mp.y - mq.y);
+        double centroid = centroid_distance(points, SF_N, p, q);
         ck_assert_msg(result.distance >= centroid - 1e-6,
                       "EMD %.9g below the centroid bound %.9g",
                       result.distance, centroid);
         ck_assert_msg(result.distance <= independent,
                       "EMD %.9g above the independent coupling's %.9g",
                       result.distance, independent);
-        ck_assert_uint_eq(result.sources + result.sinks <= N, 1);
+        ck_assert_uint_eq(result.sources + result.sinks <= SF_N, 1);
         ck_assert_uint_gt(result.simplex_iterations, 0);
     }
     ts_rng_free(rng);
@@ -194,11 +214,9 @@ END_TEST
  * once left its simplex cycling on such input for minutes; the answer
  * must come back, and lie between the centroid distance and the moved
  * mass times the grid's diameter. */
-TS_TEST(test_nearly_identical_distributions)
+TS_TEST_IN(sf_grid, test_nearly_identical_distributions)
 {
-    enum { COLS = 24, ROWS = 17, N = COLS * ROWS };
-    ts_vec2 points[N];
-    grid(COLS, ROWS, 500.0, 467.0, points);
+    enum { N = SF_N };
     double p[N], q[N];
     ts_rng *rng = ts_rng_new_seeded(77);
     random_pmf(rng, p, N, 0.0);
@@ -215,21 +233,16 @@ TS_TEST(test_nearly_identical_distributions)
     double q_total = 0.0;
     for (size_t i = 0; i < N; i++)
         q_total += q[i];
-    ts_vec2 mp = { 0, 0 }, mq = { 0, 0 };
     for (size_t i = 0; i < N; i++) {
         q[i] /= q_total;
         moved += fabs(p[i] - q[i]) / 2.0;
-        mp.x += p[i] * points[i].x;
-        mp.y += p[i] * points[i].y;
-        mq.x += q[i] * points[i].x;
-        mq.y += q[i] * points[i].y;
     }
     double diameter = hypot(23 * 500.0, 16 * 467.0);
-    double got = emd(points, N, p, q);
+    double got = emd(sf_points, N, p, q);
     ck_assert_msg(got <= moved * diameter * (1 + 1e-6),
                   "EMD %.6g above moved mass x diameter %.6g", got,
                   moved * diameter);
-    ck_assert_msg(got >= hypot(mp.x - mq.x, mp.y - mq.y) * (1 - 1e-6),
+    ck_assert_msg(got >= centroid_distance(sf_points, N, p, q) * (1 - 1e-6),
                   "EMD %.6g below the centroid bound", got);
     ts_rng_free(rng);
 }

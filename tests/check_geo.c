@@ -39,6 +39,23 @@ static double angle_diff(double a, double b)
     return fabs(d);
 }
 
+/* A random start (|lat| <= max_lat), a distance log-uniform in
+ * [r_min, r_max] metres and a bearing. */
+typedef struct geo_step {
+    double lat, lon, r, bearing;
+} geo_step;
+
+static geo_step random_step(ts_rng *rng, double max_lat, double r_min,
+                            double r_max)
+{
+    geo_step s;
+    s.lat = uniform_in(rng, -max_lat, max_lat);
+    s.lon = uniform_in(rng, -180.0, 180.0);
+    s.r = exp(uniform_in(rng, log(r_min), log(r_max)));
+    s.bearing = ts_rng_angle(rng);
+    return s;
+}
+
 static int valid_output(double lat, double lon)
 {
     return ts_geo_valid(lat, lon) && lon < 180.0;
@@ -103,18 +120,15 @@ TS_TEST(test_destination_distance_roundtrip)
     long failures = 0;
     double worst = 0.0;
     for (int i = 0; i < 200000; i++) {
-        double lat = uniform_in(rng, -89.0, 89.0);
-        double lon = uniform_in(rng, -180.0, 180.0);
-        double r = exp(uniform_in(rng, log(0.01), log(2.0e6)));
-        double bearing = ts_rng_angle(rng);
+        geo_step s = random_step(rng, 89.0, 0.01, 2.0e6);
         double lat2, lon2;
-        ts_geo_destination(lat, lon, r, bearing, &lat2, &lon2);
-        double err = fabs(ts_geo_distance_m(lat, lon, lat2, lon2) - r);
-        double allowed = fmax(1e-9 * r, 1e-8);
+        ts_geo_destination(s.lat, s.lon, s.r, s.bearing, &lat2, &lon2);
+        double err = fabs(ts_geo_distance_m(s.lat, s.lon, lat2, lon2) - s.r);
+        double allowed = fmax(1e-9 * s.r, 1e-8);
         if (!(err <= allowed) || !valid_output(lat2, lon2))
             failures++;
-        if (err / r > worst && r >= 10.0)
-            worst = err / r;
+        if (err / s.r > worst && s.r >= 10.0)
+            worst = err / s.r;
     }
     ck_assert_msg(failures == 0, "%ld failures, worst relative error %g", failures, worst);
     ts_rng_free(rng);
@@ -130,18 +144,16 @@ TS_TEST(test_bearing_convention_and_return)
     long bad_bearing = 0, bad_return = 0;
     double worst_return = 0.0;
     for (int i = 0; i < 100000; i++) {
-        double lat = uniform_in(rng, -85.0, 85.0);
-        double lon = uniform_in(rng, -180.0, 180.0);
-        double r = exp(uniform_in(rng, log(1.0), log(1.0e6)));
-        double bearing = ts_rng_angle(rng);
+        geo_step s = random_step(rng, 85.0, 1.0, 1.0e6);
         double lat2, lon2, lat3, lon3;
-        ts_geo_destination(lat, lon, r, bearing, &lat2, &lon2);
+        ts_geo_destination(s.lat, s.lon, s.r, s.bearing, &lat2, &lon2);
         /* 1e-6 rad of bearing is 1 m at 1000 km; rounding is far below. */
-        if (angle_diff(initial_bearing(lat, lon, lat2, lon2), bearing) > 1e-6)
+        if (angle_diff(initial_bearing(s.lat, s.lon, lat2, lon2),
+                       s.bearing) > 1e-6)
             bad_bearing++;
-        double back = initial_bearing(lat2, lon2, lat, lon);
-        ts_geo_destination(lat2, lon2, r, back, &lat3, &lon3);
-        double miss = ts_geo_distance_m(lat, lon, lat3, lon3);
+        double back = initial_bearing(lat2, lon2, s.lat, s.lon);
+        ts_geo_destination(lat2, lon2, s.r, back, &lat3, &lon3);
+        double miss = ts_geo_distance_m(s.lat, s.lon, lat3, lon3);
         if (miss > worst_return)
             worst_return = miss;
         if (!(miss < 1e-6))

@@ -69,7 +69,10 @@ static void *default_profile(void)
 
 /* ---------------------------------------------------- sampler directly */
 
-START_TEST(test_radius_and_angle_direct)
+/* Large samples for the KS and tail checks: a longer timeout. */
+TS_CASE(statistics, 300, NULL, NULL);
+
+TS_TEST_IN(statistics, test_radius_and_angle_direct)
 {
     static double radii[N_DIRECT], angles[N_DIRECT];
     const double eps = DEFAULT_LEVEL / 100.0 / 30.0; /* shipped eps_point */
@@ -107,7 +110,7 @@ END_TEST
 /* The inverse CDF is accurate over the whole range: C(icdf(p)) = p to a
  * few ulps, checked on p below the median and on 1 - p above it (where p
  * itself cannot resolve the tail). */
-START_TEST(test_icdf_accuracy)
+TS_TEST_IN(statistics, test_icdf_accuracy)
 {
     const double eps = 0.01;
     long bad = 0;
@@ -204,7 +207,7 @@ static double icdf_gap_m(double eps, double x_to)
     return worst_m;
 }
 
-START_TEST(test_radius_support_resolution)
+TS_TEST_IN(statistics, test_radius_support_resolution)
 {
     const double eps = DEFAULT_LEVEL / 100.0 / 30.0; /* shipped eps_point */
     const double lattice_m = TS_GEO_SNAP_DEG * M_PI / 180.0 * TS_EARTH_RADIUS_M;
@@ -233,7 +236,7 @@ END_TEST
  * binomial standard deviations. (The former sampler passed this too: its
  * gaps are finer than any sample can see, which is why the test above
  * checks the reachable set directly.) */
-START_TEST(test_radius_tail_mass)
+TS_TEST_IN(statistics, test_radius_tail_mass)
 {
     const double eps = 0.01;
     const long n = 200000;
@@ -260,7 +263,7 @@ END_TEST
  * refused: the shipped profile fits, one whose mean displacement is past
  * ~207 km does not, and the boundary is where the tail beyond pi R / 4
  * crosses 2^-64. */
-START_TEST(test_sphere_bound)
+TS_TEST_IN(statistics, test_sphere_bound)
 {
     double min_eps = ts_planar_laplace_min_sphere_eps();
     ck_assert_double_eq_tol(ts_planar_laplace_radius_tail(min_eps, TS_GEO_MAX_NOISE_RADIUS_M),
@@ -297,7 +300,7 @@ END_TEST
 /* Releases from Beijing on the shipped defaults: the published point lies
  * at great-circle distance r ~ C with the per-point eps, in a uniform
  * direction. */
-START_TEST(test_release_distribution)
+TS_TEST_IN(statistics, test_release_distribution)
 {
     static double distances[N_RELEASE], bearings[N_RELEASE];
     void *profile = default_profile();
@@ -340,7 +343,7 @@ START_TEST(test_release_distribution)
 }
 END_TEST
 
-START_TEST(test_release_reproducible)
+TS_TEST_IN(statistics, test_release_reproducible)
 {
     void *profile = default_profile();
     ts_rng *a = ts_rng_new_seeded(99), *b = ts_rng_new_seeded(99);
@@ -361,7 +364,7 @@ START_TEST(test_release_reproducible)
 END_TEST
 
 /* Truths at the poles and on the antimeridian still give valid WGS84. */
-START_TEST(test_release_edges_valid)
+TS_TEST_IN(statistics, test_release_edges_valid)
 {
     const double edges[][2] = {{90.0, 0.0}, {-90.0, 45.0}, {89.99, 179.99},
                                {0.0, 180.0}, {0.0, -180.0}, {-45.0, 179.9999}};
@@ -385,7 +388,7 @@ END_TEST
 
 /* --------------------------------------------------------- the contract */
 
-START_TEST(test_registry_and_defaults)
+TS_TEST(test_registry_and_defaults)
 {
     ck_assert_ptr_eq(ts_mechanism_find("geoind"), &ts_geoind_ops);
     ck_assert_str_eq(ts_geoind_ops.name, "geoind");
@@ -398,7 +401,7 @@ START_TEST(test_registry_and_defaults)
 }
 END_TEST
 
-START_TEST(test_custom_parameters)
+TS_TEST(test_custom_parameters)
 {
     const param_entry items[] = {
         {"radius_m", PARAM_DOUBLE, 250.0, 0, NULL, NULL},
@@ -426,7 +429,7 @@ typedef struct bad_case {
     const char *key;
 } bad_case;
 
-START_TEST(test_invalid_parameters)
+TS_TEST(test_invalid_parameters)
 {
     const bad_case cases[] = {
         {{"radius_m", PARAM_DOUBLE, 0.0, 0, NULL, NULL}, "radius_m"},
@@ -459,7 +462,7 @@ END_TEST
 
 /* Driven like the pipeline: after each release the ledger is debited with
  * the report's eps_point. Exactly points_per_window releases fit. */
-START_TEST(test_budget_exhaustion)
+TS_TEST(test_budget_exhaustion)
 {
     const long long windows[] = {1, 7, 30, 1000};
     ts_rng *rng = ts_rng_new_seeded(8);
@@ -489,7 +492,7 @@ START_TEST(test_budget_exhaustion)
 }
 END_TEST
 
-START_TEST(test_fail_closed)
+TS_TEST(test_fail_closed)
 {
     void *profile = default_profile();
     ts_rng *rng = ts_rng_new_seeded(9);
@@ -514,22 +517,7 @@ START_TEST(test_fail_closed)
 }
 END_TEST
 
-static Suite *geoind_suite(void)
-{
-    Suite *s = suite_create("geoind");
-    TS_CHECK_CASE(s, "statistics", 300, NULL, NULL,
-                  test_radius_and_angle_direct, test_icdf_accuracy,
-                  test_radius_support_resolution, test_radius_tail_mass,
-                  test_sphere_bound, test_release_distribution,
-                  test_release_reproducible, test_release_edges_valid);
-    TS_CHECK_CASE(s, "contract", 0, NULL, NULL,
-                  test_registry_and_defaults, test_custom_parameters,
-                  test_invalid_parameters, test_budget_exhaustion,
-                  test_fail_closed);
-    return s;
-}
-
 int main(void)
 {
-    return ts_check_run(geoind_suite());
+    return ts_check_main("geoind", 0, NULL, NULL);
 }

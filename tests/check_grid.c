@@ -11,6 +11,7 @@
 #include "geometry/geo.h"
 #include "mechanisms/rng.h"
 #include "tests/support/check_run.h"
+#include "tests/support/small_grid.h"
 
 /* The GeoLife box of ../shared/data/README.md with the paper's cells. */
 #define BJ_LAT_MIN 39.75
@@ -177,15 +178,9 @@ END_TEST
 
 TS_TEST(test_small_grid)
 {
-    /* 0.0026 deg at the equator: R * 0.0026 * pi/180 = 289.1 m, so a
-     * 100 m grid has 3 x 3 cells whose last row and column overhang. */
-    ts_grid g;
+    /* 3 x 3 cells whose last row and column overhang (its assertions). */
+    ts_grid g = ts_test_small_grid();
     char err[200];
-    ck_assert_int_eq(ts_grid_init(&g, -0.0013, 10.0, 0.0013, 10.0026, 100.0,
-                                  err, sizeof err),
-                     0);
-    ck_assert_uint_eq(g.cols, 3);
-    ck_assert_uint_eq(g.rows, 3);
     /* Exact-multiple box: R * d * pi/180 = 200 m exactly (up to rounding)
      * must not produce a third column that rounding could create. */
     double deg = 200.0 / (TS_EARTH_RADIUS_M * M_PI / 180.0);

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "datapath/group.h"
 #include "drivers/zmq/zmq_settings.h"
@@ -81,11 +82,14 @@ static void teardown_fixture(fixture *f)
     keeper_free(&f->out);
 }
 
-/* One input message of n updates, users u0..u(n-1). */
-static size_t process(fixture *f, size_t n, int64_t ts_ms)
+static const int64_t NOW_ISH = 1700000000000;
+
+/* One input message of n updates, users u0..u(n-1) (n 0: an empty
+ * batch, refused whole). */
+static ts_buf encode(size_t n, int64_t ts_ms)
 {
-    ts_input *inputs = calloc(n, sizeof *inputs);
-    char (*users)[16] = calloc(n, sizeof *users);
+    ts_input *inputs = calloc(n + 1, sizeof *inputs);
+    char (*users)[16] = calloc(n + 1, sizeof *users);
     for (size_t i = 0; i < n; i++) {
         snprintf(users[i], sizeof users[i], "u%zu", i);
         inputs[i] = (ts_input){ .user_id = users[i], .ts_ms = ts_ms,
@@ -93,16 +97,43 @@ static size_t process(fixture *f, size_t n, int64_t ts_ms)
     }
     ts_buf payload = { 0 };
     ck_assert_int_eq(ts_codec_encode_batch(inputs, n, &payload), 0);
+    free(inputs);
+    free(users);
+    return payload;
+}
+
+static size_t process(fixture *f, size_t n, int64_t ts_ms)
+{
+    ts_buf payload = encode(n, ts_ms);
     ts_inbound message = { payload.data, payload.len, 1 };
     size_t updates = ts_group_process(&f->group, f->pipeline, &message,
                                       &f->sink);
     ts_buf_free(&payload);
-    free(inputs);
-    free(users);
     return updates;
 }
 
-static const int64_t NOW_ISH = 1700000000000;
+/* ts_group_start on a message of n updates. */
+static int start(fixture *f, size_t n, int64_t ts_ms)
+{
+    ts_buf payload = encode(n, ts_ms);
+    ts_inbound message = { payload.data, payload.len, 1 };
+    int done = ts_group_start(&f->group, f->pipeline, &message, &f->sink);
+    /* The group holds what it needs: the bytes go at once. */
+    memset(payload.data, 0xff, payload.len);
+    ts_buf_free(&payload);
+    return done;
+}
+
+/* A turn that is already spent: an empty batch starts it (refused whole,
+ * one rejection kept), then its 20 ms go by. */
+static void spend_a_turn(fixture *f)
+{
+    ck_assert_int_eq(start(f, 0, NOW_ISH), 1);
+    struct timespec wait = { 0, (TS_GROUP_TURN_MS + 5) * 1000000L };
+    nanosleep(&wait, NULL);
+    ck_assert(ts_group_turn_spent(&f->group));
+}
+
 
 /* A kept message's JSON as a message of `descriptor`. */
 static ProtobufCMessage *from_json(const kept *k,
@@ -239,6 +270,70 @@ TS_TEST(test_json_batches_decode_as_outcome_batches)
         ck_assert_uint_eq(b->n_sanitized, 3 - want_rejected[i]);
         protobuf_c_message_free_unpacked(m, NULL);
     }
+    teardown_fixture(&f);
+}
+END_TEST
+
+/* Issue 25, item 11: a message longer than a turn goes on across turns,
+ * one update per call once the turn is spent, and comes out exactly as
+ * in one pass: same outcomes (same seeded noise), same order. */
+TS_TEST(test_long_message_across_turns_matches_one_pass)
+{
+    const char *overrides[] = { "input.max_backdate_s=0" };
+    fixture once, sliced;
+    setup_with(&once, overrides, 1);
+    setup_with(&sliced, overrides, 1);
+    ck_assert_uint_eq(process(&once, 6, NOW_ISH), 6);
+
+    spend_a_turn(&sliced);
+    ck_assert_uint_eq(sliced.out.n, 1);              /* the rejection */
+    ck_assert_int_eq(start(&sliced, 6, NOW_ISH), 0);
+    ck_assert(ts_group_in_message(&sliced.group));
+    ck_assert_uint_eq(sliced.out.n, 2);              /* one update only */
+    for (size_t done = 2; done < 6; done++) {
+        ck_assert_int_eq(ts_group_resume(&sliced.group, sliced.pipeline,
+                                          &sliced.sink), 0);
+        ck_assert_uint_eq(sliced.out.n, 1 + done);
+    }
+    ck_assert_int_eq(ts_group_resume(&sliced.group, sliced.pipeline,
+                                     &sliced.sink), 1);
+    ck_assert(!ts_group_in_message(&sliced.group));
+    ck_assert_uint_eq(sliced.group.updates, 6);
+
+    ck_assert_uint_eq(sliced.out.n, once.out.n + 1);
+    for (size_t i = 0; i < once.out.n; i++) {
+        const kept *a = &once.out.messages[i], *b = &sliced.out.messages[i + 1];
+        ck_assert_str_eq(a->topic, b->topic);
+        ck_assert_uint_eq(a->payload.len, b->payload.len);
+        ck_assert_msg(memcmp(a->payload.data, b->payload.data,
+                             a->payload.len) == 0,
+                      "outcome %zu differs across turns", i);
+    }
+    /* A new turn runs a short message in one go again. */
+    ts_group_end_turn(&sliced.group);
+    ck_assert(!ts_group_turn_spent(&sliced.group));
+    ck_assert_int_eq(start(&sliced, 3, NOW_ISH + 1000), 1);
+    teardown_fixture(&once);
+    teardown_fixture(&sliced);
+}
+END_TEST
+
+/* Shutdown inside a message: the rest is dropped unprocessed, and the
+ * group takes the next message as usual. */
+TS_TEST(test_abandoned_message_leaves_the_group_usable)
+{
+    const char *overrides[] = { "input.max_backdate_s=0" };
+    fixture f;
+    setup_with(&f, overrides, 1);
+    ck_assert_uint_eq(ts_group_abandon(&f.group), 0);
+    spend_a_turn(&f);
+    ck_assert_int_eq(start(&f, 6, NOW_ISH), 0);
+    ck_assert_uint_eq(ts_group_abandon(&f.group), 5);
+    ck_assert(!ts_group_in_message(&f.group));
+    ck_assert_uint_eq(f.group.updates, 6);
+    ck_assert_uint_eq(ts_pipeline_get_stats(f.pipeline)->updates, 1);
+    ck_assert_uint_eq(process(&f, 4, NOW_ISH + 1000), 4);
+    ck_assert_uint_eq(ts_pipeline_get_stats(f.pipeline)->updates, 5);
     teardown_fixture(&f);
 }
 END_TEST

@@ -113,6 +113,20 @@ static void fill_uniform(ts_rng *rng, ts_identity_obs *obs, int own_square)
         }
 }
 
+/* Training rows then evaluation rows, both by fill_uniform from one
+ * seeded stream; the caller frees both. */
+static void draw(uint64_t seed, int own_square, ts_identity_obs **train,
+                 ts_identity_obs **eval)
+{
+    *train = malloc(K * PER_USER * sizeof **train);
+    *eval = malloc(K * PER_USER * sizeof **eval);
+    ck_assert(*train != NULL && *eval != NULL);
+    ts_rng *rng = ts_rng_new_seeded(seed);
+    fill_uniform(rng, *train, own_square);
+    fill_uniform(rng, *eval, own_square);
+    ts_rng_free(rng);
+}
+
 /* Identity-free: every user's reports have one distribution, so any
  * classifier fitted on the training rows is independent of the
  * evaluation rows. Given the classifier, let a_u be the probability mass
@@ -132,12 +146,8 @@ static void fill_uniform(ts_rng *rng, ts_identity_obs *obs, int own_square)
  * C = 256). */
 TS_TEST(test_identity_free_channel)
 {
-    ts_identity_obs *train = malloc(K * PER_USER * sizeof *train);
-    ts_identity_obs *eval = malloc(K * PER_USER * sizeof *eval);
-    ck_assert(train != NULL && eval != NULL);
-    ts_rng *rng = ts_rng_new_seeded(1301);
-    fill_uniform(rng, train, 0);
-    fill_uniform(rng, eval, 0);
+    ts_identity_obs *train, *eval;
+    draw(1301, 0, &train, &eval);
     const double sizes[] = { 50, 100, 200, 400 };
     const double m = PER_USER, k = K;
     const double error_tol = 5.0 * sqrt(m * (1.0 - 1.0 / k)) / (k * m);
@@ -160,7 +170,6 @@ TS_TEST(test_identity_free_channel)
         ck_assert_uint_eq(r.eval_unseen, 0);
         ck_assert_uint_eq(r.users, K);
     }
-    ts_rng_free(rng);
     free(train);
     free(eval);
 }
@@ -174,12 +183,8 @@ END_TEST
  * up to rounding of the log sums (1e-9). */
 TS_TEST(test_identifying_channel)
 {
-    ts_identity_obs *train = malloc(K * PER_USER * sizeof *train);
-    ts_identity_obs *eval = malloc(K * PER_USER * sizeof *eval);
-    ck_assert(train != NULL && eval != NULL);
-    ts_rng *rng = ts_rng_new_seeded(1302);
-    fill_uniform(rng, train, 1);
-    fill_uniform(rng, eval, 1);
+    ts_identity_obs *train, *eval;
+    draw(1302, 1, &train, &eval);
     const double sizes[] = { 50, 100, 200, 400 };
     for (size_t s = 0; s < sizeof sizes / sizeof *sizes; s++) {
         ts_identity_result r =
@@ -202,7 +207,6 @@ TS_TEST(test_identifying_channel)
     ck_assert_double_eq_tol(r.mi_bits,
                             -(p0 * log2(p0) + 3.0 * p * log2(p)), 1e-9);
     ck_assert_double_eq(r.bayes_error, 0.0);
-    ts_rng_free(rng);
     free(train);
     free(eval);
 }
@@ -217,12 +221,8 @@ END_TEST
  * as above for the few seen ones. */
 TS_TEST(test_fine_grid_resubstitution_collapses)
 {
-    ts_identity_obs *train = malloc(K * PER_USER * sizeof *train);
-    ts_identity_obs *eval = malloc(K * PER_USER * sizeof *eval);
-    ck_assert(train != NULL && eval != NULL);
-    ts_rng *rng = ts_rng_new_seeded(1303);
-    fill_uniform(rng, train, 0);
-    fill_uniform(rng, eval, 0);
+    ts_identity_obs *train, *eval;
+    draw(1303, 0, &train, &eval);
     ts_identity_result r =
         estimate(train, K * PER_USER, eval, K * PER_USER, K, 1.0);
     ck_assert_msg(r.resubstitution_error < 0.02,
@@ -232,7 +232,6 @@ TS_TEST(test_fine_grid_resubstitution_collapses)
                       5.0 * sqrt(m * (1.0 - 1.0 / k)) / (k * m),
                   "held-out %.4f", r.bayes_error);
     ck_assert(r.eval_unseen > (size_t)(0.95 * K * PER_USER));
-    ts_rng_free(rng);
     free(train);
     free(eval);
 }

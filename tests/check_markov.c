@@ -25,6 +25,7 @@
 #include "inference/model_file.h"
 #include "mechanisms/rng.h"
 #include "tests/support/check_run.h"
+#include "tests/support/memory_file.h"
 
 /* A model owning its arrays. */
 typedef struct test_model {
@@ -100,7 +101,7 @@ static test_model random_model(ts_rng *rng, uint32_t n, uint32_t max_row)
 
 /* ------------------------------------------------------------ validation */
 
-START_TEST(test_validate)
+TS_TEST(test_validate)
 {
     ts_rng *rng = ts_rng_new_seeded(1);
     test_model t = random_model(rng, 12, 4);
@@ -188,7 +189,7 @@ START_TEST(test_validate)
 }
 END_TEST
 
-START_TEST(test_ticks)
+TS_TEST(test_ticks)
 {
     ck_assert_int_eq(ts_markov_tick_index(60.0, 0), 0);
     ck_assert_int_eq(ts_markov_tick_index(60.0, 59999), 0);
@@ -228,7 +229,7 @@ static void dense_step(const double *dense, uint32_t n, const double *in,
             out[j] += in[i] * dense[(size_t)i * n + j];
 }
 
-START_TEST(test_power_matches_dense)
+TS_TEST(test_power_matches_dense)
 {
     ts_rng *rng = ts_rng_new_seeded(2024);
     const uint32_t n = 30;
@@ -294,7 +295,7 @@ START_TEST(test_power_matches_dense)
 }
 END_TEST
 
-START_TEST(test_step_bad_input)
+TS_TEST(test_step_bad_input)
 {
     ts_rng *rng = ts_rng_new_seeded(3);
     test_model t = random_model(rng, 10, 3);
@@ -357,7 +358,7 @@ static void fixture_free(file_fixture *f)
         test_model_free(&f->personal[i]);
 }
 
-static void fixture_sources(file_fixture *f, ts_model_source *pop,
+static void fixture_sources(const file_fixture *f, ts_model_source *pop,
                             ts_model_source per[3])
 {
     *pop = (ts_model_source){.markov = &f->popular.m, .transitions = 1234};
@@ -383,31 +384,23 @@ static void assert_same_markov(const ts_markov *a, const ts_markov *b)
                      0);
 }
 
-/* Writes the fixture through a pipe-like stream into an 8-byte aligned
- * buffer. */
-static unsigned char *write_to_buffer(file_fixture *f, size_t *len)
+static int write_fixture(FILE *out, const void *ctx, uint64_t *bytes,
+                         char *err, size_t errlen)
 {
+    const file_fixture *f = ctx;
     ts_model_source pop, per[3];
     fixture_sources(f, &pop, per);
-    char *mem = NULL;
-    size_t mem_len = 0;
-    FILE *out = open_memstream(&mem, &mem_len);
-    ck_assert_ptr_nonnull(out);
-    char err[300];
-    uint64_t bytes = 0;
-    ck_assert_msg(ts_model_write(out, &f->grid, 120 / 3.6, &pop, per, 3,
-                                 &bytes, err, sizeof err) == 0,
-                  "%s", err);
-    fclose(out);
-    ck_assert_uint_eq(bytes, mem_len);
-    unsigned char *buf = aligned_alloc(8, (mem_len + 7) / 8 * 8);
-    memcpy(buf, mem, mem_len);
-    free(mem);
-    *len = mem_len;
-    return buf;
+    return ts_model_write(out, &f->grid, 120 / 3.6, &pop, per, 3, bytes, err,
+                          errlen);
 }
 
-START_TEST(test_file_round_trip)
+/* The fixture's file in memory, 8-byte aligned. */
+static unsigned char *write_to_buffer(file_fixture *f, size_t *len)
+{
+    return ts_test_memory_file(write_fixture, f, len);
+}
+
+TS_TEST(test_file_round_trip)
 {
     file_fixture f;
     fixture_init(&f);
@@ -485,7 +478,7 @@ static void expect_rejected(const unsigned char *buf, size_t len,
     ck_assert_msg(strstr(err, needle) != NULL, "'%s' lacks '%s'", err, needle);
 }
 
-START_TEST(test_file_rejections)
+TS_TEST(test_file_rejections)
 {
     file_fixture f;
     fixture_init(&f);
@@ -589,7 +582,7 @@ START_TEST(test_file_rejections)
 }
 END_TEST
 
-START_TEST(test_write_rejections)
+TS_TEST(test_write_rejections)
 {
     file_fixture f;
     fixture_init(&f);
@@ -632,19 +625,7 @@ START_TEST(test_write_rejections)
 }
 END_TEST
 
-static Suite *markov_suite(void)
-{
-    Suite *s = suite_create("markov");
-    TS_CHECK_CASE(s, "markov", 60, NULL, NULL,
-                  test_validate, test_ticks, test_power_matches_dense,
-                  test_step_bad_input);
-    TS_CHECK_CASE(s, "model_file", 60, NULL, NULL,
-                  test_file_round_trip, test_file_rejections,
-                  test_write_rejections);
-    return s;
-}
-
 int main(void)
 {
-    return ts_check_run(markov_suite());
+    return ts_check_main("markov", 60, NULL, NULL);
 }

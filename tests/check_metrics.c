@@ -104,38 +104,34 @@ TS_TEST(histograms_are_cumulative_with_fixed_bounds)
     ts_metrics_observe_commit(metrics, 0.004, 100);
     ts_metrics_observe_commit(metrics, 0.001, 1);
     char *text = render(metrics);
-    const char *p = "tracesand_update_duration_seconds";
-    char series[200];
-    snprintf(series, sizeof series, "%s_bucket{profile=\"predictive\",le=\"2.5e-06\"}", p);
-    ck_assert_double_eq(sample(text, series), 0);
-    snprintf(series, sizeof series, "%s_bucket{profile=\"predictive\",le=\"5e-06\"}", p);
-    ck_assert_double_eq(sample(text, series), 1);
-    snprintf(series, sizeof series, "%s_bucket{profile=\"predictive\",le=\"0.1\"}", p);
-    ck_assert_double_eq(sample(text, series), 1);
-    snprintf(series, sizeof series, "%s_bucket{profile=\"predictive\",le=\"0.25\"}", p);
-    ck_assert_double_eq(sample(text, series), 2);
-    snprintf(series, sizeof series, "%s_bucket{profile=\"predictive\",le=\"10\"}", p);
-    ck_assert_double_eq(sample(text, series), 2);
-    snprintf(series, sizeof series, "%s_bucket{profile=\"predictive\",le=\"+Inf\"}", p);
-    ck_assert_double_eq(sample(text, series), 3);
-    snprintf(series, sizeof series, "%s_count{profile=\"predictive\"}", p);
-    ck_assert_double_eq(sample(text, series), 3);
-    snprintf(series, sizeof series, "%s_sum{profile=\"predictive\"}", p);
-    ck_assert_double_eq_tol(sample(text, series), 100.200003, 1e-9);
-    snprintf(series, sizeof series, "%s_count{profile=\"geoind\"}", p);
-    ck_assert_double_eq(sample(text, series), 0);
-    ck_assert_double_eq(
-        sample(text, "tracesand_store_commit_batch_size_bucket{le=\"64\"}"), 1);
-    ck_assert_double_eq(
-        sample(text, "tracesand_store_commit_batch_size_bucket{le=\"128\"}"), 2);
-    ck_assert_double_eq(
-        sample(text, "tracesand_store_commit_batch_size_sum"), 101);
-    ck_assert_double_eq(
-        sample(text, "tracesand_store_commit_duration_seconds_bucket{le=\"0.001\"}"), 1);
-    ck_assert_double_eq(
-        sample(text, "tracesand_store_commit_duration_seconds_bucket{le=\"0.005\"}"), 2);
-    ck_assert_double_eq(
-        sample(text, "tracesand_store_commit_duration_seconds_count"), 2);
+    static const struct {
+        const char *series;
+        double value;
+    } expected[] = {
+        { "tracesand_update_duration_seconds_bucket{profile=\"predictive\",le=\"2.5e-06\"}", 0 },
+        { "tracesand_update_duration_seconds_bucket{profile=\"predictive\",le=\"5e-06\"}", 1 },
+        { "tracesand_update_duration_seconds_bucket{profile=\"predictive\",le=\"0.1\"}", 1 },
+        { "tracesand_update_duration_seconds_bucket{profile=\"predictive\",le=\"0.25\"}", 2 },
+        { "tracesand_update_duration_seconds_bucket{profile=\"predictive\",le=\"10\"}", 2 },
+        { "tracesand_update_duration_seconds_bucket{profile=\"predictive\",le=\"+Inf\"}", 3 },
+        { "tracesand_update_duration_seconds_count{profile=\"predictive\"}", 3 },
+        { "tracesand_update_duration_seconds_count{profile=\"geoind\"}", 0 },
+        { "tracesand_store_commit_batch_size_bucket{le=\"64\"}", 1 },
+        { "tracesand_store_commit_batch_size_bucket{le=\"128\"}", 2 },
+        { "tracesand_store_commit_batch_size_sum", 101 },
+        { "tracesand_store_commit_duration_seconds_bucket{le=\"0.001\"}", 1 },
+        { "tracesand_store_commit_duration_seconds_bucket{le=\"0.005\"}", 2 },
+        { "tracesand_store_commit_duration_seconds_count", 2 },
+    };
+    for (size_t i = 0; i < sizeof expected / sizeof *expected; i++) {
+        double got = sample(text, expected[i].series);
+        ck_assert_msg(got == expected[i].value, "%s: %g, expected %g",
+                      expected[i].series, got, expected[i].value);
+    }
+    ck_assert_double_eq_tol(
+        sample(text,
+               "tracesand_update_duration_seconds_sum{profile=\"predictive\"}"),
+        100.200003, 1e-9);
 
     /* Buckets never decrease along a series. */
     double previous = -1.0;

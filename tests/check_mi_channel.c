@@ -19,6 +19,7 @@
 #include "mechanisms/mi_channel.h"
 #include "mechanisms/rng.h"
 #include "tests/support/check_run.h"
+#include "tests/support/memory_file.h"
 #include "tests/support/fake_params.h"
 
 /* ------------------------------------------------------------- helpers */
@@ -99,26 +100,24 @@ static char *temp_path(void)
     return path;
 }
 
+typedef struct channel_source {
+    const ts_channel_meta *meta;
+    const double *c;
+} channel_source;
+
+static int write_channel(FILE *out, const void *ctx, uint64_t *bytes,
+                         char *err, size_t errlen)
+{
+    const channel_source *source = ctx;
+    return ts_channel_write(out, source->meta, source->c, bytes, err, errlen);
+}
+
 /* A file in memory, 8-byte aligned, as the writer produces it. */
 static unsigned char *file_bytes(const ts_channel_meta *m, const double *c,
                                  size_t *len)
 {
-    char *data = NULL;
-    size_t size = 0;
-    FILE *out = open_memstream(&data, &size);
-    ck_assert_ptr_nonnull(out);
-    char err[256];
-    uint64_t bytes = 0;
-    ck_assert_msg(ts_channel_write(out, m, c, &bytes, err, sizeof err) == 0,
-                  "%s", err);
-    ck_assert_int_eq(fclose(out), 0);
-    ck_assert_uint_eq(bytes, size);
-    unsigned char *buf = NULL;
-    ck_assert_int_eq(posix_memalign((void **)&buf, 8, size), 0);
-    memcpy(buf, data, size);
-    free(data);
-    *len = size;
-    return buf;
+    channel_source source = { m, c };
+    return ts_test_memory_file(write_channel, &source, len);
 }
 
 /* Recomputes both checksums, so that a test reaches the checks behind
@@ -295,6 +294,93 @@ TS_TEST(file_round_trip)
     free(id);
     ts_cell_grid_free(&g);
     unlink(path);
+}
+END_TEST
+
+/* The plain triple loop the loader's blocked measure must equal, bit for
+ * bit: max over x < x', z of |ln C(x,z) - ln C(x',z)| / d(x, x'). */
+static double plain_geoind(const double *c, const ts_channel_meta *m,
+                           uint32_t n)
+{
+    double worst = 0.0;
+    for (uint32_t x = 0; x < n; x++)
+        for (uint32_t y = x + 1; y < n; y++) {
+            double ax = (x % m->cols) * m->cell_w_m;
+            double ay = (double)(x / m->cols) * m->cell_h_m;
+            double dx = (y % m->cols) * m->cell_w_m - ax;
+            double dy = (double)(y / m->cols) * m->cell_h_m - ay;
+            double d = sqrt(dx * dx + dy * dy);
+            double most = 0.0;
+            for (uint32_t z = 0; z < n; z++) {
+                double diff = fabs(log(c[(size_t)x * n + z]) -
+                                   log(c[(size_t)y * n + z]));
+                most = diff > most ? diff : most;
+            }
+            if (most / d > worst)
+                worst = most / d;
+        }
+    return worst;
+}
+
+TS_TEST(file_geoind_measure_is_exact)
+{
+    /* Sizes around the measure's blocks of 8 rows and SIMD widths of 2
+     * and 4: partial blocks, odd row lengths. */
+    static const uint32_t shapes[][2] = { { 1, 2 }, { 3, 3 }, { 2, 4 },
+                                          { 3, 5 }, { 5, 7 }, { 4, 8 },
+                                          { 9, 9 }, { 6, 11 } };
+    ts_rng *rng = ts_rng_new_seeded(25);
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        uint32_t rows = shapes[s][0], cols = shapes[s][1], n = rows * cols;
+        ts_cell_grid g;
+        char err[512];
+        ck_assert_msg(ts_cell_grid_init(&g, paris_box, 0.0, rows, cols,
+                                        4096, err, sizeof err) == 0,
+                      "%s", err);
+        ts_channel_meta m = paris_meta(0.5);
+        m.rows = rows;
+        m.cols = cols;
+        m.cell_w_m = g.cell_w;
+        m.cell_h_m = g.cell_h;
+        ts_cell_grid_free(&g);
+        /* Positive entries of random weight, and one column z* that
+         * tells some rows apart far more than the rest: the worst pair is
+         * at z*, first, middle and last of a row (a SIMD tail), between
+         * rows of different parity or against the last row alone (a
+         * partial block). */
+        double *c = malloc((size_t)n * n * sizeof *c);
+        for (int variant = 0; variant < 6; variant++) {
+            uint32_t star = variant % 3 == 0 ? 0
+                            : variant % 3 == 1 ? n / 2 : n - 1;
+            for (uint32_t x = 0; x < n; x++) {
+                double sum = 0.0;
+                for (uint32_t z = 0; z < n; z++) {
+                    int odd = variant < 3 ? x % 2 == 1 : x == n - 1;
+                    double w = z != star ? 0.05 + ts_rng_uniform_open(rng)
+                               : odd     ? 1e-6 : 40.0;
+                    sum += c[(size_t)x * n + z] = w;
+                }
+                for (uint32_t z = 0; z < n; z++)
+                    c[(size_t)x * n + z] /= sum;
+            }
+            size_t len;
+            unsigned char *buf = file_bytes(&m, c, &len);
+            ts_channel_file *f = NULL;
+            ck_assert_msg(ts_channel_open_buffer(buf, len, &f, err,
+                                                 sizeof err) == 0, "%s", err);
+            double plain = plain_geoind(f->channel, &m, n);
+            ck_assert_msg(plain > 0.0, "%u x %u: nothing measured", rows,
+                          cols);
+            ck_assert_msg(f->geoind_measured == plain,
+                          "%u x %u cells, column %u: measured %.17g, the "
+                          "plain loop %.17g", rows, cols, star,
+                          f->geoind_measured, plain);
+            ts_channel_close(f);
+            free(buf);
+        }
+        free(c);
+    }
+    ts_rng_free(rng);
 }
 END_TEST
 

@@ -177,36 +177,59 @@ static size_t random_cell_k(ts_rng *rng, size_t cells, ts_pim_context *ctx)
 
 /* ---------------------------------------------------------------- hulls */
 
-START_TEST(test_hull_matches_brute_force)
+/* Trials of ts_convex_hull against the brute force. */
+typedef struct hull_tally {
+    int mismatches, malformed, trials;
+    size_t max_vertices;
+} hull_tally;
+
+/* One trial on n random points of `kind` (pts, work and brute hold n,
+ * hull 2 n). A LINE's hull is a segment: at most 2 vertices, exactly 2
+ * when `segment` (n > 1 distinct points certain). */
+static void hull_trial(hull_tally *t, ts_rng *rng, point_kind kind, size_t n,
+                       int segment, ts_vec2 *pts, ts_vec2 *work,
+                       ts_vec2 *hull, ts_vec2 *brute)
+{
+    random_points(rng, kind, pts, n);
+    memcpy(work, pts, n * sizeof *pts);
+    size_t h = ts_convex_hull(work, n, hull);
+    size_t b = brute_force_vertices(pts, n, brute);
+    t->mismatches += !same_set(hull, h, brute, b);
+    t->malformed += !well_formed(hull, h);
+    if (kind == LINE)
+        t->malformed += segment ? h != 2 : h > 2;
+    if (h > t->max_vertices)
+        t->max_vertices = h;
+    t->trials++;
+}
+
+/* Every hull matched and was well formed, and the circle sets really were
+ * large (some hull had min_vertices). */
+static void assert_hulls(const hull_tally *t, size_t min_vertices)
+{
+    ck_assert_msg(t->mismatches == 0, "%d of %d hulls differ from brute force",
+                  t->mismatches, t->trials);
+    ck_assert_int_eq(t->malformed, 0);
+    ck_assert_uint_ge(t->max_vertices, min_vertices);
+}
+
+TS_TEST(test_hull_matches_brute_force)
 {
     static const point_kind kinds[] = {SMALL_GRID, REALS, CIRCLE, LINE};
     ts_rng *rng = ts_rng_new_seeded(1001);
     ts_vec2 pts[MAX_POINTS], work[MAX_POINTS], hull[2 * MAX_POINTS], brute[MAX_POINTS];
-    int mismatches = 0, malformed = 0, trials = 0;
-    size_t max_vertices = 0;
+    hull_tally t = {0};
     for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++)
         for (int trial = 0; trial < 150; trial++) {
             size_t n = 1 + (size_t)(ts_rng_u64(rng) % 40);
-            random_points(rng, kinds[k], pts, n);
-            memcpy(work, pts, sizeof pts);
-            size_t h = ts_convex_hull(work, n, hull);
-            size_t b = brute_force_vertices(pts, n, brute);
-            mismatches += !same_set(hull, h, brute, b);
-            malformed += !well_formed(hull, h);
-            if (kinds[k] == LINE)
-                malformed += h > 2;
-            if (h > max_vertices)
-                max_vertices = h;
-            trials++;
+            hull_trial(&t, rng, kinds[k], n, 0, pts, work, hull, brute);
         }
     ts_rng_free(rng);
-    ck_assert_msg(mismatches == 0, "%d of %d hulls differ from brute force", mismatches, trials);
-    ck_assert_int_eq(malformed, 0);
-    ck_assert_uint_ge(max_vertices, 30); /* the circle sets really were large */
+    assert_hulls(&t, 30);
 }
 END_TEST
 
-START_TEST(test_hull_degenerate_inputs)
+TS_TEST(test_hull_degenerate_inputs)
 {
     ts_vec2 hull[16];
     ts_vec2 one[3] = {{2.0, 3.0}, {2.0, 3.0}, {2.0, 3.0}};
@@ -239,7 +262,7 @@ START_TEST(test_hull_degenerate_inputs)
 END_TEST
 
 /* The result does not depend on the order of the input (the tie rule). */
-START_TEST(test_hull_order_independent)
+TS_TEST(test_hull_order_independent)
 {
     ts_rng *rng = ts_rng_new_seeded(1002);
     ts_vec2 pts[40], shuffled[40], h1[80], h2[80];
@@ -269,35 +292,21 @@ END_TEST
  * by the sort shows in the vertex set. Exact comparison (lattice points,
  * see the header comment). */
 #define LARGE_POINTS 320
-START_TEST(test_hull_large_n_matches_brute_force)
+TS_TEST(test_hull_large_n_matches_brute_force)
 {
     static const point_kind kinds[] = {SMALL_GRID, REALS, CIRCLE, LINE};
     static const size_t sizes[] = {65, 66, 71, 72, 100, 127, 128, 129, 200, 257, 300, 317};
     ts_rng *rng = ts_rng_new_seeded(1009);
     static ts_vec2 pts[LARGE_POINTS], work[LARGE_POINTS], hull[2 * LARGE_POINTS],
         brute[LARGE_POINTS];
-    int mismatches = 0, malformed = 0, trials = 0;
-    size_t max_vertices = 0;
+    hull_tally t = {0};
     for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++)
         for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++)
-            for (int trial = 0; trial < 3; trial++) {
-                size_t n = sizes[s];
-                random_points(rng, kinds[k], pts, n);
-                memcpy(work, pts, n * sizeof *pts);
-                size_t h = ts_convex_hull(work, n, hull);
-                size_t b = brute_force_vertices(pts, n, brute);
-                mismatches += !same_set(hull, h, brute, b);
-                malformed += !well_formed(hull, h);
-                if (kinds[k] == LINE)
-                    malformed += h != 2;
-                if (h > max_vertices)
-                    max_vertices = h;
-                trials++;
-            }
+            for (int trial = 0; trial < 3; trial++)
+                hull_trial(&t, rng, kinds[k], sizes[s], 1, pts, work, hull,
+                           brute);
     ts_rng_free(rng);
-    ck_assert_msg(mismatches == 0, "%d of %d hulls differ from brute force", mismatches, trials);
-    ck_assert_int_eq(malformed, 0);
-    ck_assert_uint_ge(max_vertices, 200); /* the circle sets really were large */
+    assert_hulls(&t, 200);
 }
 END_TEST
 
@@ -442,7 +451,7 @@ static int same_set_tol(const ts_vec2 *a, size_t na, const ts_vec2 *b, size_t nb
  * this only forgives rounding the code may legitimately do. Also checked:
  * the output convention. Grid origins from
  * 0 to UTM-like 4.5e5 m and cells of 340 and 100.25 m. */
-START_TEST(test_context_hull_matches_brute_force)
+TS_TEST(test_context_hull_matches_brute_force)
 {
     static const struct {
         double x0, y0, cell;
@@ -509,7 +518,7 @@ END_TEST
 
 /* ------------------------------------------------------ Minkowski sums */
 
-START_TEST(test_sensitivity_hull_matches_brute_force)
+TS_TEST(test_sensitivity_hull_matches_brute_force)
 {
     static const point_kind kinds[] = {SMALL_GRID, REALS, CIRCLE, LINE};
     ts_rng *rng = ts_rng_new_seeded(1003);
@@ -548,7 +557,7 @@ START_TEST(test_sensitivity_hull_matches_brute_force)
 }
 END_TEST
 
-START_TEST(test_minkowski_sum_matches_brute_force)
+TS_TEST(test_minkowski_sum_matches_brute_force)
 {
     static const point_kind kinds[] = {SMALL_GRID, REALS, CIRCLE, LINE};
     ts_rng *rng = ts_rng_new_seeded(1004);
@@ -585,7 +594,7 @@ END_TEST
 
 /* ------------------------------------------------- area and moments */
 
-START_TEST(test_area_centroid_moment_closed_forms)
+TS_TEST(test_area_centroid_moment_closed_forms)
 {
     /* Unit right triangle: area 1/2, centroid (1/3, 1/3), E[x^2] = 1/6,
      * E[xy] = 1/12 (direct integration). */
@@ -668,7 +677,7 @@ static void check_moment_by_monte_carlo(const ts_vec2 *v, size_t n, ts_rng *rng,
     }
 }
 
-START_TEST(test_second_moment_monte_carlo)
+TS_TEST(test_second_moment_monte_carlo)
 {
     ts_rng *rng = ts_rng_new_seeded(1005);
     ts_vec2 pts[20], hull[40];
@@ -710,7 +719,7 @@ static double isotropy_error(ts_sym2 sigma, ts_mat2 t, ts_mat2 inv)
     return e;
 }
 
-START_TEST(test_isotropic_transform_exact)
+TS_TEST(test_isotropic_transform_exact)
 {
     ts_rng *rng = ts_rng_new_seeded(1006);
     ts_pim_context ctx;
@@ -854,7 +863,7 @@ static ts_vec2 naive_barycentric(const ts_vec2 *v, size_t n, const double *fan, 
                       v[0].y + u * (v[k + 1].y - v[0].y) + w * (v[k + 2].y - v[0].y)};
 }
 
-START_TEST(test_uniform_sampler_chi_square)
+TS_TEST(test_uniform_sampler_chi_square)
 {
     ts_rng *rng = ts_rng_new_seeded(1007);
     ts_pim_context ctx;
@@ -911,7 +920,7 @@ static double gauge_by_bisection(const ts_vec2 *v, size_t n, ts_vec2 p)
     return hi;
 }
 
-START_TEST(test_gauge_properties)
+TS_TEST(test_gauge_properties)
 {
     ts_rng *rng = ts_rng_new_seeded(1008);
     ts_pim_context ctx;
@@ -993,25 +1002,7 @@ START_TEST(test_gauge_properties)
 }
 END_TEST
 
-static Suite *geometry_suite(void)
-{
-    Suite *s = suite_create("pim_geometry");
-    TS_CHECK_CASE(s, "hull", 120, NULL, NULL,
-                  test_hull_matches_brute_force, test_hull_degenerate_inputs,
-                  test_hull_order_independent,
-                  test_hull_large_n_matches_brute_force,
-                  test_context_hull_matches_brute_force,
-                  test_sensitivity_hull_matches_brute_force,
-                  test_minkowski_sum_matches_brute_force);
-    TS_CHECK_CASE(s, "polygon", 120, NULL, NULL,
-                  test_area_centroid_moment_closed_forms,
-                  test_second_moment_monte_carlo,
-                  test_isotropic_transform_exact,
-                  test_uniform_sampler_chi_square, test_gauge_properties);
-    return s;
-}
-
 int main(void)
 {
-    return ts_check_run(geometry_suite());
+    return ts_check_main("pim_geometry", 120, NULL, NULL);
 }

@@ -110,7 +110,7 @@ static double pim_at_density(const void *p, ts_vec2 z)
     return ts_pim_density(a->ctx, a->eps, z, a->s);
 }
 
-START_TEST(test_pim_density_integrates_to_one)
+TS_TEST(test_pim_density_integrates_to_one)
 {
     ts_vec2 centres[DEMO_COUNT];
     demo_centres(centres);
@@ -175,7 +175,7 @@ static double lm_at_density(const void *p, ts_vec2 z)
     return ts_lm_delta_density(a->scale, z, a->s);
 }
 
-START_TEST(test_lm_density_integrates_to_one)
+TS_TEST(test_lm_density_integrates_to_one)
 {
     ts_vec2 centres[DEMO_COUNT];
     demo_centres(centres);
@@ -212,7 +212,7 @@ static double gamma2_cdf(double x, double scale)
 
 #define KS_SAMPLES 100000
 
-START_TEST(test_pim_noise_law)
+TS_TEST(test_pim_noise_law)
 {
     ts_vec2 centres[DEMO_COUNT];
     demo_centres(centres);
@@ -263,7 +263,7 @@ START_TEST(test_pim_noise_law)
 }
 END_TEST
 
-START_TEST(test_lm_noise_law)
+TS_TEST(test_lm_noise_law)
 {
     ts_rng *rng = ts_rng_new_seeded(2002);
     double *l1 = malloc(KS_SAMPLES * sizeof *l1);
@@ -396,7 +396,7 @@ static int lm_release(const void *m, ts_vec2 secret, ts_rng *rng, ts_vec2 *z)
     return ts_lm_delta_sample(secret, ((const lm_mech *)m)->scale, rng, z);
 }
 
-START_TEST(test_pim_privacy_audit)
+TS_TEST(test_pim_privacy_audit)
 {
     static audit_grid g1, g2;
     ts_vec2 centres[DEMO_COUNT];
@@ -457,7 +457,7 @@ START_TEST(test_pim_privacy_audit)
 }
 END_TEST
 
-START_TEST(test_lm_privacy_audit)
+TS_TEST(test_lm_privacy_audit)
 {
     static audit_grid g1, g2;
     ts_vec2 centres[DEMO_COUNT];
@@ -511,7 +511,7 @@ static void check_finite_samples(const ts_pim_context *ctx, ts_vec2 x)
     ck_assert_int_eq(bad, 0);
 }
 
-START_TEST(test_degenerate_sets)
+TS_TEST(test_degenerate_sets)
 {
     ts_pim_context ctx;
     ts_pim_context_init(&ctx);
@@ -573,7 +573,7 @@ START_TEST(test_degenerate_sets)
 }
 END_TEST
 
-START_TEST(test_invalid_input_fails_closed)
+TS_TEST(test_invalid_input_fails_closed)
 {
     ts_pim_context ctx;
     ts_pim_context_init(&ctx);
@@ -623,7 +623,7 @@ END_TEST
 /* The geometry is a function of the SET: order and duplicates of the
  * centres do not change a single bit, and a reused context (grown, then
  * shrunk) gives the same result as a fresh one. */
-START_TEST(test_context_deterministic_and_reusable)
+TS_TEST(test_context_deterministic_and_reusable)
 {
     ts_rng *rng = ts_rng_new_seeded(2007);
     ts_pim_context reused, fresh;
@@ -657,7 +657,7 @@ END_TEST
 
 /* Not a pass/fail benchmark: timings for the report, plus a sanity bound
  * far above the design target (O(n log n) build, O(log h) per sample). */
-START_TEST(test_cost_report)
+TS_TEST(test_cost_report)
 {
     ts_rng *rng = ts_rng_new_seeded(2008);
     ts_vec2 centres[400];
@@ -695,22 +695,7 @@ START_TEST(test_cost_report)
 }
 END_TEST
 
-static Suite *noise_suite(void)
-{
-    Suite *s = suite_create("pim_noise");
-    TS_CHECK_CASE(s, "density", 300, NULL, NULL,
-                  test_pim_density_integrates_to_one,
-                  test_lm_density_integrates_to_one);
-    TS_CHECK_CASE(s, "law", 300, NULL, NULL,
-                  test_pim_noise_law, test_lm_noise_law,
-                  test_pim_privacy_audit, test_lm_privacy_audit);
-    TS_CHECK_CASE(s, "edge", 300, NULL, NULL,
-                  test_degenerate_sets, test_invalid_input_fails_closed,
-                  test_context_deterministic_and_reusable, test_cost_report);
-    return s;
-}
-
 int main(void)
 {
-    return ts_check_run(noise_suite());
+    return ts_check_main("pim_noise", 300, NULL, NULL);
 }

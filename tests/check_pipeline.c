@@ -87,6 +87,16 @@ static void teardown(void)
     rng = NULL;
 }
 
+/* The fixture's pipeline again, with other user-table limits. */
+static void restart_pipeline(size_t max_users, int64_t idle_ttl_ms)
+{
+    ts_pipeline_free(pipeline);
+    ts_pipeline_limits limits = default_limits();
+    limits.max_users = max_users;
+    limits.idle_ttl_ms = idle_ttl_ms;
+    pipeline = make_pipeline(&limits);
+}
+
 static ts_input point(const char *user, int64_t ts_ms, const char *profile)
 {
     ts_input in = {
@@ -138,7 +148,7 @@ static ts_reason rejected_reason(const ts_input *in)
 
 /* ------------------------------------------------------- validation */
 
-START_TEST(test_missing_user_id)
+TS_TEST(test_missing_user_id)
 {
     ts_input in = point(NULL, 1000, NULL);
     ck_assert_int_eq(rejected_reason(&in), TS_REASON_MISSING_USER_ID);
@@ -151,7 +161,7 @@ START_TEST(test_missing_user_id)
 }
 END_TEST
 
-START_TEST(test_invalid_user_id)
+TS_TEST(test_invalid_user_id)
 {
     static const char *const bad[] = {
         "seventeen-bytes-x",   /* limit is 16 */
@@ -182,7 +192,7 @@ START_TEST(test_invalid_user_id)
 }
 END_TEST
 
-START_TEST(test_invalid_timestamp)
+TS_TEST(test_invalid_timestamp)
 {
     ts_input in = point("u", 0, NULL);
     ck_assert_int_eq(rejected_reason(&in), TS_REASON_INVALID_TIMESTAMP);
@@ -195,7 +205,7 @@ START_TEST(test_invalid_timestamp)
 }
 END_TEST
 
-START_TEST(test_invalid_coordinate)
+TS_TEST(test_invalid_coordinate)
 {
     const double bad[][2] = {
         { NAN, 0.0 }, { 0.0, NAN }, { INFINITY, 0.0 }, { 0.0, -INFINITY },
@@ -215,7 +225,7 @@ START_TEST(test_invalid_coordinate)
 }
 END_TEST
 
-START_TEST(test_invalid_accuracy)
+TS_TEST(test_invalid_accuracy)
 {
     const double bad[] = { -1.0, NAN, INFINITY };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
@@ -238,7 +248,7 @@ START_TEST(test_invalid_accuracy)
 }
 END_TEST
 
-START_TEST(test_unknown_profile)
+TS_TEST(test_unknown_profile)
 {
     ts_input in = point("u", 1000, "nope");
     ts_outcome out = run(&in);
@@ -264,7 +274,7 @@ START_TEST(test_unknown_profile)
 }
 END_TEST
 
-START_TEST(test_validation_order)
+TS_TEST(test_validation_order)
 {
     /* Each input also has every later problem; the first one wins. */
     ts_input in = point("bad\x01", -1, "nope");
@@ -285,7 +295,7 @@ END_TEST
 
 /* ----------------------------------------------------------- ordering */
 
-START_TEST(test_equal_timestamps_allowed)
+TS_TEST(test_equal_timestamps_allowed)
 {
     ts_input in = point("u", 5000, NULL);
     ck_assert(run(&in).sanitized);
@@ -295,7 +305,7 @@ START_TEST(test_equal_timestamps_allowed)
 }
 END_TEST
 
-START_TEST(test_backwards_rejected_ledger_unchanged)
+TS_TEST(test_backwards_rejected_ledger_unchanged)
 {
     ts_input in = point("u", 5000, NULL);
     ts_outcome first = run(&in);
@@ -325,7 +335,7 @@ END_TEST
 
 /* ------------------------------------------------------------- budget */
 
-START_TEST(test_exhaustion_drop)
+TS_TEST(test_exhaustion_drop)
 {
     ts_input in = point("u", 1000, "a");
     for (int i = 0; i < 4; i++) {
@@ -355,7 +365,7 @@ START_TEST(test_exhaustion_drop)
 }
 END_TEST
 
-START_TEST(test_exhaustion_repeat)
+TS_TEST(test_exhaustion_repeat)
 {
     ts_input in = point("u", 1000, "r");
     ts_outcome last = { 0 };
@@ -393,7 +403,7 @@ START_TEST(test_exhaustion_repeat)
 }
 END_TEST
 
-START_TEST(test_repeat_without_previous_point)
+TS_TEST(test_repeat_without_previous_point)
 {
     /* a window that cannot pay for even one point: nothing to repeat, and
      * the rejected first update does not create the user */
@@ -405,7 +415,7 @@ START_TEST(test_repeat_without_previous_point)
 }
 END_TEST
 
-START_TEST(test_window_rollover)
+TS_TEST(test_window_rollover)
 {
     ts_input in = point("u", 1000, NULL);
     for (int i = 0; i < 4; i++)
@@ -434,7 +444,7 @@ START_TEST(test_window_rollover)
 }
 END_TEST
 
-START_TEST(test_profile_conflict)
+TS_TEST(test_profile_conflict)
 {
     ts_input in = point("u", 1000, "a");
     ck_assert(run(&in).sanitized);
@@ -464,7 +474,7 @@ START_TEST(test_profile_conflict)
 }
 END_TEST
 
-START_TEST(test_eps_accounting)
+TS_TEST(test_eps_accounting)
 {
     /* Mixed sequence over three users and several windows, with repeats:
      * in every window the published eps_point values add up to the
@@ -517,7 +527,7 @@ static void assert_refusal_left_no_trace(ts_input *in, fake_mode failing_mode,
     ck_assert_uint_eq(ts_pipeline_user_count(pipeline), 1);
 }
 
-START_TEST(test_internal_error)
+TS_TEST(test_internal_error)
 {
     ts_input in = point("u", 1000, NULL);
     ck_assert(run(&in).sanitized);
@@ -535,7 +545,7 @@ END_TEST
 
 /* The mechanism sees the user's pseudonym (for a personal model), not a
  * copy: same bytes, exact length, no terminator needed. */
-START_TEST(test_user_passed_to_mechanism)
+TS_TEST(test_user_passed_to_mechanism)
 {
     ts_input in = point("alice", 1000, NULL);
     ck_assert(run(&in).sanitized);
@@ -544,7 +554,7 @@ START_TEST(test_user_passed_to_mechanism)
 }
 END_TEST
 
-START_TEST(test_outside_region)
+TS_TEST(test_outside_region)
 {
     ts_input in = point("u", 1000, NULL);
     ck_assert(run(&in).sanitized);
@@ -567,7 +577,7 @@ START_TEST(test_outside_region)
 }
 END_TEST
 
-START_TEST(test_misbehaving_mechanism_refused)
+TS_TEST(test_misbehaving_mechanism_refused)
 {
     const fake_mode modes[] = { FAKE_BAD_COORDINATE, FAKE_OVERSPEND };
     ts_input in = point("u", 1000, NULL);
@@ -592,7 +602,7 @@ END_TEST
 /* Issue 10, item 3: a report equal to the input is a legitimate sample
  * (noise can be zero); refusing it would make the rejection depend on the
  * secret. It is published and spends like any other. */
-START_TEST(test_report_equal_to_truth_published)
+TS_TEST(test_report_equal_to_truth_published)
 {
     ts_input in = point("u", 1000, NULL);
     fakes[0]->mode = FAKE_IDENTITY;
@@ -607,7 +617,7 @@ START_TEST(test_report_equal_to_truth_published)
 }
 END_TEST
 
-START_TEST(test_output_never_equals_input)
+TS_TEST(test_output_never_equals_input)
 {
     /* Every sanitized outcome of a sweep over many points, users, windows
      * and both policies differs from its input in both coordinates (run()
@@ -628,13 +638,9 @@ END_TEST
 
 /* ------------------------------------------------- table and expiry */
 
-START_TEST(test_table_full_and_expiry)
+TS_TEST(test_table_full_and_expiry)
 {
-    ts_pipeline_free(pipeline);
-    ts_pipeline_limits limits = default_limits();
-    limits.max_users = 2;
-    limits.idle_ttl_ms = 1000;
-    pipeline = make_pipeline(&limits);
+    restart_pipeline(2, 1000);
 
     ts_input a = point("a", 1000, NULL);
     ts_input b = point("b", 1000, NULL);
@@ -681,7 +687,7 @@ END_TEST
  * arrives as the C string "alice"); the wire length gives it away, and it
  * is refused instead of being debited and published as "alice". The same
  * for a profile name ("geoind\0junk" would have resolved to "geoind"). */
-START_TEST(test_nul_inside_ids_refused)
+TS_TEST(test_nul_inside_ids_refused)
 {
     ts_input in = point("alice", 1000, NULL);
     in.has_wire_lengths = 1;
@@ -707,13 +713,9 @@ START_TEST(test_nul_inside_ids_refused)
 }
 END_TEST
 
-START_TEST(test_dead_table_admits_new_users)
+TS_TEST(test_dead_table_admits_new_users)
 {
-    ts_pipeline_free(pipeline);
-    ts_pipeline_limits limits = default_limits();
-    limits.max_users = 3;
-    limits.idle_ttl_ms = 1000;
-    pipeline = make_pipeline(&limits);
+    restart_pipeline(3, 1000);
 
     const char *const dead[] = {"a", "b", "c"};
     for (size_t i = 0; i < 3; i++) {
@@ -739,7 +741,7 @@ START_TEST(test_dead_table_admits_new_users)
 }
 END_TEST
 
-START_TEST(test_expire_requires_idle_and_closed_window)
+TS_TEST(test_expire_requires_idle_and_closed_window)
 {
     ts_input a = point("a", 1000, NULL);
     ts_input b = point("b", 1000, NULL);
@@ -764,7 +766,7 @@ START_TEST(test_expire_requires_idle_and_closed_window)
 }
 END_TEST
 
-START_TEST(test_expire_scan_budget)
+TS_TEST(test_expire_scan_budget)
 {
     /* 50 users expirable at watermark 20000; a budget of 8 per call removes
      * at most 8, and repeated calls eventually remove all of them. */
@@ -788,7 +790,7 @@ START_TEST(test_expire_scan_budget)
 }
 END_TEST
 
-START_TEST(test_rejections_create_no_users)
+TS_TEST(test_rejections_create_no_users)
 {
     /* a flood of distinct new ids whose updates all get rejected leaves the
      * table empty */
@@ -805,7 +807,7 @@ END_TEST
 
 /* --------------------------------------------------------- bookkeeping */
 
-START_TEST(test_stats)
+TS_TEST(test_stats)
 {
     ts_input ok = point("u", 1000, NULL);
     ts_input bad = point("", 1000, NULL);
@@ -836,7 +838,7 @@ START_TEST(test_stats)
 }
 END_TEST
 
-START_TEST(test_reason_names)
+TS_TEST(test_reason_names)
 {
     static const char *const expected[TS_REASON_COUNT] = {
         "none", "malformed", "oversized", "batch_too_large", "empty_batch",
@@ -852,7 +854,7 @@ START_TEST(test_reason_names)
 }
 END_TEST
 
-START_TEST(test_profile_accessors)
+TS_TEST(test_profile_accessors)
 {
     ck_assert_uint_eq(ts_pipeline_profile_count(pipeline), 3);
     ck_assert_str_eq(ts_pipeline_profile_at(pipeline, 2)->name, "r");
@@ -864,7 +866,7 @@ START_TEST(test_profile_accessors)
 }
 END_TEST
 
-START_TEST(test_new_rejects_bad_arguments)
+TS_TEST(test_new_rejects_bad_arguments)
 {
     /* ownership passes even on failure: ASan/valgrind catch leaks */
     ts_pipeline_limits limits = default_limits();
@@ -896,16 +898,9 @@ END_TEST
 
 /* A 3 x 3 grid of 100 m cells at (0, 0) whose chain jumps anywhere
  * uniformly: enough for the mechanism to run; the test is about the
- * pipeline around it. Written to a temporary file; the caller unlinks. */
-static void write_pim_model_chain(char *path, size_t path_len, int stay);
-
-static void write_pim_model(char *path, size_t path_len)
-{
-    write_pim_model_chain(path, path_len, 0);
-}
-
-/* stay: the chain never moves (each row is its own cell), so the belief
- * narrows with every release instead of returning to uniform. */
+ * pipeline around it. Written to a temporary file; the caller unlinks.
+ * With `stay` the chain never moves (each row is its own cell), so the
+ * belief narrows with every release instead of returning to uniform. */
 static void write_pim_model_chain(char *path, size_t path_len, int stay)
 {
     snprintf(path, path_len, "%s/check_pipeline_model.XXXXXX",
@@ -948,6 +943,18 @@ static void write_pim_model_chain(char *path, size_t path_len, int stay)
     ck_assert_msg(ts_model_write(out, &grid, 10.0, &popular, NULL, 0, NULL,
                                  err, sizeof err) == 0, "%s", err);
     ck_assert_int_eq(fclose(out), 0);
+}
+
+/* The model file's path, and the same as a configuration string literal. */
+typedef struct model_file {
+    char path[512];
+    char literal[600];
+} model_file;
+
+static void write_model_file(model_file *file, int stay)
+{
+    write_pim_model_chain(file->path, sizeof file->path, stay);
+    snprintf(file->literal, sizeof file->literal, "\"%s\"", file->path);
 }
 
 /* A pipeline from the built-in defaults plus these overrides. */
@@ -995,23 +1002,25 @@ static ts_outcome pim_point(ts_pipeline *p, const char *user, int64_t ts_ms,
     return out;
 }
 
+/* The pim profile's tests build their pipeline from a model file of their
+ * own, without the fake mechanism's fixture. */
+TS_CASE(pim, 0, NULL, NULL);
+
 /* outside_region = "reject": an out-of-region point is refused as
  * outside_region, counted, and changes nothing: the same seeded run without
  * it publishes exactly the same next point (belief, ledger and rng stream
  * all untouched). */
-START_TEST(test_pim_outside_region)
+TS_TEST_IN(pim, test_pim_outside_region)
 {
-    char path[512];
-    write_pim_model(path, sizeof path);
-    char literal[600];
-    snprintf(literal, sizeof literal, "\"%s\"", path);
+    model_file model;
+    write_model_file(&model, 0);
     ts_rng *rng_a = ts_rng_new_seeded(7);
     ts_rng *rng_b = ts_rng_new_seeded(7);
     ck_assert_ptr_nonnull(rng_a);
     ck_assert_ptr_nonnull(rng_b);
-    ts_pipeline *with = pim_pipeline_with(literal, "reject", rng_a);
-    ts_pipeline *without = pim_pipeline_with(literal, "reject", rng_b);
-    unlink(path);
+    ts_pipeline *with = pim_pipeline_with(model.literal, "reject", rng_a);
+    ts_pipeline *without = pim_pipeline_with(model.literal, "reject", rng_b);
+    unlink(model.path);
 
     const double inside = 150.0 / PIM_EARTH_R * PIM_DEG;   /* centre cell */
     const double outside_lat = 0.5, outside_lon = 0.25;    /* ~55 km off */
@@ -1057,16 +1066,14 @@ END_TEST
 /* The default, outside_region = "surrogate": an out-of-region point is an
  * ordinary release -- sanitized, spent, counted as sanitized, with nothing
  * in the outcome that differs in kind from an in-region point. */
-START_TEST(test_pim_outside_region_default)
+TS_TEST_IN(pim, test_pim_outside_region_default)
 {
-    char path[512];
-    write_pim_model(path, sizeof path);
-    char literal[600];
-    snprintf(literal, sizeof literal, "\"%s\"", path);
+    model_file model;
+    write_model_file(&model, 0);
     ts_rng *rng = ts_rng_new_seeded(7);
     ck_assert_ptr_nonnull(rng);
-    ts_pipeline *p = pim_pipeline(literal, rng);
-    unlink(path);
+    ts_pipeline *p = pim_pipeline(model.literal, rng);
+    unlink(model.path);
 
     const double inside = 150.0 / PIM_EARTH_R * PIM_DEG;
     ts_outcome first = pim_point(p, "u", 1000, inside, inside);
@@ -1106,22 +1113,20 @@ static ts_pipeline *pim_window_pipeline(const char *literal, int window_s,
     return pipeline_with_overrides(overrides, 6, source);
 }
 
-START_TEST(test_pim_belief_crosses_windows)
+TS_TEST_IN(pim, test_pim_belief_crosses_windows)
 {
-    char path[512];
-    write_pim_model_chain(path, sizeof path, 1);
-    char literal[600];
-    snprintf(literal, sizeof literal, "\"%s\"", path);
+    model_file model;
+    write_model_file(&model, 1);
     ts_rng *rng[3];
     ts_pipeline *p[3];
     /* 0: one long window; 1: 150 s windows, carried; 2: 150 s, reset */
     for (int i = 0; i < 3; i++) {
         rng[i] = ts_rng_new_seeded(11);
         ck_assert_ptr_nonnull(rng[i]);
-        p[i] = pim_window_pipeline(literal, i == 0 ? 86400 : 150, i != 2,
+        p[i] = pim_window_pipeline(model.literal, i == 0 ? 86400 : 150, i != 2,
                                    rng[i]);
     }
-    unlink(path);
+    unlink(model.path);
 
     const double inside = 150.0 / PIM_EARTH_R * PIM_DEG;   /* centre cell */
     ts_outcome out[3];
@@ -1156,7 +1161,7 @@ END_TEST
 /* model = "": the profile is configured but disabled; its updates are
  * rejected as unknown_profile with a detail saying why, and the other
  * profiles run. */
-START_TEST(test_disabled_profile_rejected)
+TS_TEST_IN(pim, test_disabled_profile_rejected)
 {
     ts_rng *source = ts_rng_new_seeded(9);
     ck_assert_ptr_nonnull(source);
@@ -1203,7 +1208,7 @@ static ts_outcome at(int64_t clock_ms, const char *user, int64_t ts_ms)
     return run(&in);
 }
 
-START_TEST(test_clock_window_needs_both_ends)
+TS_TEST(test_clock_window_needs_both_ends)
 {
     ts_outcome out = at(CLOCK0, "u", 1000);
     ck_assert(out.sanitized);
@@ -1242,7 +1247,7 @@ END_TEST
 
 /* The LMDB attack of the issue, in one message (one clock reading): a
  * window dated a day back, then one past its end. */
-START_TEST(test_clock_two_windows_at_one_instant_refused)
+TS_TEST(test_clock_two_windows_at_one_instant_refused)
 {
     int64_t day = INT64_C(86400000);
     int64_t now = CLOCK0;
@@ -1262,7 +1267,7 @@ END_TEST
 /* Both ends passed, but the window accepted an update at this very clock
  * instant: the next window waits for the next instant, so no instant
  * holds two windows' budget. */
-START_TEST(test_clock_one_window_per_instant)
+TS_TEST(test_clock_one_window_per_instant)
 {
     ck_assert(at(CLOCK0, "u", 1000).sanitized);
     int64_t later = CLOCK0 + WINDOW_MS;
@@ -1281,7 +1286,7 @@ END_TEST
 /* The memory-only attack: another user's timestamp moves the watermark
  * past the victim's window; expiry must still keep the victim until its
  * window is W old by the clock. */
-START_TEST(test_clock_expiry_waits_for_the_clock)
+TS_TEST(test_clock_expiry_waits_for_the_clock)
 {
     ck_assert(at(CLOCK0, "v", 1000).sanitized);
     for (int i = 0; i < 3; i++)
@@ -1303,7 +1308,7 @@ START_TEST(test_clock_expiry_waits_for_the_clock)
 }
 END_TEST
 
-START_TEST(test_clock_never_moves_back)
+TS_TEST(test_clock_never_moves_back)
 {
     ck_assert(at(CLOCK0, "u", 1000).sanitized);
     ts_pipeline_set_clock(pipeline, CLOCK0 + WINDOW_MS);
@@ -1407,11 +1412,7 @@ static size_t check_debits(const debit *d, size_t n)
  * full table and a watermark mover, with or without a state backend. */
 static void hostile_search(uint64_t seed, int with_backend)
 {
-    ts_pipeline_free(pipeline);
-    ts_pipeline_limits limits = default_limits();
-    limits.max_users = 4;        /* new users force expiry on insertion */
-    limits.idle_ttl_ms = 0;
-    pipeline = make_pipeline(&limits);
+    restart_pipeline(4, 0);    /* new users force expiry on insertion */
     map_backend mb = { .backend = { .ctx = &mb, .load = map_load,
                                     .save = map_save } };
     if (with_backend) {
@@ -1502,14 +1503,14 @@ static void hostile_search(uint64_t seed, int with_backend)
     ts_record_map_free(mb.map);
 }
 
-START_TEST(test_clock_hostile_search_memory)
+TS_TEST(test_clock_hostile_search_memory)
 {
     for (uint64_t seed = 1; seed <= 3; seed++)
         hostile_search(seed, 0);
 }
 END_TEST
 
-START_TEST(test_clock_hostile_search_backend)
+TS_TEST(test_clock_hostile_search_backend)
 {
     for (uint64_t seed = 11; seed <= 13; seed++)
         hostile_search(seed, 1);
@@ -1518,7 +1519,7 @@ END_TEST
 
 /* Without a clock (`tracesan sanitize`), windows follow event time alone,
  * as before. */
-START_TEST(test_unclocked_is_event_time)
+TS_TEST(test_unclocked_is_event_time)
 {
     ts_input in = point("u", 1000, NULL);
     ck_assert(run(&in).sanitized);
@@ -1528,45 +1529,7 @@ START_TEST(test_unclocked_is_event_time)
 }
 END_TEST
 
-static Suite *pipeline_suite(void)
-{
-    Suite *s = suite_create("pipeline");
-    TS_CHECK_CASE(s, "core", 0, setup, teardown,
-                  test_missing_user_id, test_invalid_user_id,
-                  test_invalid_timestamp, test_invalid_coordinate,
-                  test_invalid_accuracy, test_unknown_profile,
-                  test_validation_order, test_equal_timestamps_allowed,
-                  test_backwards_rejected_ledger_unchanged,
-                  test_exhaustion_drop, test_exhaustion_repeat,
-                  test_repeat_without_previous_point, test_window_rollover,
-                  test_profile_conflict, test_eps_accounting,
-                  test_internal_error, test_user_passed_to_mechanism,
-                  test_outside_region, test_misbehaving_mechanism_refused,
-                  test_report_equal_to_truth_published,
-                  test_output_never_equals_input, test_table_full_and_expiry,
-                  test_dead_table_admits_new_users,
-                  test_nul_inside_ids_refused,
-                  test_expire_requires_idle_and_closed_window,
-                  test_expire_scan_budget, test_rejections_create_no_users,
-                  test_stats, test_reason_names, test_profile_accessors,
-                  test_new_rejects_bad_arguments);
-    TS_CHECK_CASE(s, "clock", 0, setup, teardown,
-                  test_clock_window_needs_both_ends,
-                  test_clock_two_windows_at_one_instant_refused,
-                  test_clock_one_window_per_instant,
-                  test_clock_expiry_waits_for_the_clock,
-                  test_clock_never_moves_back,
-                  test_clock_hostile_search_memory,
-                  test_clock_hostile_search_backend,
-                  test_unclocked_is_event_time);
-    TS_CHECK_CASE(s, "pim", 0, NULL, NULL,
-                  test_pim_outside_region, test_pim_outside_region_default,
-                  test_pim_belief_crosses_windows,
-                  test_disabled_profile_rejected);
-    return s;
-}
-
 int main(void)
 {
-    return ts_check_run(pipeline_suite());
+    return ts_check_main("pipeline", 0, setup, teardown);
 }

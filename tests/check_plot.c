@@ -258,22 +258,40 @@ static ts_plot *two_panels(size_t n)
     return plot;
 }
 
+/* `name` in the test's directory. */
+static const char *in_test_dir(const char *name)
+{
+    static char path[128];
+    snprintf(path, sizeof path, "%s/%s", test_dir, name);
+    return path;
+}
+
+/* Writes the figure as `name` in the test's directory; the file's bytes. */
+static char *written(const ts_plot *plot, const char *name,
+                     ts_plot_size size, size_t *len)
+{
+    char err[256];
+    const char *path = in_test_dir(name);
+    ck_assert_int_eq(ts_plot_write(plot, path, size, err, sizeof err), 0);
+    return slurp(path, len);
+}
+
+/* The tests that write files, each in a directory of its own. */
+TS_CASE(files, 60, make_dir, remove_dir);
+
 static uint32_t big_endian(const unsigned char *p)
 {
     return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 |
            (uint32_t)p[3];
 }
 
-TS_TEST(png_has_the_asked_size)
+TS_TEST_IN(files, png_has_the_asked_size)
 {
-    make_dir();
-    char path[128], err[256];
-    snprintf(path, sizeof path, "%s/figure.png", test_dir);
     ts_plot *plot = two_panels(500);
     ts_plot_size size = { 640, 410 };
-    ck_assert_int_eq(ts_plot_write(plot, path, size, err, sizeof err), 0);
     size_t len;
-    unsigned char *png = (unsigned char *)slurp(path, &len);
+    unsigned char *png =
+        (unsigned char *)written(plot, "figure.png", size, &len);
     ck_assert_uint_gt(len, 33);
     ck_assert_int_eq(memcmp(png, "\x89PNG\r\n\x1a\n", 8), 0);
     ck_assert_int_eq(memcmp(png + 12, "IHDR", 4), 0);
@@ -282,6 +300,8 @@ TS_TEST(png_has_the_asked_size)
     free(png);
     ck_assert_uint_eq(entries(), 1);
     /* Written over an existing file in place, still one file. */
+    char err[256];
+    const char *path = in_test_dir("figure.png");
     ck_assert_int_eq(ts_plot_write(plot, path, size, err, sizeof err), 0);
     ck_assert_uint_eq(entries(), 1);
     struct stat st;
@@ -290,20 +310,22 @@ TS_TEST(png_has_the_asked_size)
     umask(mask);
     ck_assert_uint_eq(st.st_mode & 0777, 0666 & ~mask);
     ts_plot_free(plot);
-    remove_dir();
 }
 END_TEST
 
-TS_TEST(svg_is_cairos_and_has_the_asked_size)
+/* two_panels(n) written as an SVG of `size`: the file's text. */
+static char *two_panels_svg(size_t n, ts_plot_size size, size_t *len)
 {
-    make_dir();
-    char path[128], err[256];
-    snprintf(path, sizeof path, "%s/figure.svg", test_dir);
-    ts_plot *plot = two_panels(500);
-    ts_plot_size size = { 700, 300 };
-    ck_assert_int_eq(ts_plot_write(plot, path, size, err, sizeof err), 0);
+    ts_plot *plot = two_panels(n);
+    char *svg = written(plot, "figure.svg", size, len);
+    ts_plot_free(plot);
+    return svg;
+}
+
+TS_TEST_IN(files, svg_is_cairos_and_has_the_asked_size)
+{
     size_t len;
-    char *svg = slurp(path, &len);
+    char *svg = two_panels_svg(500, (ts_plot_size){ 700, 300 }, &len);
     ck_assert_ptr_nonnull(strstr(svg, "<svg"));
     ck_assert_ptr_nonnull(strstr(svg, "width=\"700px\""));
     ck_assert_ptr_nonnull(strstr(svg, "height=\"300px\""));
@@ -312,32 +334,21 @@ TS_TEST(svg_is_cairos_and_has_the_asked_size)
     /* Text is drawn as glyphs. */
     ck_assert_ptr_nonnull(strstr(svg, "<symbol"));
     free(svg);
-    ts_plot_free(plot);
-    remove_dir();
 }
 END_TEST
 
-TS_TEST(a_huge_series_stays_a_small_file)
+TS_TEST_IN(files, a_huge_series_stays_a_small_file)
 {
-    make_dir();
-    char path[128], err[256];
-    snprintf(path, sizeof path, "%s/figure.svg", test_dir);
-    ts_plot *plot = two_panels(400000);
-    ts_plot_size size = { 800, 500 };
-    ck_assert_int_eq(ts_plot_write(plot, path, size, err, sizeof err), 0);
     size_t len;
-    char *svg = slurp(path, &len);
+    char *svg = two_panels_svg(400000, (ts_plot_size){ 800, 500 }, &len);
     /* Four vertices a pixel column at most, per series. */
     ck_assert_uint_lt(len, 2000000);
     free(svg);
-    ts_plot_free(plot);
-    remove_dir();
 }
 END_TEST
 
-TS_TEST(failures_leave_no_file)
+TS_TEST_IN(files, failures_leave_no_file)
 {
-    make_dir();
     char path[128], err[256] = "";
     ts_plot *plot = two_panels(20);
     ts_plot_size size = { 800, 500 };
@@ -357,25 +368,20 @@ TS_TEST(failures_leave_no_file)
     ck_assert_int_eq(ts_plot_write(empty, path, size, err, sizeof err), 0);
     ck_assert_uint_eq(entries(), 1);
     ts_plot_free(empty);
-    remove_dir();
 }
 END_TEST
 
-TS_TEST(extreme_values_still_draw)
+TS_TEST_IN(files, extreme_values_still_draw)
 {
-    make_dir();
-    char path[128], err[256];
-    snprintf(path, sizeof path, "%s/figure.png", test_dir);
     ts_plot *plot = ts_plot_new(NULL);
     ts_plot_panel *panel = ts_plot_add_panel(plot, "wide", "x",
                                              TS_PLOT_LINEAR, "y", TS_PLOT_LOG);
     ck_assert_ptr_nonnull(panel);
     const double x[] = { -1e308, 0.0, 1e308 }, y[] = { 1e-300, -1.0, 1e300 };
     ck_assert_int_eq(ts_plot_add_series(panel, "a", TS_PLOT_STEP, x, y, 3), 0);
-    ts_plot_size size = { 300, 200 };
-    ck_assert_int_eq(ts_plot_write(plot, path, size, err, sizeof err), 0);
+    size_t len;
+    free(written(plot, "figure.png", (ts_plot_size){ 300, 200 }, &len));
     ts_plot_free(plot);
-    remove_dir();
 }
 END_TEST
 

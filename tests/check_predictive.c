@@ -77,6 +77,33 @@ static void *new_state(const void *mech)
     return state;
 }
 
+/* A profile with the paper's utility parameters, one user's state and
+ * room for a copy of it (to try a release without keeping it). */
+typedef struct utility_user {
+    void *mech, *state, *scratch;
+    size_t size;
+} utility_user;
+
+static utility_user utility_user_new(void)
+{
+    param_table t;
+    utility_params(&t);
+    utility_user u;
+    u.mech = new_profile(&t);
+    u.state = new_state(u.mech);
+    u.size = ts_predictive_ops.user_state_size(u.mech);
+    u.scratch = malloc(u.size);
+    ck_assert_ptr_nonnull(u.scratch);
+    return u;
+}
+
+static void utility_user_free(utility_user *u)
+{
+    free(u->scratch);
+    free(u->state);
+    ts_predictive_ops.profile_free(u->mech);
+}
+
 static ts_point point_at(double lat, double lon, int64_t ts_ms)
 {
     ts_point p = { .lat = lat, .lon = lon, .ts_ms = ts_ms,
@@ -304,18 +331,12 @@ END_TEST
  * prediction: P(easy) = P(Lap(1/ε_θ) >= d - l). */
 TS_TEST(test_release_easy_probability)
 {
-    param_table t;
-    utility_params(&t);
-    void *mech = new_profile(&t);
-    void *state = new_state(mech);
-    size_t size = ts_predictive_ops.user_state_size(mech);
-    void *scratch = malloc(size);
-    ck_assert_ptr_nonnull(scratch);
+    utility_user u = utility_user_new();
     ts_budget_view budget = { .total = 1e9, .spent = 0.0 };
     ts_report first;
     ts_point x0 = point_at(BASE_LAT, BASE_LON, 1000);
-    ck_assert_int_eq(ts_predictive_ops.release(mech, state, &x0, &budget, rng,
-                                               &first),
+    ck_assert_int_eq(ts_predictive_ops.release(u.mech, u.state, &x0, &budget,
+                                               rng, &first),
                      TS_RELEASE_OK);
     ck_assert_int_eq(first.predicted, 0);
 
@@ -329,9 +350,9 @@ TS_TEST(test_release_easy_probability)
         ts_point x = point_at(lat, lon, 2000);
         long easy = 0;
         for (int i = 0; i < trials; i++) {
-            memcpy(scratch, state, size);
+            memcpy(u.scratch, u.state, u.size);
             ts_report r;
-            ck_assert_int_eq(ts_predictive_ops.release(mech, scratch, &x,
+            ck_assert_int_eq(ts_predictive_ops.release(u.mech, u.scratch, &x,
                                                        &budget, rng, &r),
                              TS_RELEASE_OK);
             if (r.predicted) {
@@ -352,9 +373,7 @@ TS_TEST(test_release_easy_probability)
                       "d = %.0f m: P(easy) %.4f, expected %.4f +- %.4f", d, p,
                       expected, tol);
     }
-    free(scratch);
-    free(state);
-    ts_predictive_ops.profile_free(mech);
+    utility_user_free(&u);
 }
 END_TEST
 
@@ -393,13 +412,7 @@ END_TEST
  * its worst outcome (test + noise) fits, even if an easy outcome would. */
 TS_TEST(test_worst_case_budget_check)
 {
-    param_table t;
-    utility_params(&t);
-    void *mech = new_profile(&t);
-    void *state = new_state(mech);
-    size_t size = ts_predictive_ops.user_state_size(mech);
-    void *scratch = malloc(size);
-    ck_assert_ptr_nonnull(scratch);
+    utility_user u = utility_user_new();
     const double total = PAPER_WINDOW_BUDGET;
     const double eps_noise = C_NOISE_09 / 3000.0;
     const double eps_test = 6.035392171627876e-4;
@@ -408,12 +421,12 @@ TS_TEST(test_worst_case_budget_check)
 
     /* First point: needs ε_N only. */
     ts_budget_view tight = { .total = total, .spent = total - eps_noise };
-    ck_assert_int_eq(ts_predictive_ops.release(mech, state, &x, &tight, rng,
-                                               &r),
+    ck_assert_int_eq(ts_predictive_ops.release(u.mech, u.state, &x, &tight,
+                                               rng, &r),
                      TS_RELEASE_OK);
     tight.spent = total - eps_noise * 0.999;
-    memset(scratch, 0, size);
-    ck_assert_int_eq(ts_predictive_ops.release(mech, scratch, &x, &tight,
+    memset(u.scratch, 0, u.size);
+    ck_assert_int_eq(ts_predictive_ops.release(u.mech, u.scratch, &x, &tight,
                                                rng, &r),
                      TS_RELEASE_EXHAUSTED);
 
@@ -421,9 +434,9 @@ TS_TEST(test_worst_case_budget_check)
     ts_budget_view budget = { .total = total,
                               .spent = total - (eps_test + eps_noise) };
     for (int i = 0; i < 200; i++) {
-        memcpy(scratch, state, size);
-        ck_assert_int_eq(ts_predictive_ops.release(mech, scratch, &x, &budget,
-                                                   rng, &r),
+        memcpy(u.scratch, u.state, u.size);
+        ck_assert_int_eq(ts_predictive_ops.release(u.mech, u.scratch, &x,
+                                                   &budget, rng, &r),
                          TS_RELEASE_OK);
         ck_assert_double_le(budget.spent + r.eps_point,
                             total * (1.0 + 1e-12));
@@ -431,16 +444,14 @@ TS_TEST(test_worst_case_budget_check)
     budget.spent = total - (eps_test + eps_noise) * 0.999;
     ck_assert_double_gt(total - budget.spent, eps_test);
     for (int i = 0; i < 200; i++) {
-        memcpy(scratch, state, size);
-        ck_assert_int_eq(ts_predictive_ops.release(mech, scratch, &x, &budget,
-                                                   rng, &r),
+        memcpy(u.scratch, u.state, u.size);
+        ck_assert_int_eq(ts_predictive_ops.release(u.mech, u.scratch, &x,
+                                                   &budget, rng, &r),
                          TS_RELEASE_EXHAUSTED);
         /* A refused step leaves the state alone. */
-        ck_assert_int_eq(memcmp(scratch, state, size), 0);
+        ck_assert_int_eq(memcmp(u.scratch, u.state, u.size), 0);
     }
-    free(scratch);
-    free(state);
-    ts_predictive_ops.profile_free(mech);
+    utility_user_free(&u);
 }
 END_TEST
 
@@ -744,6 +755,8 @@ TS_TEST(test_profile_validation)
         { "skip_speed_kmh", -1.0 }, { "initial_pr", 1.1 },
         { "initial_pr", -0.1 },     { "linear_max_speed_kmh", 0.0 },
         { "radius_m", INFINITY },   { "level", NAN },
+        /* a number where a name goes, a fraction of a count */
+        { "prediction", 1.0 },      { "warmup", 2.5 },
     };
     for (size_t i = 0; i < sizeof bad_doubles / sizeof bad_doubles[0]; i++) {
         memset(&t, 0, sizeof t);
@@ -759,24 +772,19 @@ TS_TEST(test_profile_validation)
     param_string(&t, "budget_manager", "fixed-rate");
     param_double(&t, "radius_m", 1e6);
     expect_profile_error(&t, "rate");
-    memset(&t, 0, sizeof t);
-    param_string(&t, "budget_manager", "fixed-everything");
-    expect_profile_error(&t, "budget_manager");
-    memset(&t, 0, sizeof t);
-    param_string(&t, "prediction", "oracle");
-    expect_profile_error(&t, "prediction");
-    memset(&t, 0, sizeof t);
-    param_double(&t, "prediction", 1.0);
-    expect_profile_error(&t, "prediction");
-    memset(&t, 0, sizeof t);
-    param_double(&t, "warmup", 2.5);
-    expect_profile_error(&t, "warmup");
+    static const struct { const char *key, *value; } bad_strings[] = {
+        { "budget_manager", "fixed-everything" },
+        { "prediction", "oracle" },
+        { "rate", "3.3%" },
+    };
+    for (size_t i = 0; i < sizeof bad_strings / sizeof bad_strings[0]; i++) {
+        memset(&t, 0, sizeof t);
+        param_string(&t, bad_strings[i].key, bad_strings[i].value);
+        expect_profile_error(&t, bad_strings[i].key);
+    }
     memset(&t, 0, sizeof t);
     param_int(&t, "warmup", -1);
     expect_profile_error(&t, "warmup");
-    memset(&t, 0, sizeof t);
-    param_string(&t, "rate", "3.3%");
-    expect_profile_error(&t, "rate");
     /* A derived budget that underflows. */
     memset(&t, 0, sizeof t);
     param_double(&t, "radius_m", 1e300);

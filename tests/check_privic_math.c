@@ -12,6 +12,7 @@
 #include "mechanisms/ba_channel.h"
 #include "mechanisms/rng.h"
 #include "tests/support/check_run.h"
+#include "tests/support/grid_centres.h"
 
 /* The paper's San Francisco grid: 24 x 17 cells of about 500 m x 467 m
  * (lat 37.7228-37.7946, lon -122.5153 to -122.3789). */
@@ -19,16 +20,6 @@
 #define SF_ROWS 17
 #define SF_CELL_X 500.0
 #define SF_CELL_Y 467.0
-
-static size_t grid_centres(size_t cols, size_t rows, double dx, double dy,
-                           ts_vec2 *centres)
-{
-    for (size_t r = 0; r < rows; r++)
-        for (size_t c = 0; c < cols; c++)
-            centres[r * cols + c] =
-                (ts_vec2){ (double)c * dx + dx / 2, (double)r * dy + dy / 2 };
-    return cols * rows;
-}
 
 /* A lumpy full-support prior: two hot spots over a thin floor, like a city
  * centre and an airport. */
@@ -84,7 +75,8 @@ TS_TEST(test_ba_channel_is_2beta_geo_indistinguishable)
 {
     static ts_vec2 centres[SF_COLS * SF_ROWS];
     static double prior[SF_COLS * SF_ROWS];
-    size_t n = grid_centres(SF_COLS, SF_ROWS, SF_CELL_X, SF_CELL_Y, centres);
+    size_t n = ts_test_grid_centres(SF_COLS, SF_ROWS, SF_CELL_X, SF_CELL_Y,
+                                    centres);
     lumpy_prior(centres, n, prior);
     double *channel = malloc(n * n * sizeof *channel);
     ck_assert_ptr_nonnull(channel);
@@ -164,7 +156,8 @@ TS_TEST(test_uniform_prior_channel_nearly_reaches_the_bound)
 {
     static ts_vec2 centres[SF_COLS * SF_ROWS];
     static double prior[SF_COLS * SF_ROWS];
-    size_t n = grid_centres(SF_COLS, SF_ROWS, SF_CELL_X, SF_CELL_Y, centres);
+    size_t n = ts_test_grid_centres(SF_COLS, SF_ROWS, SF_CELL_X, SF_CELL_Y,
+                                    centres);
     for (size_t x = 0; x < n; x++)
         prior[x] = 1.0 / (double)n;
     ts_ba_result result;
@@ -188,7 +181,8 @@ TS_TEST(test_fixed_steps_are_the_paper_s_algorithm)
     enum { STEPS = 5 };
     static ts_vec2 centres[SF_COLS * SF_ROWS];
     static double prior[SF_COLS * SF_ROWS];
-    size_t n = grid_centres(SF_COLS, SF_ROWS, SF_CELL_X, SF_CELL_Y, centres);
+    size_t n = ts_test_grid_centres(SF_COLS, SF_ROWS, SF_CELL_X, SF_CELL_Y,
+                                    centres);
     lumpy_prior(centres, n, prior);
     double *channel = malloc(n * n * sizeof *channel);
     double *mine = malloc(n * n * sizeof *mine);
@@ -256,7 +250,8 @@ TS_TEST(test_ba_and_ibu_stop_at_their_caps)
 {
     static ts_vec2 centres[SF_COLS * SF_ROWS];
     static double prior[SF_COLS * SF_ROWS];
-    size_t n = grid_centres(SF_COLS, SF_ROWS, SF_CELL_X, SF_CELL_Y, centres);
+    size_t n = ts_test_grid_centres(SF_COLS, SF_ROWS, SF_CELL_X, SF_CELL_Y,
+                                    centres);
     lumpy_prior(centres, n, prior);
     ts_ba_result result;
     double *channel = sf_ba(centres, n, prior, 1e-300, 41, &result);
@@ -290,7 +285,7 @@ END_TEST
 TS_TEST(test_ba_refuses_what_it_cannot_represent)
 {
     ts_vec2 centres[4];
-    size_t n = grid_centres(2, 2, 1000.0, 1000.0, centres);
+    size_t n = ts_test_grid_centres(2, 2, 1000.0, 1000.0, centres);
     double prior[4] = { 0.25, 0.25, 0.25, 0.25 };
     double channel[16];
     ts_ba_result result;
@@ -336,7 +331,7 @@ TS_TEST(test_ibu_recovers_the_prior_from_exact_reports)
     enum { COLS = 8, ROWS = 6, N = COLS * ROWS };
     ts_vec2 centres[N];
     double prior[N], channel[N * N], counts[N], theta[N];
-    grid_centres(COLS, ROWS, 500.0, 500.0, centres);
+    ts_test_grid_centres(COLS, ROWS, 500.0, 500.0, centres);
     ts_rng *rng = ts_rng_new_seeded(12);
     double total = 0.0;
     for (size_t x = 0; x < N; x++) {

@@ -347,9 +347,19 @@ END_TEST
 
 enum { DIST_N = 100000 };
 
+/* Each test's draws (every test runs in a process of its own). */
+static double samples[DIST_N];
+
+/* The draws fit the law: the KS distance to its CDF is below the 1 %
+ * critical value. */
+static void assert_ks_fits(double (*cdf)(double, double), double param)
+{
+    double d = ts_ks_statistic(samples, DIST_N, cdf, param);
+    ck_assert_double_lt(d, KS_CRITICAL_001 / sqrt(DIST_N));
+}
+
 TS_TEST(test_angle_uniform)
 {
-    static double samples[DIST_N];
     ts_rng *rng = ts_rng_new_seeded(4004);
     long out_of_range = 0;
     for (int i = 0; i < DIST_N; i++) {
@@ -357,15 +367,13 @@ TS_TEST(test_angle_uniform)
         out_of_range += !(samples[i] >= 0.0 && samples[i] < 2.0 * M_PI);
     }
     ck_assert_int_eq(out_of_range, 0);
-    double d = ts_ks_statistic(samples, DIST_N, uniform_angle_cdf, 0.0);
-    ck_assert_double_lt(d, KS_CRITICAL_001 / sqrt(DIST_N));
+    assert_ks_fits(uniform_angle_cdf, 0.0);
     ts_rng_free(rng);
 }
 END_TEST
 
 TS_TEST(test_laplace_ks)
 {
-    static double samples[DIST_N];
     const double scale = 2.5;
     ts_rng *rng = ts_rng_new_seeded(5005);
     long not_finite = 0;
@@ -374,8 +382,7 @@ TS_TEST(test_laplace_ks)
         not_finite += !isfinite(samples[i]);
     }
     ck_assert_int_eq(not_finite, 0);
-    double d = ts_ks_statistic(samples, DIST_N, laplace_cdf, scale);
-    ck_assert_double_lt(d, KS_CRITICAL_001 / sqrt(DIST_N));
+    assert_ks_fits(laplace_cdf, scale);
     /* Test the test: the same samples against the wrong scale fail. */
     ck_assert_double_gt(ts_ks_statistic(samples, DIST_N, laplace_cdf, 1.1 * scale),
                         KS_CRITICAL_001 / sqrt(DIST_N));
@@ -385,7 +392,6 @@ END_TEST
 
 TS_TEST(test_gamma3)
 {
-    static double samples[DIST_N];
     const double scale = 40.0;
     ts_rng *rng = ts_rng_new_seeded(6006);
     double sum = 0.0;
@@ -399,8 +405,7 @@ TS_TEST(test_gamma3)
     /* Gamma(3, s): mean 3s, variance 3s^2, so SE of the mean s sqrt(3/n). */
     ck_assert_double_le(fabs(sum / DIST_N - 3.0 * scale),
                         5.0 * scale * sqrt(3.0 / DIST_N));
-    double d = ts_ks_statistic(samples, DIST_N, gamma3_cdf, scale);
-    ck_assert_double_lt(d, KS_CRITICAL_001 / sqrt(DIST_N));
+    assert_ks_fits(gamma3_cdf, scale);
     ck_assert(isnan(ts_rng_gamma_int(rng, 0, scale)));
     ts_rng_free(rng);
 }

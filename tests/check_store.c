@@ -358,9 +358,9 @@ TS_TEST(test_store_persists_and_iterates)
 }
 END_TEST
 
-TS_TEST(test_store_upgrades_older_schema)
+/* Writes the store's schema mark behind its back, in LMDB directly. */
+static void write_schema_version(unsigned char v)
 {
-    ts_store_close(open_store());
     MDB_env *env;
     MDB_txn *txn;
     MDB_dbi meta;
@@ -369,13 +369,19 @@ TS_TEST(test_store_upgrades_older_schema)
     ck_assert_int_eq(mdb_env_open(env, dir, 0, 0600), 0);
     ck_assert_int_eq(mdb_txn_begin(env, NULL, 0, &txn), 0);
     ck_assert_int_eq(mdb_dbi_open(txn, "meta", 0, &meta), 0);
-    unsigned char version[4] = { 1, 0, 0, 0 };
+    unsigned char version[4] = { v, 0, 0, 0 };
     MDB_val key = { .mv_size = strlen("schema_version"),
                     .mv_data = "schema_version" };
     MDB_val value = { .mv_size = 4, .mv_data = version };
     ck_assert_int_eq(mdb_put(txn, meta, &key, &value, 0), 0);
     ck_assert_int_eq(mdb_txn_commit(txn), 0);
     mdb_env_close(env);
+}
+
+TS_TEST(test_store_upgrades_older_schema)
+{
+    ts_store_close(open_store());
+    write_schema_version(1);
 
     /* Read-only leaves the mark alone; read-write upgrades it. */
     char err[512] = "";
@@ -396,22 +402,8 @@ END_TEST
 TS_TEST(test_store_refuses_newer_schema)
 {
     ts_store_close(open_store());
-    /* Write a future schema version behind the store's back. */
-    MDB_env *env;
-    MDB_txn *txn;
-    MDB_dbi meta;
-    ck_assert_int_eq(mdb_env_create(&env), 0);
-    ck_assert_int_eq(mdb_env_set_maxdbs(env, 2), 0);
-    ck_assert_int_eq(mdb_env_open(env, dir, 0, 0600), 0);
-    ck_assert_int_eq(mdb_txn_begin(env, NULL, 0, &txn), 0);
-    ck_assert_int_eq(mdb_dbi_open(txn, "meta", 0, &meta), 0);
-    unsigned char version[4] = { TS_STORE_SCHEMA_VERSION + 1, 0, 0, 0 };
-    MDB_val key = { .mv_size = strlen("schema_version"),
-                    .mv_data = "schema_version" };
-    MDB_val value = { .mv_size = 4, .mv_data = version };
-    ck_assert_int_eq(mdb_put(txn, meta, &key, &value, 0), 0);
-    ck_assert_int_eq(mdb_txn_commit(txn), 0);
-    mdb_env_close(env);
+    /* A future schema version. */
+    write_schema_version(TS_STORE_SCHEMA_VERSION + 1);
 
     char err[512] = "";
     ck_assert_ptr_null(

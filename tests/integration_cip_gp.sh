@@ -7,12 +7,16 @@
 #   2. traces_per_window = 1: each user gets d reports per window, the
 #      rest are rejected as budget_exhausted.
 #   3. secret = "every_other": a user reporting every 5 s gets the noise
-#      calibrated for 5 s (1153.96 m at l = 60 s), a user reporting every
-#      2 s has every point closer than min_interval_s rejected as
-#      cadence_too_fast (every other one), and each trace spends at most
-#      epsilon.
-#   4. `tracesan cip-loss` prints the sigma_z the daemon used and draws
-#      the paper's Fig. 2(a) (--plot) as a PNG of the requested size.
+#      certified for 5 s at every length scale up to 60 s (1159.48 m), a
+#      user reporting every 2 s has every point closer than min_interval_s
+#      rejected as cadence_too_fast (every other one), and each trace
+#      spends at most epsilon.
+#   4. `tracesan cip-loss --every-length-scale` prints the sigma_z the
+#      daemon used, and draws the paper's Fig. 2(a) (--plot) as a PNG of
+#      the requested size.
+#   5. Issue 25: a profile whose sigma_x_m once made the calibration loop
+#      for ever (1e-160 with every_other) is refused by --check-config at
+#      once, naming the key (under `timeout`, so a hang fails the test).
 . "${top_srcdir:-$(dirname "$0")/..}/tests/lib.sh"
 
 command -v python3 >/dev/null 2>&1 || fatal "python3 is not installed (scripts/setup.sh installs it)"
@@ -123,17 +127,32 @@ check_eq "every_other: eager's too-close points rejected as cadence_too_fast" 13
     "$(count_reason cadence_too_fast)"
 check_eq "every_other: 20 + 7 reports" 27 "$(data_rows "$TAIL_OUT")"
 awk -F, 'NR == 1 || $1 == "steady"' "$TAIL_OUT" >"$TMPD/steady_out.csv"
-check "every_other: steady's noise is calibrated for 5 s (1153.96 m)" \
-    all_between "$TMPD/steady_out.csv" sigma_z_m 1153.9 1154.1
+check "every_other: steady's noise is certified for 5 s at every l <= 60 s (1159.48 m)" \
+    all_between "$TMPD/steady_out.csv" sigma_z_m 1159.4 1159.6
 check "every_other: each trace of 10 spends at most epsilon = 1" \
     traces_within_epsilon "$TMPD/steady_out.csv"
 stop_daemon every_other
 
 # --------------------------------------------------- 4. tracesan cip-loss
 # The daemon's sigma_z for steady 5 s is what the operator's tool prints.
-check_eq "cip-loss: --epsilon 1 at 5 s, l = 60 s gives the daemon's sigma_z" 1153.96097 \
-    "$("$TRACESAN" cip-loss --points 10 --interval-s 5 --length-scale-s 60 --epsilon 1 |
-       awk -F, 'NR == 2 { print $2 }')"
+DAEMON_SIGMA=$(column "$TMPD/steady_out.csv" sigma_z_m | sed -n 1p)
+check_eq "cip-loss: --every-length-scale --epsilon 1 at 5 s, l <= 60 s gives the daemon's sigma_z" \
+    "$(printf '%.4f' "$DAEMON_SIGMA")" \
+    "$("$TRACESAN" cip-loss --points 10 --interval-s 5 --length-scale-s 60 --epsilon 1 \
+         --every-length-scale | awk -F, 'NR == 2 { printf "%.4f", $2 }')"
+# At l = 60 s alone the noise would be 1153.96 m, but the loss is not
+# monotone in l: the nine-point trace of issue 24 at that noise is within
+# 1 at l = 60 s and above it at 36 s, and its certified bound over every
+# l <= 60 s is above 1 too.
+IRREGULAR=0,7.2,19.6,48.1,81.5,86.5,92.4,97.4,102.9
+check "cip-loss --times: L*(36 s) > 1 > L*(60 s) for the nine-point trace" sh -c '
+    "$1" cip-loss --times "$2" --length-scale-s 60 --length-scale-s 36 --sigma-z-m 1153.96097 |
+    awk -F, "NR == 2 && \$3 < 1 { a = 1 } NR == 3 && \$3 > 1.1 { b = 1 } END { exit !(a && b) }"' \
+    _ "$TRACESAN" "$IRREGULAR"
+check "cip-loss --every-length-scale: certified bound above L* at the peak" sh -c '
+    "$1" cip-loss --times "$2" --length-scale-s 60 --sigma-z-m 1153.96097 --every-length-scale |
+    awk -F, "NR == 2 { exit !(\$3 >= \$4 && \$4 > 1.1 && \$5 > 30 && \$5 < 45) }"' \
+    _ "$TRACESAN" "$IRREGULAR"
 # png_size FILE: "WIDTHxHEIGHT" from the PNG signature and IHDR chunk.
 png_size() {
     python3 - "$1" <<'EOF'
@@ -151,5 +170,16 @@ check_eq "cip-loss --plot: the table is still printed" 10 "$(wc -l <"$TMPD/fig2a
 check "cip-loss --plot: refused with --epsilon, no file left" \
     sh -c '! "$1" cip-loss --points 4 --interval-s 1 --length-scale-s 1 --epsilon 1 \
              --plot "$2/bad.png" 2>/dev/null && [ ! -e "$2/bad.png" ]' _ "$TRACESAN" "$TMPD"
+
+# ------------------------------------ 5. computations that used to hang
+for value in 1e-160 1e-155; do
+    rc=0
+    timeout 20 "$TRACESAND" --check-config "$SHIPPED_CONF" \
+        -o 'profiles.cip-gp.secret="every_other"' -o "profiles.cip-gp.sigma_x_m=$value" \
+        >"$TMPD/tiny.out" 2>"$TMPD/tiny.err" </dev/null || rc=$?
+    check_eq "check-config sigma_x_m=$value: exits 1 at once (124 = timed out)" 1 "$rc"
+    check "check-config sigma_x_m=$value: the error names sigma_x_m and its range" \
+        grep -q "sigma_x_m: must be in \[1e-06" "$TMPD/tiny.err"
+done
 
 finish

@@ -196,11 +196,7 @@ awk -F, -v OFS=, 'NR == 1 { print; next } { $1 = $1 "-latest"; print }' "$SMALL"
 start_tail kept "$ROWS" $(client subscriber)
 cat "$KEYS/stranger.pub" >>"$KEYS/input.allow"
 kill -HUP "$DAEMON_PID"
-tries=100
-until grep -q "reload complete" "$DAEMON_LOG" || [ $tries -le 0 ]; do
-    sleep 0.1
-    tries=$((tries - 1))
-done
+wait_log "reload complete" 10 || :
 check "reload: the client allow-lists are reloaded" \
     grep -q "reload: client allow-lists reloaded (input 2 keys" "$DAEMON_LOG"
 # shellcheck disable=SC2046

@@ -277,9 +277,9 @@ check_eq "hostile: a garbage request line is 400" "HTTP/1.1 400" \
 check_eq "hostile: a header without a colon is 400" "HTTP/1.1 400" \
     "$(garbage_reply $'GET / HTTP/1.1\r\nno colon here\r\n\r\n')"
 check_eq "hostile: a request with a body is 413" "HTTP/1.1 413" \
-    "$(garbage_reply $'GET / HTTP/1.1\r\nContent-Length: 5\r\n\r\nhello')"
+    "$(garbage_reply $'GET / HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\n\r\nhello')"
 check_eq "hostile: POST is 405" "HTTP/1.1 405" \
-    "$(garbage_reply $'POST /feed HTTP/1.1\r\n\r\n')"
+    "$(garbage_reply $'POST /feed HTTP/1.1\r\nHost: t\r\n\r\n')"
 start_tail dash2 "$ROWS"
 replay "$SAMPLE"
 wait_tail dash2 60

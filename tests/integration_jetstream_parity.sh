@@ -11,9 +11,11 @@
 #   - the rate-limited rejection log (integration_bad_input.sh);
 #   - the per-profile latency histogram (integration_ops.sh);
 #   - output.encoding = "json" for every message.
-# PRIVIC loops and the density estimate do not run with this driver yet
-# (a population lease is a later task): the daemon says so in its log,
-# which is checked here; integration_privic.sh stays ZeroMQ-only.
+# PRIVIC loops and the density estimate run cluster-wide with this driver
+# (one instance holds a profile's population lease and writes each version
+# to a replicated KV bucket): integration_jetstream_privic.sh checks them
+# across a kill of that instance; here, that the daemon runs the shipped
+# privic profile's loop and takes its lease.
 . "${top_srcdir:-$(dirname "$0")/..}/tests/lib.sh"
 . "$top_srcdir/tests/jetstream_lib.sh"
 
@@ -107,8 +109,12 @@ check "log: the limiter held some back (10 lines a second)" \
     grep -q 'more rejections not logged (limit 10/s)' "$LOG"
 check "summary: the counts of every partition" \
     grep -q "summary updates=$POINTS sanitized=$SANITIZED .*rejected=$REJECTED" "$LOG"
-check "log: the PRIVIC loop's absence is said, not silent" \
-    grep -q "population loop .* does not run with the jetstream driver" "$LOG"
+check "log: the PRIVIC loop runs cluster-wide" \
+    grep -q "profile privic: PRIVIC loop and density estimate cluster-wide" "$LOG"
+check "log: this instance took the privic population lease" \
+    grep -q "population lease acquired profile=privic" "$LOG"
+check "log: no driver says the loop does not run" \
+    bash -c "! grep -q 'does not run with the jetstream driver' '$LOG'"
 
 run json -o output.encoding=json
 check_eq "json: one message per outcome" $POINTS "$OUT_MSGS"

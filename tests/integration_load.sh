@@ -58,10 +58,7 @@ background_pids+=("$CONSUMER_PID")
 sleep 0.3
 
 FLOOD_STARTED=$(date +%s.%N)
-"$TRACESAN" replay --connect "$INPUT_EP" --rate "$FLOOD_RATE" --batch "$BATCH" \
-    "$TMPD/load.csv" 2>"$TMPD/replay.log" </dev/null &
-REPLAY_PID=$!
-background_pids+=("$REPLAY_PID")
+replay_in_background flood "$TMPD/load.csv" --rate "$FLOOD_RATE" --batch "$BATCH"
 
 # Sample while the producer floods and the consumer drains the backlog.
 max_rss_kb=0 max_healthz_s=0 healthz_bad=0 samples=0
@@ -79,7 +76,7 @@ done
 wait "$CONSUMER_PID" 2>/dev/null
 forget_pid "$CONSUMER_PID"
 wait_for_pid "$REPLAY_PID" 10 || fail "replay did not finish"
-check "replay sent every point" grep -q "sent $POINTS updates" "$TMPD/replay.log"
+check "replay sent every point" grep -q "sent $POINTS updates" "$TMPD/flood.replay.log"
 received=$(cat "$TMPD/consumer.out")
 flood_s=$(awk -v a="$FLOOD_STARTED" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
 

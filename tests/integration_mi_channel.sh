@@ -92,15 +92,23 @@ wait_tail disabled 30
 check_eq "disabled: rejected as unknown_profile" 1 "$(count_reason unknown_profile)"
 stop_daemon disabled
 
+# run_capped NAME: the live trace through a daemon whose mi-channel profile
+# uses $TMPD/NAME.channel and publishes CAP points per user and window;
+# the rest are budget_exhausted.
+run_capped() {
+    local name=$1
+    start_daemon "$name" -o "profiles.mi-channel.channel=\"$TMPD/$name.channel\"" \
+        -o "profiles.mi-channel.points_per_window=$CAP"
+    start_tail "$name" "$TOTAL" --topic sanitized.mi-channel --topic rejected
+    replay "$TMPD/live.csv" --profile mi-channel
+    wait_tail "$name" 60
+    check_eq "$name: $CAP reports per user" "$(( USERS * CAP ))" "$(data_rows "$TAIL_OUT")"
+    check_eq "$name: the rest budget_exhausted" "$(( USERS * (PER_USER - CAP) ))" \
+        "$(count_reason budget_exhausted)"
+}
+
 # ---------------------------- 3. no geo-ind: centres, eps 0, the cap
-start_daemon plain -o "profiles.mi-channel.channel=\"$TMPD/plain.channel\"" \
-    -o "profiles.mi-channel.points_per_window=$CAP"
-start_tail plain "$TOTAL" --topic sanitized.mi-channel --topic rejected
-replay "$TMPD/live.csv" --profile mi-channel
-wait_tail plain 60
-check_eq "plain: $CAP reports per user" "$(( USERS * CAP ))" "$(data_rows "$TAIL_OUT")"
-check_eq "plain: the rest budget_exhausted" "$(( USERS * (PER_USER - CAP) ))" \
-    "$(count_reason budget_exhausted)"
+run_capped plain
 check_eq "plain: every user capped at $CAP" "$CAP " "$(per_user_counts "$TAIL_OUT")"
 check "plain: every report is a cell centre" every_report_a_centre "$TAIL_OUT" 1500
 check "plain: mechanism mi-channel, eps_point 0, nothing spent" \
@@ -123,14 +131,7 @@ else
     fail "optimize --geoind-epsilon: exit status $?"
     show_file "$TMPD/optimize2.log"
 fi
-start_daemon geoind -o "profiles.mi-channel.channel=\"$TMPD/geoind.channel\"" \
-    -o "profiles.mi-channel.points_per_window=$CAP"
-start_tail geoind "$TOTAL" --topic sanitized.mi-channel --topic rejected
-replay "$TMPD/live.csv" --profile mi-channel
-wait_tail geoind 60
-check_eq "geoind: $CAP reports per user" "$(( USERS * CAP ))" "$(data_rows "$TAIL_OUT")"
-check_eq "geoind: the rest budget_exhausted" "$(( USERS * (PER_USER - CAP) ))" \
-    "$(count_reason budget_exhausted)"
+run_capped geoind
 check "geoind: every report is a cell centre" every_report_a_centre "$TAIL_OUT" 3000
 check "geoind: no report claims an information-theoretic guarantee" \
     awk -F, 'NR > 1 && $13 != "" { exit 1 }' "$TAIL_OUT"

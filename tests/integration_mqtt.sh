@@ -3,7 +3,8 @@
 # tracesand and back, as per-vehicle JSON on fleet/<vehicle>/location and
 # as protobuf LocationBatch messages on fleet/batch. Every update gets
 # exactly one outcome, read back from MQTT; no raw coordinate appears on
-# any topic or in the log; the PUBACKs follow the commits.
+# any topic or in the log; the PUBACKs follow the commits; /feed shows
+# the sanitized points.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/mqtt_lib.sh"
 
@@ -25,6 +26,11 @@ mosquitto_sub -p "$BROKER_PORT" -t '#' -v -W 60 >"$TMPD/all_topics.txt" 2>/dev/n
 SUB_PID=$!
 background_pids+=("$SUB_PID")
 mqtt_tail out "$total" --encoding json
+# The operator's feed sees what the driver published.
+curl -sN --max-time 60 "http://$HTTP_EP/feed" >"$TMPD/feed.sse" 2>/dev/null &
+FEED_PID=$!
+background_pids+=("$FEED_PID")
+sleep 0.3
 
 "$TRACESAN" replay --mqtt "$BROKER_URL" --topic 'fleet/{user}/location' \
     --payload json "$TMPD/json.csv" 2>>"$TMPD/replay.log" ||
@@ -44,6 +50,10 @@ check "every update has exactly one outcome, none leaks its input point" \
     "$MTAIL_OUT" --exactly-one
 sanitized=$(grep -c '^{"sanitized"' "$MTAIL_OUT")
 check_ge "some points sanitized" 1 "$sanitized"
+sleep 0.5
+kill "$FEED_PID" 2>/dev/null; wait "$FEED_PID" 2>/dev/null; forget_pid "$FEED_PID"
+check_eq "/feed showed every sanitized point published" "$sanitized" \
+    "$(grep -c '^event: sanitized' "$TMPD/feed.sse")"
 check_eq "every input acknowledged after its commit" \
     "$(( $(data_rows "$TMPD/json.csv") + ($(data_rows "$TMPD/batch.csv") + 24) / 25 ))" \
     "$(metric "$HTTP_EP" tracesand_mqtt_acks_total)"

@@ -2,7 +2,8 @@
 # MQTT over TLS (issue 27): a client certificate and a password file end
 # to end; a wrong CA, no client certificate or a wrong password fails
 # closed with an error naming the cause; an mqtts:// URL never falls back
-# to clear text; a password file others can read is refused at load.
+# to clear text; a password file others can read is refused at load, and
+# by tracesan replay/tail --mqtt.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/mqtt_lib.sh"
 command -v openssl >/dev/null || { echo "1..0 # SKIP openssl missing"; exit 77; }
@@ -131,5 +132,21 @@ else
     check "a password file others can read is refused, saying chmod 600" \
         grep -q "chmod 600" "$TMPD/check.log"
 fi
+# The tools apply the daemon's rule: the same file, the same refusal,
+# before anything is sent (the broker would take the password).
+for tool in replay tail; do
+    if [ $tool = replay ]; then
+        args=(--topic 'fleet/{user}/location' --payload json "$TMPD/trace.csv")
+    else
+        args=(--count 1 --timeout 5)
+    fi
+    if "$TRACESAN" $tool --mqtt "$TLS_URL" "${tls_opts[@]}" "${args[@]}" \
+            >/dev/null 2>"$TMPD/$tool-mode.log"; then
+        fail "tracesan $tool --password-file accepts a file others can read"
+    else
+        check "tracesan $tool refuses a password file others can read, saying chmod 600" \
+            grep -q "chmod 600" "$TMPD/$tool-mode.log"
+    fi
+done
 stop_broker
 finish

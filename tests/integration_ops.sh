@@ -57,16 +57,6 @@ wait_for_line() {
     return 1
 }
 
-wait_log() {
-    local pattern=$1 tries=$(( TS_START_TIMEOUT * 10 ))
-    while [ $tries -gt 0 ]; do
-        grep -q -- "$pattern" "$DAEMON_LOG" && return 0
-        sleep 0.1
-        tries=$((tries - 1))
-    done
-    return 1
-}
-
 # --- run 1: metrics, health, reload ------------------------------------------
 write_conf 3
 # With a durable store, so its group commits show up in the metrics.

@@ -220,12 +220,7 @@ replay "$TMPD/phase2.csv"
 outputs_at_least $(( $(data_rows "$TMPD/phase1.csv") + 60 )) 30 ||
     fail "expiry: phase 2 outputs did not arrive"
 kill -HUP "$DAEMON_PID"
-tries=200
-until grep -q "reload complete" "$DAEMON_LOG"; do
-    tries=$((tries - 1))
-    [ $tries -gt 0 ] || { fail "expiry: no 'reload complete' after SIGHUP"; break; }
-    sleep 0.05
-done
+wait_log "reload complete" 10 || fail "expiry: no 'reload complete' after SIGHUP"
 replay "$TMPD/phase3.csv"
 wait_tail expiry 60
 stop_daemon expiry

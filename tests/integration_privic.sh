@@ -15,10 +15,12 @@
 #      its points carry no channel version.
 #   5. Offline, `tracesan privic` honours ba_max_steps and ibu_max_steps
 #      on every cycle, and --control never re-fits BA.
-# ZeroMQ only: PRIVIC loops and the density estimate do not run with the
-# JetStream driver yet (a cluster-wide population lease is a later task,
-# docs/scale-out.md); integration_jetstream_parity.sh checks that the
-# daemon says so instead of staying silent.
+# The ZeroMQ driver: with the JetStream driver the loop runs cluster-wide
+# (a population lease, versions in a KV bucket, docs/scale-out.md), and
+# integration_jetstream_privic.sh checks versions, reports and the density
+# feed there across a kill of the instance that runs it (a restart's
+# resume is that test's takeover; the geoind density and the offline tool
+# do not depend on the driver).
 . "${top_srcdir:-$(dirname "$0")/..}/tests/lib.sh"
 
 command -v curl >/dev/null 2>&1 || fatal "curl is not installed (scripts/setup.sh installs it)"

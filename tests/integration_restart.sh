@@ -218,16 +218,9 @@ STATE3=$TMPD/state3
 start_daemon full -o "state.dir=$STATE3" -o 'state.map_size_mb=1'
 start_tail full 0 --timeout 5
 # Small groups, so the map fills between commits rather than in the first.
-"$TRACESAN" replay --connect "$INPUT_EP" --batch 20 --rate 5000 "$TMPD/many.csv" \
-    2>"$TMPD/full.replay.log" </dev/null &
-FULL_REPLAY=$!
-background_pids+=("$FULL_REPLAY")
-tries=300
-until grep -q 'MDB_MAP_FULL' "$DAEMON_LOG" 2>/dev/null || [ $tries -le 0 ]; do
-    is_running "$DAEMON_PID" || break
-    sleep 0.1
-    tries=$((tries - 1))
-done
+replay_in_background full "$TMPD/many.csv" --batch 20 --rate 5000
+FULL_REPLAY=$REPLAY_PID
+wait_log 'MDB_MAP_FULL' 30 || :
 check "full store: the commit failure is logged" \
     grep -q 'MDB_MAP_FULL.*not published.*input paused.*unhealthy' "$DAEMON_LOG"
 # The first retry is due 1 s after the failure, the second 2 s later.
@@ -298,15 +291,9 @@ if [ "$(id -u)" = 0 ] && command -v curl >/dev/null 2>&1 &&
     avail_kb=$(df -k --output=avail "$TMPFS" | tail -n 1)
     dd if=/dev/zero of="$TMPFS/filler" bs=1k count=$(( avail_kb - 400 )) 2>/dev/null
     start_tail recover "$RECOVER_POINTS" --timeout 20
-    "$TRACESAN" replay --connect "$INPUT_EP" --batch 20 --rate 4000 "$TMPD/recover.csv" \
-        2>"$TMPD/recover.replay.log" </dev/null &
-    RECOVER_REPLAY=$!
-    background_pids+=("$RECOVER_REPLAY")
-    tries=100
-    until grep -q 'not published' "$DAEMON_LOG" || [ $tries -le 0 ]; do
-        sleep 0.1
-        tries=$((tries - 1))
-    done
+    replay_in_background recover "$TMPD/recover.csv" --batch 20 --rate 4000
+    RECOVER_REPLAY=$REPLAY_PID
+    wait_log 'not published' 10 || :
     # The kernel reports ENOSPC from write() but EIO when the overflow
     # surfaces at fdatasync of a tmpfs-backed map; either is a full disk.
     check "recovery: the full disk fails a commit" \
@@ -314,11 +301,7 @@ if [ "$(id -u)" = 0 ] && command -v curl >/dev/null 2>&1 &&
     check_eq "recovery: /healthz is 503 while the disk is full" 503 \
         "$(curl -s --max-time 5 -o /dev/null -w '%{http_code}' "http://$HTTP_EP/healthz")"
     rm -f "$TMPFS/filler"
-    tries=400
-    until grep -q 'commit retry succeeded' "$DAEMON_LOG" || [ $tries -le 0 ]; do
-        sleep 0.1
-        tries=$((tries - 1))
-    done
+    wait_log 'commit retry succeeded' 40 || :
     check "recovery: a retried commit succeeds once space is freed" \
         grep -q 'commit retry succeeded: held batch published' "$DAEMON_LOG"
     check_eq "recovery: /healthz is 200 again" 200 \

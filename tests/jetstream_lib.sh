@@ -267,6 +267,12 @@ stream_checks() {
     "$PY" "$top_srcdir/tests/jetstream_check.py" "$TMPD/trace.csv" \
         "$TMPD/outputs.csv" "$TMPD/ledger.csv" "$TMPD/changelog.csv" \
         "$@" >"$TMPD/checks.txt"
+    report_checks "$TMPD/checks.txt"
+}
+
+# report_checks FILE: a checker's "ok - "/"not ok - " lines as this test's
+# checks, its other lines as notes.
+report_checks() {
     local line
     while read -r line; do
         case $line in
@@ -274,7 +280,7 @@ stream_checks() {
             "not ok - "*) fail "${line#not ok - }" ;;
             *) note "${line#\# }" ;;
         esac
-    done <"$TMPD/checks.txt"
+    done <"$1"
 }
 
 # js_publish_raw PORT SUBJECT KIND COUNT: COUNT messages made by KIND,

@@ -141,6 +141,20 @@ wait_for_pid() {
     return 0
 }
 
+# wait_log PATTERN [SECONDS]: wait until the daemon's log (DAEMON_LOG) has
+# a line matching PATTERN (grep -E), SECONDS at most (TS_START_TIMEOUT by
+# default), or until the daemon is gone; 1 when it never came.
+wait_log() {
+    local pattern=$1 tries=$(( ${2:-$TS_START_TIMEOUT} * 10 ))
+    while [ $tries -gt 0 ]; do
+        grep -Eq -- "$pattern" "$DAEMON_LOG" 2>/dev/null && return 0
+        is_running "$DAEMON_PID" || return 1
+        sleep 0.1
+        tries=$((tries - 1))
+    done
+    return 1
+}
+
 forget_pid() {
     local keep=() p
     for p in "${background_pids[@]}"; do
@@ -292,6 +306,18 @@ replay() {
         show_file "$TMPD/replay.log"
         fatal "tracesan replay $file failed"
     fi
+}
+
+# replay_in_background NAME FILE [options...]: replay FILE to the daemon's
+# input without waiting for it, stderr in $TMPD/NAME.replay.log. Sets
+# REPLAY_PID; a replay still running at the end is killed.
+replay_in_background() {
+    local name=$1 file=$2
+    shift 2
+    "$TRACESAN" replay --connect "$INPUT_EP" "$@" "$file" \
+        2>"$TMPD/$name.replay.log" </dev/null &
+    REPLAY_PID=$!
+    background_pids+=("$REPLAY_PID")
 }
 
 # send_raw [zmq_send_raw options...]: to the daemon's input.

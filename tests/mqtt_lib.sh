@@ -80,6 +80,19 @@ metric() {
     curl -s "http://$1/metrics" | awk -v n="$2" '$1 == n { print $2; exit }'
 }
 
+# wait_metric HTTP NAME MIN [SECONDS]: until the series is at least MIN
+# (20 s by default); prints its last value.
+wait_metric() {
+    local http=$1 name=$2 min=$3 tries=$(( ${4:-20} * 20 )) value=0
+    while [ "$tries" -gt 0 ]; do
+        value=$(metric "$http" "$name")
+        [ "${value:-0}" -ge "$min" ] && break
+        tries=$((tries - 1))
+        sleep 0.05
+    done
+    echo "${value:-0}"
+}
+
 # mqtt_tail NAME COUNT [options]: tracesan tail --mqtt into $TMPD/NAME.jsonl
 # (background; waits for its ready file). Sets MTAIL_PID, MTAIL_OUT.
 mqtt_tail() {

@@ -411,6 +411,8 @@ static int print_output(void *ctx, natsMsg *msg, uint64_t seq)
     const char *subject = natsMsg_GetSubject(msg);
     const uint8_t *data = (const uint8_t *)natsMsg_GetData(msg);
     size_t len = (size_t)natsMsg_GetDataLength(msg);
+    if (strncmp(subject, "tracesan.density.", 17) == 0)
+        return 0;  /* an estimate (DensityEstimate), not an outcome */
     if (strncmp(subject, "tracesan.out.", 13) == 0) {
         Tracesan__V1__SanitizedLocation *loc =
             tracesan__v1__sanitized_location__unpack(NULL, len, data);

@@ -160,14 +160,11 @@ typedef struct point_array {
 
 static int points_push(point_array *a, ts_learn_point p)
 {
-    if (a->count == a->cap) {
-        size_t cap = a->cap ? 2 * a->cap : 65536;
-        ts_learn_point *v = realloc(a->v, cap * sizeof *v);
-        if (v == NULL)
-            return -1;
-        a->v = v;
-        a->cap = cap;
-    }
+    ts_learn_point *v =
+        ts_tool_reserve(a->v, a->count, &a->cap, sizeof *v, 65536);
+    if (v == NULL)
+        return -1;
+    a->v = v;
     a->v[a->count++] = p;
     return 0;
 }
@@ -402,17 +399,14 @@ int cmd_learn(int argc, char **argv)
                 read_failed = 1;
                 break;
             }
-            if (user_count == user_ids_cap) {
-                size_t cap = user_ids_cap ? 2 * user_ids_cap : 64;
-                char **grown = realloc(user_ids, cap * sizeof *grown);
-                if (grown == NULL) {
-                    fprintf(stderr, TS_TOOL_NAME " learn: out of memory\n");
-                    read_failed = 1;
-                    break;
-                }
-                user_ids = grown;
-                user_ids_cap = cap;
+            char **grown = ts_tool_reserve(user_ids, user_count,
+                                           &user_ids_cap, sizeof *grown, 64);
+            if (grown == NULL) {
+                fprintf(stderr, TS_TOOL_NAME " learn: out of memory\n");
+                read_failed = 1;
+                break;
             }
+            user_ids = grown;
             u = user_add(&users, row.user, user_count);
             if (u == NULL) {
                 fprintf(stderr, TS_TOOL_NAME " learn: out of memory\n");

@@ -84,47 +84,26 @@ static void usage(FILE *out)
         out);
 }
 
+typedef struct trace_row {
+    double lat, lon;
+    int64_t ts_ms;
+    uint32_t cell;           /* the true cell */
+} trace_row;
+
 typedef struct trace {
-    double *lat, *lon;
-    int64_t *ts_ms;
-    uint32_t *cell;          /* the true cell */
+    trace_row *rows;
     size_t n, cap;
     size_t outside;
 } trace;
 
-static void trace_free(trace *t)
-{
-    free(t->lat);
-    free(t->lon);
-    free(t->ts_ms);
-    free(t->cell);
-}
-
 static int trace_push(trace *t, const ts_csv_row *row, uint32_t cell)
 {
-    if (t->n == t->cap) {
-        size_t cap = t->cap ? 2 * t->cap : 4096;
-        double *lat = realloc(t->lat, cap * sizeof *lat);
-        if (lat != NULL)
-            t->lat = lat;
-        double *lon = realloc(t->lon, cap * sizeof *lon);
-        if (lon != NULL)
-            t->lon = lon;
-        int64_t *ts = realloc(t->ts_ms, cap * sizeof *ts);
-        if (ts != NULL)
-            t->ts_ms = ts;
-        uint32_t *c = realloc(t->cell, cap * sizeof *c);
-        if (c != NULL)
-            t->cell = c;
-        if (lat == NULL || lon == NULL || ts == NULL || c == NULL)
-            return -1;
-        t->cap = cap;
-    }
-    t->lat[t->n] = row->lat;
-    t->lon[t->n] = row->lon;
-    t->ts_ms[t->n] = row->ts_ms;
-    t->cell[t->n] = cell;
-    t->n++;
+    trace_row *rows =
+        ts_tool_reserve(t->rows, t->n, &t->cap, sizeof *rows, 4096);
+    if (rows == NULL)
+        return -1;
+    t->rows = rows;
+    t->rows[t->n++] = (trace_row){ row->lat, row->lon, row->ts_ms, cell };
     return 0;
 }
 
@@ -225,14 +204,11 @@ static void cycle_log_free(cycle_log *log)
 static int cycle_log_add(cycle_log *log, unsigned cycle, double emd_true,
                          double emd_prev)
 {
-    if (log->n == log->cap) {
-        size_t cap = log->cap ? 2 * log->cap : 64;
-        double *rows = realloc(log->rows, cap * CYCLE_COLUMNS * sizeof *rows);
-        if (rows == NULL)
-            return -1;
-        log->rows = rows;
-        log->cap = cap;
-    }
+    double *rows = ts_tool_reserve(log->rows, log->n, &log->cap,
+                                   CYCLE_COLUMNS * sizeof *rows, 64);
+    if (rows == NULL)
+        return -1;
+    log->rows = rows;
     double *row = log->rows + log->n * CYCLE_COLUMNS;
     row[CYCLE_X] = cycle;
     row[CYCLE_EMD_TRUE] = emd_true;
@@ -319,14 +295,15 @@ static int run_loop(const ts_profile *profile, const trace *t,
      * set, not of one cycle's rows: a cycle of 1000 rows over 408 cells
      * is itself a noisy sample of it. */
     for (size_t r = 0; r < t->n; r++)
-        population[t->cell[r]] += 1.0;
+        population[t->rows[r].cell] += 1.0;
     normalise(population, n);
     printf("cycle,reports,emd_true_m,emd_prev_m,ba_iterations,ba_ms,"
            "ibu_iterations,ibu_ms,emd_true_cells\n");
     ts_budget_view unlimited = { INFINITY, 0.0 };
     for (size_t r = 0; r < t->n; r++) {
-        ts_point truth_point = { .lat = t->lat[r], .lon = t->lon[r],
-                                 .ts_ms = t->ts_ms[r], .accuracy_m = NAN };
+        const trace_row *row = &t->rows[r];
+        ts_point truth_point = { .lat = row->lat, .lon = row->lon,
+                                 .ts_ms = row->ts_ms, .accuracy_m = NAN };
         ts_report report;
         memset(&report, 0, sizeof report);
         if (profile->ops->release(profile->mech, NULL, &truth_point,
@@ -335,7 +312,7 @@ static int run_loop(const ts_profile *profile, const trace *t,
             goto out;
         }
         if (!ts_population_observe(&loop, report.lat, report.lon,
-                                   report.channel_version, t->ts_ms[r]))
+                                   report.channel_version, row->ts_ms))
             continue;
         ts_population_job job;
         if (ts_population_close(&loop, &job) != 0)
@@ -411,8 +388,8 @@ static double estimate_distance(const grid_points *g, const double *channel,
 static double report_eps(const ts_profile *profile, const trace *t,
                          ts_rng *rng)
 {
-    ts_point p = { .lat = t->lat[0], .lon = t->lon[0], .ts_ms = t->ts_ms[0],
-                   .accuracy_m = NAN };
+    ts_point p = { .lat = t->rows[0].lat, .lon = t->rows[0].lon,
+                   .ts_ms = t->rows[0].ts_ms, .accuracy_m = NAN };
     ts_report report;
     memset(&report, 0, sizeof report);
     ts_budget_view unlimited = { INFINITY, 0.0 };
@@ -455,7 +432,7 @@ static uint32_t channel_cell(const ts_profile *profile, uint32_t cell,
     double b[4];
     pop->cell_bounds(profile->mech, cell, b);
     ts_point at = { .lat = 0.5 * (b[0] + b[2]), .lon = 0.5 * (b[1] + b[3]),
-                    .ts_ms = t->ts_ms[r], .accuracy_m = NAN };
+                    .ts_ms = t->rows[r].ts_ms, .accuracy_m = NAN };
     ts_report report;
     memset(&report, 0, sizeof report);
     ts_budget_view unlimited = { INFINITY, 0.0 };
@@ -508,7 +485,7 @@ static int compare_laplace(const ts_profile *profile, const trace *t,
         !isfinite(eps))
         goto out;
     for (size_t r = 0; r < t->n; r++)
-        truth[t->cell[r]] += 1.0;
+        truth[t->rows[r].cell] += 1.0;
     normalise(truth, n);
     /* BA's fixed point for this population: the channel PRIVIC converges
      * towards, its prior the true distribution (floored: BA needs full
@@ -549,7 +526,7 @@ static int compare_laplace(const ts_profile *profile, const trace *t,
     const void *was = pop->channel_current(profile->mech, &version);
     pop->channel_install(profile->mech, ba, version);
     for (size_t r = 0; r < t->n; r++) {
-        uint32_t x = t->cell[r];
+        uint32_t x = t->rows[r].cell;
         uint32_t report[CMP_N];
         report[CMP_BA] = channel_cell(profile, x, t, r, rng);
         report[CMP_LAPLACE] = laplace_cell(&shape, g->centres[x], eps, rng);
@@ -692,7 +669,7 @@ out:
     cycle_log_free(&log);
     free(g.centres);
     free(g.cells);
-    trace_free(&t);
+    free(t.rows);
     ts_tool_pipeline_close(&tool);
     return status;
 }

@@ -29,8 +29,8 @@
 #include "tools/commands.h"
 #include "tools/csv.h"
 #include "tools/name_index.h"
+#include "tools/trace.h"
 
-#define ERR_MAX 512
 #define DEFAULT_MAX_SPEED_KMH 15.0
 #define DEFAULT_SHORT_GAP_S 60.0
 #define DEFAULT_LONG_GAP_S 3600.0
@@ -39,20 +39,6 @@
 /* A fix further apart than this says nothing about the current speed
  * (the receiver was off, or the user was indoors). */
 #define SPEED_HORIZON_S 600.0
-
-typedef struct sample_row {
-    uint32_t user;
-    uint32_t order;          /* file order, to keep the sort stable */
-    int64_t ts_ms;
-    double lat;
-    double lon;
-} sample_row;
-
-typedef struct sample_data {
-    ts_name_index *users;    /* user id -> sample_row.user */
-    sample_row *rows;
-    size_t n_rows, rows_cap;
-} sample_data;
 
 static void usage(FILE *out)
 {
@@ -80,39 +66,9 @@ static void usage(FILE *out)
         out);
 }
 
-static void free_data(sample_data *data)
-{
-    ts_name_index_free(data->users);
-    free(data->rows);
-}
-
-static int add_row(sample_data *data, const sample_row *row)
-{
-    if (data->n_rows == data->rows_cap) {
-        size_t cap = data->rows_cap ? data->rows_cap * 2 : 4096;
-        sample_row *rows = realloc(data->rows, cap * sizeof *rows);
-        if (rows == NULL)
-            return -1;
-        data->rows = rows;
-        data->rows_cap = cap;
-    }
-    data->rows[data->n_rows++] = *row;
-    return 0;
-}
-
-static int compare_rows(const void *a, const void *b)
-{
-    const sample_row *x = a, *y = b;
-    if (x->user != y->user)
-        return x->user < y->user ? -1 : 1;
-    if (x->ts_ms != y->ts_ms)
-        return x->ts_ms < y->ts_ms ? -1 : 1;
-    return x->order < y->order ? -1 : (x->order > y->order);
-}
-
 /* Speed in m/s between rows a and b (b later), or NaN when they are not
  * usable together (same time, or too far apart in time). */
-static double speed_between(const sample_row *a, const sample_row *b)
+static double speed_between(const ts_trace_point *a, const ts_trace_point *b)
 {
     double dt = (double)(b->ts_ms - a->ts_ms) / 1000.0;
     if (!(dt > 0.0) || dt > SPEED_HORIZON_S)
@@ -121,7 +77,7 @@ static double speed_between(const sample_row *a, const sample_row *b)
 }
 
 /* Slow flag of rows[i] inside the user's run rows[first .. end). */
-static int is_slow(const sample_row *rows, size_t first, size_t end, size_t i,
+static int is_slow(const ts_trace_point *rows, size_t first, size_t end, size_t i,
                    double max_speed_ms)
 {
     double speed = NAN;
@@ -156,10 +112,11 @@ static double next_gap_s(ts_rng *rng, double p, double short_gap_s,
     return gap < 1.0 ? 1.0 : gap;
 }
 
-static int write_row(const sample_data *data, const sample_row *row)
+static int write_row(const ts_trace *trace, const ts_trace_point *row)
 {
     char text[64];
-    if (ts_csv_write_field(stdout, ts_name_index_name(data->users, row->user)) != 0)
+    if (ts_csv_write_field(stdout, ts_name_index_name(trace->users,
+                                                      row->user)) != 0)
         return -1;
     fputc(',', stdout);
     ts_csv_format_ts(row->ts_ms, text, sizeof text);
@@ -204,55 +161,12 @@ int cmd_sample(int argc, char **argv)
     const char *input_path = argv[first];
 
     int status = 1;
-    char err[ERR_MAX];
-    sample_data data;
-    memset(&data, 0, sizeof data);
+    ts_trace trace;
     ts_rng *rng = NULL;
-    ts_csv_reader *reader = NULL;
-    data.users = ts_name_index_new();
-    if (data.users == NULL) {
-        fprintf(stderr, TS_TOOL_NAME ": out of memory\n");
+    /* Unusable rows are counted, never echoed: fields may be coordinates.
+     * A query needs a time: ts 0 and before are unusable. */
+    if (ts_trace_load(&trace, input_path, 1) != 0)
         goto out;
-    }
-    reader = ts_csv_open(input_path, err, sizeof err);
-    if (reader == NULL) {
-        fprintf(stderr, TS_TOOL_NAME ": %s\n", err);
-        goto out;
-    }
-    uint64_t read_rows = 0, skipped = 0;
-    ts_csv_row row;
-    for (;;) {
-        int rc = ts_csv_read(reader, &row, err, sizeof err);
-        if (rc == TS_CSV_EOF)
-            break;
-        if (rc == TS_CSV_IO_ERROR) {
-            fprintf(stderr, TS_TOOL_NAME ": %s: %s\n", input_path, err);
-            goto out;
-        }
-        read_rows++;
-        /* Unusable rows are counted, never echoed: fields may be
-         * coordinates. */
-        if (rc == TS_CSV_BAD_ROW || row.user[0] == '\0' || row.ts_ms <= 0 ||
-            !ts_geo_valid(row.lat, row.lon)) {
-            skipped++;
-            continue;
-        }
-        uint32_t user = 0;
-        int interned = ts_name_index_intern(data.users, row.user, &user);
-        sample_row r = {
-            .user = user,
-            .order = (uint32_t)data.n_rows,
-            .ts_ms = row.ts_ms,
-            .lat = row.lat,
-            .lon = row.lon,
-        };
-        if (interned != 0 || data.n_rows >= UINT32_MAX ||
-            add_row(&data, &r) != 0) {
-            fprintf(stderr, TS_TOOL_NAME ": out of memory\n");
-            goto out;
-        }
-    }
-    qsort(data.rows, data.n_rows, sizeof *data.rows, compare_rows);
 
     rng = ts_rng_new_seeded(common.seed);
     if (rng == NULL) {
@@ -263,22 +177,24 @@ int cmd_sample(int argc, char **argv)
         goto write_error;
     const double max_speed_ms = max_speed_kmh / 3.6;
     uint64_t slow = 0, sampled = 0;
-    for (size_t first = 0; first < data.n_rows;) {
+    for (size_t first = 0; first < trace.n;) {
         size_t end = first;
-        while (end < data.n_rows && data.rows[end].user == data.rows[first].user)
+        while (end < trace.n &&
+               trace.points[end].user == trace.points[first].user)
             end++;
         int64_t next_ms = INT64_MIN;
         for (size_t i = first; i < end; i++) {
-            if (!is_slow(data.rows, first, end, i, max_speed_ms))
+            if (!is_slow(trace.points, first, end, i, max_speed_ms))
                 continue;
             slow++;
-            if (data.rows[i].ts_ms < next_ms)
+            if (trace.points[i].ts_ms < next_ms)
                 continue;
-            if (write_row(&data, &data.rows[i]) != 0)
+            if (write_row(&trace, &trace.points[i]) != 0)
                 goto write_error;
             sampled++;
             double gap_s = next_gap_s(rng, p, short_gap_s, long_gap_s);
-            next_ms = data.rows[i].ts_ms + (int64_t)llround(gap_s * 1000.0);
+            next_ms =
+                trace.points[i].ts_ms + (int64_t)llround(gap_s * 1000.0);
         }
         first = end;
     }
@@ -287,9 +203,10 @@ int cmd_sample(int argc, char **argv)
     fprintf(stderr,
             "sample: rows=%" PRIu64 " users=%zu slow=%" PRIu64
             " sampled=%" PRIu64,
-            read_rows, ts_name_index_count(data.users), slow, sampled);
-    if (skipped != 0)
-        fprintf(stderr, " skipped=%" PRIu64, skipped);
+            trace.rows_read, ts_name_index_count(trace.users), slow,
+            sampled);
+    if (trace.skipped != 0)
+        fprintf(stderr, " skipped=%" PRIu64, trace.skipped);
     fputc('\n', stderr);
     status = 0;
     goto out;
@@ -297,8 +214,7 @@ int cmd_sample(int argc, char **argv)
 write_error:
     fprintf(stderr, TS_TOOL_NAME ": cannot write the output\n");
 out:
-    ts_csv_close(reader);
     ts_rng_free(rng);
-    free_data(&data);
+    ts_trace_free(&trace);
     return status;
 }

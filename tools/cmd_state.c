@@ -78,39 +78,23 @@ static void json_string(FILE *out, const char *s, size_t len)
     fputc('"', out);
 }
 
+typedef void (*print_fn)(FILE *out, const char *id, size_t id_len,
+                         const ts_user_record *r);
+
 typedef struct visit_state {
     FILE *out;
+    print_fn print;          /* NULL: count only */
     size_t users;
     size_t bad;
     size_t record_bytes;
     double spent_total;
 } visit_state;
 
-static int visit_list(void *ctx, const char *id, size_t id_len,
-                      const void *bytes, size_t len)
+/* Every record of the store: counted, decoded (one that does not decode
+ * counted as bad) and printed by vs->print. */
+static int visit(void *ctx, const char *id, size_t id_len, const void *bytes,
+                 size_t len)
 {
-    visit_state *vs = ctx;
-    ts_user_record r;
-    if (ts_record_decode(bytes, len, &r) != 0) {
-        vs->bad++;
-        return 0;
-    }
-    csv_field(vs->out, id, id_len);
-    fputc(',', vs->out);
-    if (r.profile != NULL)
-        csv_field(vs->out, r.profile, strlen(r.profile));
-    fprintf(vs->out, ",%" PRId64 ",%" PRId64 ",%.9g,%" PRId64 ",%zu\n",
-            r.window_start_ms, r.window_ms, r.spent, r.last_ts_ms,
-            r.state_len);
-    vs->users++;
-    return 0;
-}
-
-static int visit_stats(void *ctx, const char *id, size_t id_len,
-                       const void *bytes, size_t len)
-{
-    (void)id;
-    (void)id_len;
     visit_state *vs = ctx;
     ts_user_record r;
     vs->record_bytes += len;
@@ -118,44 +102,49 @@ static int visit_stats(void *ctx, const char *id, size_t id_len,
         vs->bad++;
         return 0;
     }
+    if (vs->print != NULL)
+        vs->print(vs->out, id, id_len, &r);
     vs->users++;
     vs->spent_total += r.spent;
     return 0;
 }
 
-static int visit_export(void *ctx, const char *id, size_t id_len,
-                        const void *bytes, size_t len)
+static void print_list(FILE *out, const char *id, size_t id_len,
+                       const ts_user_record *r)
 {
-    visit_state *vs = ctx;
-    ts_user_record r;
-    if (ts_record_decode(bytes, len, &r) != 0) {
-        vs->bad++;
-        return 0;
-    }
-    FILE *out = vs->out;
+    csv_field(out, id, id_len);
+    fputc(',', out);
+    if (r->profile != NULL)
+        csv_field(out, r->profile, strlen(r->profile));
+    fprintf(out, ",%" PRId64 ",%" PRId64 ",%.9g,%" PRId64 ",%zu\n",
+            r->window_start_ms, r->window_ms, r->spent, r->last_ts_ms,
+            r->state_len);
+}
+
+static void print_export(FILE *out, const char *id, size_t id_len,
+                         const ts_user_record *r)
+{
     fputs("{\"user\":", out);
     json_string(out, id, id_len);
-    fprintf(out, ",\"has_window\":%s", r.has_window ? "true" : "false");
+    fprintf(out, ",\"has_window\":%s", r->has_window ? "true" : "false");
     fputs(",\"profile\":", out);
-    if (r.profile != NULL)
-        json_string(out, r.profile, strlen(r.profile));
+    if (r->profile != NULL)
+        json_string(out, r->profile, strlen(r->profile));
     else
         fputs("null", out);
     fprintf(out,
             ",\"window_start_ms\":%" PRId64 ",\"window_ms\":%" PRId64
             ",\"spent\":%.17g,\"last_ts_ms\":%" PRId64 ",\"has_last\":%s",
-            r.window_start_ms, r.window_ms, r.spent, r.last_ts_ms,
-            r.has_last ? "true" : "false");
-    if (r.has_last)
-        fprintf(out, ",\"last_lat\":%.17g,\"last_lon\":%.17g", r.last_lat,
-                r.last_lon);
+            r->window_start_ms, r->window_ms, r->spent, r->last_ts_ms,
+            r->has_last ? "true" : "false");
+    if (r->has_last)
+        fprintf(out, ",\"last_lat\":%.17g,\"last_lon\":%.17g", r->last_lat,
+                r->last_lon);
     fputs(",\"state\":\"", out);
-    const unsigned char *state = r.state;
-    for (size_t i = 0; i < r.state_len; i++)
-        fprintf(out, "%02x", i < r.state_stored_len ? state[i] : 0);
+    const unsigned char *state = r->state;
+    for (size_t i = 0; i < r->state_len; i++)
+        fprintf(out, "%02x", i < r->state_stored_len ? state[i] : 0);
     fputs("\"}\n", out);
-    vs->users++;
-    return 0;
 }
 
 /* ------------------------------------------------------------ import */
@@ -449,7 +438,10 @@ static int import_file(ts_store *store, const char *path)
         const json_field *user = field(fields, n, "user");
         ts_user_record record;
         unsigned char *state = NULL;
-        const char *bad = user == NULL || !user->is_string || user->len == 0
+        /* A key of the daemon's own records is no user's. */
+        const char *bad = user == NULL || !user->is_string ||
+                                  user->len == 0 ||
+                                  ts_store_is_own_key(user->text, user->len)
                               ? "user"
                               : record_from_fields(fields, n, &record, &state);
         if (bad != NULL) {
@@ -584,7 +576,7 @@ int cmd_state(int argc, char **argv)
         status = import_file(store, import_path);
     } else if (strcmp(action, "stats") == 0) {
         ts_store_info info;
-        if (ts_store_iterate(store, visit_stats, &vs) != 0 ||
+        if (ts_store_iterate(store, visit, &vs) != 0 ||
             ts_store_get_info(store, &info) != 0) {
             fprintf(stderr, TS_TOOL_NAME ": %s: cannot read the store\n", dir);
             status = 1;
@@ -601,8 +593,8 @@ int cmd_state(int argc, char **argv)
         if (!export)
             printf("user,profile,window_start_ms,window_ms,spent,last_ts_ms,"
                    "state_bytes\n");
-        if (ts_store_iterate(store, export ? visit_export : visit_list,
-                             &vs) != 0) {
+        vs.print = export ? print_export : print_list;
+        if (ts_store_iterate(store, visit, &vs) != 0) {
             fprintf(stderr, TS_TOOL_NAME ": %s: cannot read the store\n", dir);
             status = 1;
         }

@@ -11,6 +11,7 @@
 #include "engine/config.h"
 #include "engine/pipeline.h"
 #include "mechanisms/rng.h"
+#include "tools/csv.h"
 #include "tools/options.h"
 
 #define TS_TOOL_NAME "tracesan"
@@ -81,6 +82,19 @@ const char *ts_tool_reason_name(int reason);
 
 /* tools/cmd_jetstream.c: the JetStream part of `replay --help`. */
 void ts_replay_jetstream_usage(FILE *out);
+
+/* Room for one more item in an array of *cap items of `size` bytes that
+ * holds n: the array itself, or grown by doubling (from `first` items)
+ * when full, with *cap updated; NULL when out of memory, the old array
+ * kept. */
+void *ts_tool_reserve(void *items, size_t n, size_t *cap, size_t size,
+                      size_t first);
+
+/* ts_csv_open_table and ts_csv_next (tools/csv.h) that report their errors
+ * on stderr as "tracesan: PATH: ...": NULL, or TS_CSV_IO_ERROR, once
+ * reported. */
+ts_csv_reader *ts_tool_open_table(const char *path);
+int ts_tool_next_row(ts_csv_reader *reader, const char *path, size_t *line);
 
 /* Monotonic clock in seconds, and a sleep against it. */
 double ts_tool_now(void);

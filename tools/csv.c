@@ -369,6 +369,12 @@ int ts_csv_parse_number(const char *text, double *out)
     return 1;
 }
 
+int ts_csv_finite(const char *field, double *out)
+{
+    return field != NULL && ts_csv_parse_number(field, out) == 1 &&
+           isfinite(*out);
+}
+
 static const char *field_at(const ts_csv_reader *reader, int column)
 {
     int index = reader->column_index[column];

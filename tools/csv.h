@@ -86,6 +86,9 @@ const char *ts_csv_field(const ts_csv_reader *reader, int column);
 /* Parses a numeric field: 1 with *out set, 0 when empty, -1 when it is not
  * a number. Spaces around it are allowed. */
 int ts_csv_parse_number(const char *text, double *out);
+/* Whether a field is present (not NULL), a number and finite; *out set
+ * when it is. */
+int ts_csv_finite(const char *field, double *out);
 
 /* Output ------------------------------------------------------------------ */
 

@@ -140,24 +140,13 @@ static int open_connection(connection *c, const char *command,
     char *password = NULL;
     size_t password_len = 0;
     if (c->password_file != NULL) {
-        FILE *f = fopen(c->password_file, "r");
-        if (f == NULL) {
-            fprintf(stderr, TS_TOOL_NAME ": %s: cannot read\n",
-                    c->password_file);
+        char problem[512];
+        password = ts_mqtt_read_password(c->password_file, &password_len,
+                                         problem, sizeof problem);
+        if (password == NULL) {
+            fprintf(stderr, TS_TOOL_NAME ": --password-file %s\n", problem);
             return -1;
         }
-        char buf[4097];
-        size_t n = fread(buf, 1, sizeof buf - 1, f);
-        fclose(f);
-        while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r'))
-            n--;
-        password = malloc(n + 1);
-        if (password == NULL)
-            return -1;
-        memcpy(password, buf, n);
-        password[n] = '\0';
-        password_len = n;
-        memset(buf, 0, sizeof buf);
     }
     ts_mqtt_client_config config = {
         .urls = &c->url, .n_urls = 1,
@@ -186,10 +175,7 @@ static int open_connection(connection *c, const char *command,
         return -1;
     c->client = ts_mqtt_client_new(&config, &events, c->base, err,
                                    sizeof err);
-    if (password != NULL) {
-        memset(password, 0, password_len);
-        free(password);
-    }
+    ts_mqtt_free_password(password, password_len);
     if (c->client == NULL) {
         fprintf(stderr, TS_TOOL_NAME ": %s\n", err);
         return -1;

@@ -95,6 +95,7 @@ static const char *take_value(const ts_tool_option *option, const char *value)
     };
     uint64_t count;
     double number;
+    ts_tool_numbers *numbers;
     switch (option->arg) {
     case TS_ARG_FLAG:
         *(int *)option->dest = 1;
@@ -118,6 +119,14 @@ static const char *take_value(const ts_tool_option *option, const char *value)
             (option->arg == TS_ARG_NON_NEGATIVE && number < 0.0))
             return number_needs[option->arg - TS_ARG_NUMBER];
         *(double *)option->dest = number;
+        return NULL;
+    case TS_ARG_POSITIVE_EACH:
+        numbers = option->dest;
+        if (numbers->n == TS_TOOL_MAX_NUMBERS)
+            return "is given too many times";
+        if (ts_tool_parse_double(value, &number) != 0 || !(number > 0.0))
+            return "needs a positive number";
+        numbers->v[numbers->n++] = number;
         return NULL;
     case TS_ARG_CHOICE:
         for (int i = 0; option->choices[i] != NULL; i++)

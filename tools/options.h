@@ -45,8 +45,16 @@ typedef enum ts_tool_arg {
     TS_ARG_POSITIVE,      /* double dest, > 0 */
     TS_ARG_NON_NEGATIVE,  /* double dest, >= 0 */
     TS_ARG_CHOICE,        /* int dest: the index of the value in choices */
+    TS_ARG_POSITIVE_EACH, /* ts_tool_numbers dest: each value > 0 appended */
     TS_ARG_HANDLER,       /* handle(dest, value) */
 } ts_tool_arg;
+
+/* The values of a repeatable TS_ARG_POSITIVE_EACH option, in order. */
+#define TS_TOOL_MAX_NUMBERS 64
+typedef struct ts_tool_numbers {
+    double v[TS_TOOL_MAX_NUMBERS];
+    size_t n;
+} ts_tool_numbers;
 
 /* One option of a command's own. Tables end with an all-zero entry. */
 typedef struct ts_tool_option {

@@ -13,21 +13,12 @@
 
 #include <stddef.h>
 
+#include "tools/plot_draw.h"
+
 typedef enum ts_plot_format {
     TS_PLOT_SVG,
     TS_PLOT_PNG,
 } ts_plot_format;
-
-typedef enum ts_plot_scale {
-    TS_PLOT_LINEAR,
-    TS_PLOT_LOG,       /* base 10; non-positive values are not drawn */
-} ts_plot_scale;
-
-typedef enum ts_plot_style {
-    TS_PLOT_LINE,        /* vertices joined by straight segments */
-    TS_PLOT_LINE_MARKED, /* the same, with a dot on every vertex */
-    TS_PLOT_STEP,        /* y holds until the next x, then jumps (a CDF) */
-} ts_plot_style;
 
 #define TS_PLOT_DEFAULT_WIDTH 960
 #define TS_PLOT_DEFAULT_HEIGHT 600
@@ -39,14 +30,10 @@ typedef enum ts_plot_style {
     "x" TS_PLOT_STRINGIFY(TS_PLOT_DEFAULT_HEIGHT)
 #define TS_PLOT_MIN_SIDE 200
 #define TS_PLOT_MAX_SIDE 8000
-#define TS_PLOT_MAX_TICKS 32
 
 typedef struct ts_plot_size {
     unsigned width, height;
 } ts_plot_size;
-
-typedef struct ts_plot ts_plot;
-typedef struct ts_plot_panel ts_plot_panel;
 
 /* The format a file name asks for, by its extension (case-insensitive):
  * 0 with *format set, or -1 for any other name. */
@@ -59,19 +46,6 @@ int ts_plot_parse_size(const char *text, ts_plot_size *size);
 /* --plot-size's handler for the tools' option tables (tools/options.h):
  * parses into the ts_plot_size at dest; NULL, or what the value needs. */
 const char *ts_plot_take_size(void *dest, const char *value);
-
-/* The axis range [*lo, *hi] widened to tick marks, and the major ticks in
- * it (at most TS_PLOT_MAX_TICKS, about `target` of them on a linear axis;
- * on a log axis the powers of ten, thinned to every k-th decade when
- * there are many). An empty or degenerate range is widened around its
- * value first. Returns the number of ticks, or 0 when the range cannot be
- * drawn on that scale (not finite, or not positive on a log axis). */
-size_t ts_plot_ticks(ts_plot_scale scale, double *lo, double *hi,
-                     size_t target, double ticks[TS_PLOT_MAX_TICKS]);
-
-/* A tick label: the shortest of plain decimals fitting the tick step, with
- * k and M for thousands and millions when they are whole ("2.5k"). */
-void ts_plot_format_tick(double value, double step, char *out, size_t len);
 
 /* NULL when out of memory. `title` may be NULL (no figure title). */
 ts_plot *ts_plot_new(const char *title);

@@ -1,7 +1,9 @@
 /* tracesan: offline and client tools around tracesand; usage() lists the
  * commands. */
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <zmq.h>
@@ -335,4 +337,36 @@ void ts_tool_sleep_until(double deadline)
     while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &due, NULL) ==
            EINTR) {
     }
+}
+
+ts_csv_reader *ts_tool_open_table(const char *path)
+{
+    char err[ERR_MAX];
+    ts_csv_reader *reader = ts_csv_open_table(path, err, sizeof err);
+    if (reader == NULL)
+        fprintf(stderr, TS_TOOL_NAME ": %s\n", err);
+    return reader;
+}
+
+int ts_tool_next_row(ts_csv_reader *reader, const char *path, size_t *line)
+{
+    char err[ERR_MAX];
+    int rc = ts_csv_next(reader, line, err, sizeof err);
+    if (rc == TS_CSV_IO_ERROR)
+        fprintf(stderr, TS_TOOL_NAME ": %s: %s\n", path, err);
+    return rc;
+}
+
+void *ts_tool_reserve(void *items, size_t n, size_t *cap, size_t size,
+                      size_t first)
+{
+    if (n < *cap)
+        return items;
+    size_t grown_cap = *cap != 0 ? *cap * 2 : first;
+    if (grown_cap < *cap || grown_cap > SIZE_MAX / size)
+        return NULL;
+    void *grown = realloc(items, grown_cap * size);
+    if (grown != NULL)
+        *cap = grown_cap;
+    return grown;
 }

@@ -337,6 +337,8 @@ void ts_codec_input_from_update(const Tracesan__V1__LocationUpdate *update,
 int ts_codec_pack(const ProtobufCMessage *message, ts_buf *payload)
 {
     size_t size = protobuf_c_message_get_packed_size(message);
+    if (size == 0)
+        return 0;  /* nothing to write, into a buffer that may have none */
     if (ts_buf_reserve(payload, size) != 0)
         return -1;
     size_t written = protobuf_c_message_pack(message,

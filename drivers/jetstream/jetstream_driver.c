@@ -9,6 +9,7 @@
 
 #include <event2/event.h>
 
+#include "drivers/jetstream/js_population.h"
 #include "drivers/jetstream/js_state.h"
 #include "engine/log.h"
 
@@ -99,6 +100,12 @@ static void *jetstream_thread(void *arg)
         uint64_t seen = m->wakeups;
         pthread_mutex_unlock(&m->flight_lock);
         ts_js_apply_pending_reload(m);
+        /* Between two groups: a reload's profiles get the cluster's
+         * version before they release, and an adopted version goes in. */
+        ts_js_population_follow_config(m->population,
+                                       m->adopted != NULL ? m->adopted
+                                                          : m->env.config);
+        ts_js_population_install(m->population);
         int64_t now = ts_js_mono_ms();
         if (now >= next_expiry_ms) {
             ts_js_expire_users(m);
@@ -155,6 +162,7 @@ static void js_close(ts_jetstream *m)
 {
     if (m == NULL)
         return;
+    ts_js_population_close(m->population);
     ts_js_restore_close(m);
     if (m->parts != NULL) {
         for (uint32_t i = 0; i < m->n_partitions; i++) {
@@ -314,7 +322,9 @@ static int js_open(ts_driver **out, const ts_driver_env *env, char *err,
     struct timeval tick = { 0, TICK_MS * 1000 };
     if (allocate(m, env) != 0) {
         snprintf(err, errlen, "out of memory");
-    } else if (connect_cluster(m, err, errlen) == 0) {
+    } else if (connect_cluster(m, err, errlen) == 0 &&
+               ts_js_population_open(&m->population, m, env->config, err,
+                                     errlen) == 0) {
         m->tick_event = event_new(env->base, -1, EV_PERSIST, on_tick, m);
         if (m->tick_event != NULL && event_add(m->tick_event, &tick) == 0) {
             *out = m;
@@ -328,6 +338,8 @@ static int js_open(ts_driver **out, const ts_driver_env *env, char *err,
 
 static int js_start(ts_driver *m, char *err, size_t errlen)
 {
+    if (ts_js_population_start(m->population, err, errlen) != 0)
+        return -1;
     if (pthread_create(&m->thread, NULL, jetstream_thread, m) != 0) {
         snprintf(err, errlen, "cannot start the JetStream thread");
         return -1;
@@ -349,6 +361,7 @@ static int js_finish(ts_driver *m)
         pthread_join(m->thread, NULL);
         m->thread_started = 0;
     }
+    ts_js_population_stop(m->population);
     ts_observer_relay_drain(m->relay);
     ts_js_log_latencies(m);
     return 0;
@@ -383,6 +396,19 @@ static int js_adopt_config(ts_driver *m, ts_config *fresh, char *err,
     return 0;
 }
 
+static int js_render_metrics(ts_driver *m, ts_buf *out)
+{
+    if (ts_js_render_metrics(m, out) != 0)
+        return -1;
+    return ts_js_population_render_metrics(m->population, out);
+}
+
+static char *js_density_geojson(ts_driver *m, const char *profile,
+                                int *status, size_t *len)
+{
+    return ts_js_population_geojson(m->population, profile, status, len);
+}
+
 const ts_driver_ops ts_jetstream_driver = {
     .name = "jetstream",
     .input_types = types,
@@ -394,6 +420,7 @@ const ts_driver_ops ts_jetstream_driver = {
     .finish = js_finish,
     .close = js_close,
     .stats = js_stats,
-    .render_metrics = ts_js_render_metrics,
+    .render_metrics = js_render_metrics,
     .adopt_config = js_adopt_config,
+    .density_geojson = js_density_geojson,
 };

@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/safe_open.h"
+
 /* Handshakes tried when the server refuses an NKey or creds signature. */
 #define AUTH_ATTEMPTS 4
 
@@ -34,6 +36,25 @@ int ts_js_connect(ts_js_conn *conn, const struct ts_nats_settings *nats,
                   void *closure, char *err, size_t errlen)
 {
     memset(conn, 0, sizeof *conn);
+    /* libnats opens these itself, and a FIFO would block it: refuse what
+     * is not a regular file first (issue 25, item 5). A missing one is
+     * left to libnats, which says so. */
+    const struct { const char *key, *path; } files[] = {
+        { "nats.creds_file", nats->creds_file },
+        { "nats.nkey_seed_file", nats->nkey_seed_file },
+        { "nats.tls_ca_file", nats->tls_ca_file },
+        { "nats.tls_cert_file", nats->tls_cert_file },
+        { "nats.tls_key_file", nats->tls_key_file },
+    };
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+        char why[128];
+        if (files[i].path != NULL &&
+            ts_check_regular(files[i].path, 1, why, sizeof why) != 0) {
+            snprintf(err, errlen, "%s %s: %s", files[i].key, files[i].path,
+                     why);
+            return -1;
+        }
+    }
     char *urls = strdup(nats->servers != NULL ? nats->servers : "");
     const char *servers[MAX_SERVERS];
     int n = 0;
@@ -236,6 +257,31 @@ static int add_stream(ts_js_conn *conn, jsStreamConfig *cfg, int *work_queue,
     return -1;
 }
 
+/* A replicated KV bucket keeping `history` values per key. */
+static int ensure_bucket(ts_js_conn *conn, const struct ts_nats_settings *nats,
+                         const char *bucket, int history, char *err,
+                         size_t errlen)
+{
+    kvStore *kv = NULL;
+    natsStatus s = js_KeyValue(&kv, conn->js, bucket);
+    if (s != NATS_OK) {
+        kvConfig kc;
+        kvConfig_Init(&kc);
+        kc.Bucket = bucket;
+        kc.History = (uint8_t)history;
+        kc.StorageType = js_FileStorage;
+        kc.Replicas = (int)nats->replicas;
+        s = js_CreateKeyValue(&kv, conn->js, &kc);
+    }
+    if (s != NATS_OK) {
+        char what[96];
+        snprintf(what, sizeof what, "cannot create the KV bucket %s", bucket);
+        return fail(err, errlen, what, s);
+    }
+    kvStore_Destroy(kv);
+    return 0;
+}
+
 /* TRACESAN_IN's subjects: exactly one per partition. */
 static const char **input_subjects(size_t partitions)
 {
@@ -293,7 +339,7 @@ int ts_js_ensure_streams(ts_js_conn *conn, const struct ts_nats_settings *nats,
 {
     static const char *const out_subjects[] = {
         "tracesan.out.>", "tracesan.rejected", "tracesan.other",
-        "tracesan.batch"
+        "tracesan.batch", "tracesan.density.>"
     };
     static const char *const state_subjects[] = { TS_JS_SUBJECT_STATE ".*" };
     const char **in_subjects = input_subjects(nats->partitions);
@@ -311,7 +357,7 @@ int ts_js_ensure_streams(ts_js_conn *conn, const struct ts_nats_settings *nats,
         int work_queue;      /* an input leaves once acknowledged */
     } streams[] = {
         { TS_JS_STREAM_IN, in_subjects, (int)nats->partitions, 0, 0, 1 },
-        { TS_JS_STREAM_OUT, out_subjects, 4, 1, 0, 0 },
+        { TS_JS_STREAM_OUT, out_subjects, 5, 1, 0, 0 },
         { TS_JS_STREAM_STATE, state_subjects, 1, 0, 1, 0 },
     };
     if (input_work_queue != NULL)
@@ -339,21 +385,31 @@ int ts_js_ensure_streams(ts_js_conn *conn, const struct ts_nats_settings *nats,
     free_subjects(in_subjects, nats->partitions);
     if (rc != 0)
         return -1;
-    kvStore *kv = NULL;
-    natsStatus s = js_KeyValue(&kv, conn->js, TS_JS_LEASE_BUCKET);
-    if (s != NATS_OK) {
-        kvConfig kc;
-        kvConfig_Init(&kc);
-        kc.Bucket = TS_JS_LEASE_BUCKET;
-        kc.History = 1;
-        kc.StorageType = js_FileStorage;
-        kc.Replicas = (int)nats->replicas;
-        s = js_CreateKeyValue(&kv, conn->js, &kc);
+    if (ensure_bucket(conn, nats, TS_JS_LEASE_BUCKET, 1, err, errlen) != 0)
+        return -1;
+    return ensure_bucket(conn, nats, TS_JS_POPULATION_BUCKET,
+                         TS_JS_POPULATION_HISTORY, err, errlen);
+}
+
+natsStatus ts_js_next_stream_msg(natsSubscription *sub, int64_t timeout_ms,
+                                 natsMsg **msg, uint64_t *seq,
+                                 uint64_t *pending)
+{
+    for (;;) {
+        natsStatus s = natsSubscription_NextMsg(msg, sub, timeout_ms);
+        if (s != NATS_OK)
+            return s;
+        jsMsgMetaData *meta = NULL;
+        if (natsMsg_GetMetaData(&meta, *msg) != NATS_OK) {
+            natsMsg_Destroy(*msg);
+            *msg = NULL;
+            continue;  /* a heartbeat or flow-control message */
+        }
+        *seq = meta->Sequence.Stream;
+        *pending = meta->NumPending;
+        jsMsgMetaData_Destroy(meta);
+        return NATS_OK;
     }
-    if (s != NATS_OK)
-        return fail(err, errlen, "cannot create the lease bucket", s);
-    kvStore_Destroy(kv);
-    return 0;
 }
 
 int ts_js_partition_backlog(jsCtx *js, uint32_t partitions, int work_queue,
@@ -466,20 +522,13 @@ int ts_js_read_stream(jsCtx *js, const char *stream, const char *subject,
     int rc = 0;
     for (;;) {
         natsMsg *msg = NULL;
-        s = natsSubscription_NextMsg(&msg, sub, TS_JS_WAIT_MS);
+        uint64_t seq, pending;
+        s = ts_js_next_stream_msg(sub, TS_JS_WAIT_MS, &msg, &seq, &pending);
         if (s != NATS_OK) {
             ts_js_describe(err, errlen, "reading the stream", s, 0);
             rc = -1;
             break;
         }
-        jsMsgMetaData *meta = NULL;
-        if (natsMsg_GetMetaData(&meta, msg) != NATS_OK) {
-            natsMsg_Destroy(msg);
-            continue;  /* a heartbeat or flow-control message */
-        }
-        uint64_t seq = meta->Sequence.Stream;
-        uint64_t pending = meta->NumPending;
-        jsMsgMetaData_Destroy(meta);
         rc = visit(ctx, msg, seq);
         natsMsg_Destroy(msg);
         if (rc != 0 || seq >= last || pending == 0)

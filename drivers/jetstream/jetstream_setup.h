@@ -17,6 +17,10 @@
 #define TS_JS_STREAM_OUT "TRACESAN_OUT"
 #define TS_JS_STREAM_STATE "TRACESAN_STATE"
 #define TS_JS_LEASE_BUCKET "tracesan_leases"
+/* The cluster-wide population loops' records (js_population.h), one key
+ * per profile; its history keeps the last versions for inspection. */
+#define TS_JS_POPULATION_BUCKET "tracesan_population"
+#define TS_JS_POPULATION_HISTORY 64
 #define TS_JS_SUBJECT_IN "tracesan.in"
 #define TS_JS_SUBJECT_STATE "tracesan.state"
 /* The durable consumer of partition p: TS_JS_CONSUMER_PREFIX "<p>". */
@@ -36,15 +40,16 @@ int ts_js_connect(ts_js_conn *conn, const struct ts_nats_settings *nats,
                   void *closure, char *err, size_t errlen);
 void ts_js_close(ts_js_conn *conn);
 
-/* Creates the three streams and the lease bucket when absent (existing
- * ones are left as they are, except that TRACESAN_IN's subjects are set
- * to exactly tracesan.in.0 ... tracesan.in.<P-1>: a message on a subject
- * with no partition is refused at once instead of stored unanswered).
- * TRACESAN_IN is created as a work queue, so an input leaves the stream
- * when its partition acknowledges it, after its outcomes are published;
- * *input_work_queue (may be NULL) says whether the existing stream is one
- * (JetStream cannot change an existing stream's retention). 0, or -1 with
- * err. */
+/* Creates the three streams, the lease bucket and the population bucket
+ * when absent (existing ones are left as they are, but for subjects a
+ * newer version publishes on, which are added, and TRACESAN_IN's subjects,
+ * which are set to exactly tracesan.in.0 ... tracesan.in.<P-1>: a message
+ * on a subject with no partition is refused at once instead of stored
+ * unanswered). TRACESAN_IN is created as a work queue, so an input leaves
+ * the stream when its partition acknowledges it, after its outcomes are
+ * published; *input_work_queue (may be NULL) says whether the existing
+ * stream is one (JetStream cannot change an existing stream's retention).
+ * 0, or -1 with err. */
 int ts_js_ensure_streams(ts_js_conn *conn, const struct ts_nats_settings *nats,
                          int *input_work_queue, char *err, size_t errlen);
 
@@ -58,6 +63,14 @@ int ts_js_partition_backlog(jsCtx *js, uint32_t partitions, int work_queue,
 /* The text of a failed call: libnats' status and JetStream error code. */
 void ts_js_describe(char *err, size_t errlen, const char *what,
                     natsStatus status, jsErrCode code);
+
+/* The next message of an ordered consumer's subscription, with its stream
+ * sequence and how many are still pending; heartbeats and flow-control
+ * messages are skipped. NATS_OK with *msg (the caller destroys it), or
+ * NextMsg's status (NATS_TIMEOUT: none within timeout_ms). */
+natsStatus ts_js_next_stream_msg(natsSubscription *sub, int64_t timeout_ms,
+                                 natsMsg **msg, uint64_t *seq,
+                                 uint64_t *pending);
 
 /* Visits every message of `stream` on `subject` (a filter; NULL = all)
  * from stream sequence from_seq on (0 or 1: from the first), in sequence

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "drivers/jetstream/js_population.h"
 #include "engine/log.h"
 
 /* Pause between attempts to rebuild a partition whose rebuild gave up. */
@@ -153,6 +154,14 @@ void ts_js_take_over(ts_jetstream *m, partition *p)
     int result;
     if (!ts_js_restore_result(m, p, &result))
         return;
+    /* Before its first group the partition releases through a version at
+     * least as new as any its previous owner used (that owner adopted it
+     * from the bucket before it committed, and so before our fence). */
+    if (result == 0 && ts_js_population_catch_up(m->population) != 0) {
+        ts_log(TS_LOG_WARN, "partition %u: the population bucket could not "
+               "be read; restoring it again", p->index);
+        result = -1;
+    }
     if (result == -2) {
         ts_js_lose_partition(m, p, "fenced out", 0);
     } else if (result != 0 || ts_js_make_pipeline(m, p) != 0) {

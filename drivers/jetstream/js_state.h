@@ -269,6 +269,9 @@ struct ts_driver {
     int connected;
     char health[256];            /* "" = healthy */
     struct event *tick_event;
+    /* PRIVIC loops and density estimates, cluster-wide (js_population.h);
+     * NULL when no profile keeps an estimate. */
+    struct ts_js_population *population;
 };
 
 typedef struct ts_driver ts_jetstream;

@@ -1,6 +1,5 @@
 #include "drivers/mqtt/mqtt_client.h"
 
-#include <arpa/inet.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,12 +9,12 @@
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
 #include <event2/bufferevent_ssl.h>
+#include <event2/dns.h>
 #include <event2/event.h>
-#include <openssl/err.h>
 #include <openssl/ssl.h>
-#include <openssl/x509v3.h>
 
 #include "drivers/mqtt/mqtt_packet.h"
+#include "drivers/mqtt/mqtt_tls.h"
 #include "engine/log.h"
 
 #define HOST_MAX 256
@@ -54,6 +53,8 @@ struct ts_mqtt_client {
     char *client_id, *username, *password;
     char *ca_file, *cert_file, *key_file;
     SSL_CTX *tls;
+    struct evdns_base *dns;
+    int own_dns;                     /* dns is ours to free */
     struct bufferevent *bev;
     struct event *retry_timer, *keepalive_timer, *resume_event;
     state state;
@@ -146,88 +147,6 @@ int ts_mqtt_parse_url(const char *url, int *tls, char *host, size_t hostlen,
         return -1;
     }
     return 0;
-}
-
-/* ----------------------------------------------------------------- TLS */
-
-static void openssl_errors(char *buf, size_t len)
-{
-    unsigned long e;
-    size_t used = 0;
-    buf[0] = '\0';
-    while ((e = ERR_get_error()) != 0 && used + 2 < len) {
-        char one[256];
-        ERR_error_string_n(e, one, sizeof one);
-        used += (size_t)snprintf(buf + used, len - used, "%s%s",
-                                 used > 0 ? "; " : "", one);
-    }
-}
-
-static int make_tls(ts_mqtt_client *c, char *err, size_t errlen)
-{
-    c->tls = SSL_CTX_new(TLS_client_method());
-    if (c->tls == NULL) {
-        snprintf(err, errlen, "cannot create a TLS context");
-        return -1;
-    }
-    SSL_CTX_set_min_proto_version(c->tls, TLS1_2_VERSION);
-    SSL_CTX_set_verify(c->tls, SSL_VERIFY_PEER, NULL);
-    char why[ERR_MAX];
-    if (c->ca_file != NULL) {
-        if (SSL_CTX_load_verify_locations(c->tls, c->ca_file, NULL) != 1) {
-            openssl_errors(why, sizeof why);
-            snprintf(err, errlen, "mqtt.tls_ca_file %s: %s", c->ca_file, why);
-            return -1;
-        }
-    } else if (SSL_CTX_set_default_verify_paths(c->tls) != 1) {
-        snprintf(err, errlen, "cannot load the system's CA certificates");
-        return -1;
-    }
-    if (c->cert_file != NULL) {
-        if (SSL_CTX_use_certificate_chain_file(c->tls, c->cert_file) != 1) {
-            openssl_errors(why, sizeof why);
-            snprintf(err, errlen, "mqtt.tls_cert_file %s: %s", c->cert_file,
-                     why);
-            return -1;
-        }
-        if (SSL_CTX_use_PrivateKey_file(c->tls, c->key_file,
-                                        SSL_FILETYPE_PEM) != 1 ||
-            SSL_CTX_check_private_key(c->tls) != 1) {
-            openssl_errors(why, sizeof why);
-            snprintf(err, errlen, "mqtt.tls_key_file %s: %s", c->key_file,
-                     why);
-            return -1;
-        }
-    }
-    return 0;
-}
-
-/* Why a TLS connection failed, in the words that say what to fix. */
-static void tls_failure(ts_mqtt_client *c, char *buf, size_t len)
-{
-    SSL *ssl = c->bev != NULL ? bufferevent_openssl_get_ssl(c->bev) : NULL;
-    long verify = ssl != NULL ? SSL_get_verify_result(ssl) : X509_V_OK;
-    char errors[ERR_MAX] = "";
-    unsigned long e;
-    size_t used = 0;
-    while (c->bev != NULL &&
-           (e = bufferevent_get_openssl_error(c->bev)) != 0 &&
-           used + 2 < sizeof errors) {
-        char one[256];
-        ERR_error_string_n(e, one, sizeof one);
-        used += (size_t)snprintf(errors + used, sizeof errors - used, "%s%s",
-                                 used > 0 ? "; " : "", one);
-    }
-    if (verify != X509_V_OK)
-        snprintf(buf, len, "TLS: the server's certificate is not trusted: "
-                 "%s (check mqtt.tls_ca_file)",
-                 X509_verify_cert_error_string(verify));
-    else if (errors[0] != '\0')
-        snprintf(buf, len, "TLS handshake failed: %s", errors);
-    else
-        snprintf(buf, len, "TLS handshake failed: the server closed the "
-                 "connection (does it require a client certificate? "
-                 "mqtt.tls_cert_file)");
 }
 
 /* ------------------------------------------------------------ helpers */
@@ -623,7 +542,6 @@ static void on_write(struct bufferevent *bev, void *arg)
 
 static void on_event(struct bufferevent *bev, short what, void *arg)
 {
-    (void)bev;
     ts_mqtt_client *c = arg;
     if (what & BEV_EVENT_CONNECTED) {
         ts_mqtt_connect connect = {
@@ -646,10 +564,17 @@ static void on_event(struct bufferevent *bev, short what, void *arg)
         return;
     }
     char why[ERR_MAX + 64];
+    int dns_error = bufferevent_socket_get_dns_error(bev);
+    if (dns_error != 0) {
+        snprintf(why, sizeof why, "%s: cannot resolve %s: %s", c->url,
+                 c->host, evutil_gai_strerror(dns_error));
+        lose(c, why, 0);
+        return;
+    }
     int tls = strncmp(c->url, "mqtts://", 8) == 0;
     if (tls && c->state == CONNECTING && (what & BEV_EVENT_ERROR) &&
         EVUTIL_SOCKET_ERROR() != ECONNREFUSED) {
-        tls_failure(c, why, sizeof why);
+        ts_mqtt_tls_failure(c->bev, why, sizeof why);
         lose(c, why, 1);
         return;
     }
@@ -678,21 +603,10 @@ static void connect_next(ts_mqtt_client *c)
     c->connection++;
     c->state = CONNECTING;
     if (tls) {
-        SSL *ssl = SSL_new(c->tls);
+        SSL *ssl = ts_mqtt_tls_session(c->tls, c->host);
         if (ssl == NULL) {
             lose(c, "cannot create a TLS session", 0);
             return;
-        }
-        /* The name (or address) the certificate must carry, and SNI
-         * for a name. */
-        unsigned char address[16];
-        int is_ip = inet_pton(AF_INET, c->host, address) == 1 ||
-                    inet_pton(AF_INET6, c->host, address) == 1;
-        if (is_ip) {
-            X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), c->host);
-        } else {
-            SSL_set_tlsext_host_name(ssl, c->host);
-            SSL_set1_host(ssl, c->host);
         }
         c->bev = bufferevent_openssl_socket_new(
             c->base, -1, ssl, BUFFEREVENT_SSL_CONNECTING,
@@ -710,11 +624,11 @@ static void connect_next(ts_mqtt_client *c)
     bufferevent_enable(c->bev, EV_READ | EV_WRITE);
     char port_text[8];
     snprintf(port_text, sizeof port_text, "%d", port);
-    /* Host names resolve with the system resolver (a blocking call, as
-     * at any connect); a broker is usually named by address or in
-     * /etc/hosts. */
-    if (bufferevent_socket_connect_hostname(c->bev, NULL, AF_UNSPEC, c->host,
-                                            port) != 0) {
+    /* An address connects at once; a name is looked up by evdns while
+     * the loop goes on, and a failed lookup comes back through on_event
+     * (bufferevent_socket_get_dns_error). */
+    if (bufferevent_socket_connect_hostname(c->bev, c->dns, AF_UNSPEC,
+                                            c->host, port) != 0) {
         char why[HOST_MAX + 64];
         snprintf(why, sizeof why, "cannot connect to %s", c->url);
         lose(c, why, 0);
@@ -813,9 +727,30 @@ ts_mqtt_client *ts_mqtt_client_new(const ts_mqtt_client_config *config,
     int any_tls = 0;
     for (size_t i = 0; i < config->n_urls; i++)
         any_tls |= strncmp(config->urls[i], "mqtts://", 8) == 0;
-    if (any_tls && make_tls(c, err, errlen) != 0) {
+    if (any_tls && (c->tls = ts_mqtt_tls_context(c->ca_file, c->cert_file,
+                                                 c->key_file, err,
+                                                 errlen)) == NULL) {
         ts_mqtt_client_free(c);
         return NULL;
+    }
+    c->dns = config->dns;
+    c->config.dns = NULL;
+    if (c->dns == NULL) {
+        /* Without a usable resolv.conf, names in /etc/hosts still
+         * resolve. */
+        c->dns = evdns_base_new(base, EVDNS_BASE_INITIALIZE_NAMESERVERS |
+                                          EVDNS_BASE_DISABLE_WHEN_INACTIVE);
+        if (c->dns == NULL &&
+            (c->dns = evdns_base_new(base,
+                                     EVDNS_BASE_DISABLE_WHEN_INACTIVE)) !=
+                NULL)
+            evdns_base_load_hosts(c->dns, NULL);
+        c->own_dns = c->dns != NULL;
+        if (c->dns == NULL) {
+            snprintf(err, errlen, "cannot set up the name resolver");
+            ts_mqtt_client_free(c);
+            return NULL;
+        }
     }
     c->retry_timer = event_new(base, -1, 0, on_retry, c);
     c->keepalive_timer = event_new(base, -1, 0, on_keepalive, c);
@@ -843,6 +778,15 @@ void ts_mqtt_client_free(ts_mqtt_client *c)
 {
     if (c == NULL)
         return;
+    /* Nothing more is handed over: the consumer is finishing, and what
+     * it would process now it could no longer commit. */
+    c->events.message = NULL;
+    c->events.batch_end = NULL;
+    c->events.writable = NULL;
+    c->events.up = NULL;
+    c->events.down = NULL;
+    if (c->bev != NULL)
+        bufferevent_disable(c->bev, EV_READ);
     if (c->bev != NULL && c->state == UP) {
         ts_buf_reset(&c->packet);
         if (ts_mqtt_write_empty(&c->packet, c->config.version,
@@ -854,6 +798,8 @@ void ts_mqtt_client_free(ts_mqtt_client *c)
             event_base_loop(c->base, EVLOOP_ONCE | EVLOOP_NONBLOCK);
     }
     close_connection(c);
+    if (c->own_dns)
+        evdns_base_free(c->dns, 1);
     if (c->retry_timer != NULL)
         event_free(c->retry_timer);
     if (c->keepalive_timer != NULL)

@@ -9,7 +9,9 @@
  * Over TCP (mqtt://) or TLS (mqtts://, OpenSSL through libevent, the
  * server's certificate checked against mqtt.tls_ca_file and its host name;
  * a client certificate when given). Never falls back from TLS to clear
- * text. Reconnects with backoff across the URLs, in order; on each
+ * text. Host names resolve asynchronously (libevent's evdns), so a slow
+ * or dead name server never stalls the loop. Reconnects with backoff
+ * across the URLs, in order; on each
  * connection it subscribes again and sends again, with DUP, the QoS 1
  * publishes the server has not acknowledged.
  *
@@ -26,6 +28,7 @@
 #include "datapath/io.h"
 
 struct event_base;
+struct evdns_base;
 
 typedef struct ts_mqtt_client ts_mqtt_client;
 
@@ -76,6 +79,9 @@ typedef struct ts_mqtt_client_config {
     int qos;
     size_t max_inflight_out;         /* own QoS 1 publishes unacknowledged */
     int retry_first_ms, retry_max_ms;
+    /* Resolves host names off the loop's back (evdns); NULL: the client's
+     * own, from /etc/resolv.conf and /etc/hosts. Borrowed. */
+    struct evdns_base *dns;
 } ts_mqtt_client_config;
 
 typedef struct ts_mqtt_client_stats {

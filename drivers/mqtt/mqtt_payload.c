@@ -328,6 +328,46 @@ static int json_update(const ts_mqtt_json_names *names, const char *text,
     return 0;
 }
 
+/* The batch again with every update's user `user`, made of the fields
+ * the intake reads and nothing else: protobuf-c keeps unknown fields and
+ * writes them back in a form it does not always read again (a key of
+ * field 0 spelled in two bytes comes back as one byte, then refused), so
+ * a message the intake would take must not become one it refuses.
+ * 0, or -1 (memory). */
+static int repack_with_user(const Tracesan__V1__LocationBatch *batch,
+                            char *user, ts_buf *out)
+{
+    size_t n = batch->n_updates;
+    Tracesan__V1__LocationUpdate *copies = calloc(n, sizeof *copies);
+    Tracesan__V1__LocationUpdate **list = calloc(n, sizeof *list);
+    int rc = -1;
+    if (copies != NULL && list != NULL) {
+        for (size_t i = 0; i < n; i++) {
+            const Tracesan__V1__LocationUpdate *u = batch->updates[i];
+            Tracesan__V1__LocationUpdate *c = &copies[i];
+            tracesan__v1__location_update__init(c);
+            c->user_id = user;
+            c->has_timestamp_ms = u->has_timestamp_ms;
+            c->timestamp_ms = u->timestamp_ms;
+            c->has_lat = u->has_lat;
+            c->lat = u->lat;
+            c->has_lon = u->has_lon;
+            c->lon = u->lon;
+            c->has_horizontal_accuracy_m = u->has_horizontal_accuracy_m;
+            c->horizontal_accuracy_m = u->horizontal_accuracy_m;
+            c->profile = u->profile;
+            list[i] = c;
+        }
+        Tracesan__V1__LocationBatch fresh = TRACESAN__V1__LOCATION_BATCH__INIT;
+        fresh.n_updates = n;
+        fresh.updates = list;
+        rc = ts_codec_pack(&fresh.base, out);
+    }
+    free(copies);
+    free(list);
+    return rc;
+}
+
 int ts_mqtt_payload_to_batch(ts_mqtt_payload format,
                              const ts_mqtt_json_names *names,
                              const void *payload, size_t len,
@@ -375,27 +415,17 @@ int ts_mqtt_payload_to_batch(ts_mqtt_payload format,
     } else {
         Tracesan__V1__LocationBatch *batch =
             ts_codec_decode_batch(payload, len);
-        if (batch == NULL) {
+        if (batch == NULL || batch->n_updates == 0) {
             /* Left to the intake, which says why. */
             rc = ts_buf_append(out, payload, len);
         } else {
-            char **own = calloc(batch->n_updates + 1, sizeof *own);
-            rc = own != NULL ? 0 : -1;
-            for (size_t i = 0; rc == 0 && i < batch->n_updates; i++) {
-                own[i] = batch->updates[i]->user_id;
-                batch->updates[i]->user_id = user_text;
-            }
-            if (rc == 0)
-                rc = ts_codec_pack(&batch->base, out);
-            for (size_t i = 0; own != NULL && i < batch->n_updates; i++)
-                batch->updates[i]->user_id = own[i];
-            free(own);
-            ts_codec_batch_free(batch);
+            rc = repack_with_user(batch, user_text, out);
             if (rc != 0) {
                 *reason = TS_REASON_INTERNAL_ERROR;
                 snprintf(detail, detail_len, "out of memory");
             }
         }
+        ts_codec_batch_free(batch);
     }
     free(user_text);
     return rc;

@@ -7,13 +7,15 @@
  * can deliver again is what it has not had our PUBACK for, and the driver
  * acknowledges in order while the broker keeps about mqtt.max_inflight
  * messages unacknowledged (Receive Maximum), so those are among the last
- * messages it processed: the slots hold twice that many, plus 100. Each is known here by a BLAKE2b fingerprint of its topic
- * and payload, with the topics and payloads of its outcomes.
+ * messages it processed: the slots hold twice that many, plus 100. Each
+ * is known here by a BLAKE2b fingerprint of its topic and payload, with
+ * the format topics and payloads of its outcomes.
  *
  * The slots go into the store in the same transaction as the debits of
- * their messages (as records under keys no user id can have: user ids
- * are printable, these start with byte 0x01), so a restart finds the
- * outcomes of exactly the messages whose debits are durable. */
+ * their messages (as the daemon's own records, keys starting with byte
+ * 0x01 that no user id can have, which user listings and counts skip:
+ * ts_store_is_own_key), so a restart finds the outcomes of exactly the
+ * messages whose debits are durable. */
 #ifndef TRACESAN_DRIVERS_MQTT_MQTT_RECENT_H
 #define TRACESAN_DRIVERS_MQTT_MQTT_RECENT_H
 

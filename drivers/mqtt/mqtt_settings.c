@@ -166,10 +166,8 @@ static const ts_setting_def mqtt_rows[] = {
               "JSON member names of the profile"),
 };
 
-/* The password: a regular file no one but its owner can read, one line
- * (a trailing newline is not part of it). */
-static char *read_password(const char *path, size_t *len, char *problem,
-                           size_t problem_len)
+char *ts_mqtt_read_password(const char *path, size_t *len, char *problem,
+                            size_t problem_len)
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
     struct stat st;
@@ -252,22 +250,28 @@ static void finish_mqtt(void *values, ts_setting_context *context)
     }
     if (s->password_file != NULL) {
         char problem[512];
-        s->password = read_password(s->password_file, &s->password_len,
-                                    problem, sizeof problem);
+        s->password = ts_mqtt_read_password(s->password_file,
+                                            &s->password_len, problem,
+                                            sizeof problem);
         if (s->password == NULL)
             ts_setting_fail(context, "mqtt.password_file",
                             "mqtt.password_file %s", problem);
     }
 }
 
+void ts_mqtt_free_password(char *password, size_t len)
+{
+    if (password == NULL)
+        return;
+    memset(password, 0, len);
+    free(password);
+}
+
 static void release_mqtt(void *values)
 {
     ts_mqtt_settings *s = values;
-    if (s->password != NULL) {
-        memset(s->password, 0, s->password_len);
-        free(s->password);
-        s->password = NULL;
-    }
+    ts_mqtt_free_password(s->password, s->password_len);
+    s->password = NULL;
 }
 
 const ts_setting_section ts_mqtt_setting_section = {

@@ -79,6 +79,17 @@ extern const ts_setting_section ts_mqtt_setting_section;
 
 const ts_mqtt_settings *ts_mqtt_settings_of(const ts_config *config);
 
+/* The password of a password file: a regular file no one but its owner
+ * can read (chmod 600), one line (a trailing newline is not part of it).
+ * Read by the configuration (mqtt.password_file) and by the tools
+ * (--password-file), so both refuse the same files. NULL with a problem
+ * worded to follow "<key> ", e.g. "'/x' must be a regular file no one but
+ * its owner can read (chmod 600)". */
+char *ts_mqtt_read_password(const char *path, size_t *len, char *problem,
+                            size_t problem_len);
+/* Wipes and frees what ts_mqtt_read_password returned. */
+void ts_mqtt_free_password(char *password, size_t len);
+
 /* The protocol level mqtt.protocol names (TS_MQTT_V311 or TS_MQTT_V5). */
 int ts_mqtt_protocol_level(const ts_mqtt_settings *settings);
 

@@ -7,6 +7,8 @@
 #include <sys/stat.h>
 #include <zmq.h>
 
+#include "engine/safe_open.h"
+
 void ts_curve_wipe(void *data, size_t len)
 {
     /* A volatile pointer makes every store observable, so the clearing of a
@@ -53,9 +55,10 @@ static int decode_key(const char *text, unsigned char key[TS_CURVE_KEY_BYTES],
 
 static FILE *open_key_file(const char *path, char *err, size_t errlen)
 {
-    FILE *file = fopen(path, "r");
+    char why[128];
+    FILE *file = ts_fopen_regular(path, why, sizeof why);
     if (file == NULL)
-        snprintf(err, errlen, "%s: cannot read: %s", path, strerror(errno));
+        snprintf(err, errlen, "%s: cannot read: %s", path, why);
     return file;
 }
 

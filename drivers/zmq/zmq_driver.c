@@ -4,34 +4,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <event2/event.h>
-
-#include "datapath/group.h"
-#include "datapath/group_commit.h"
-#include "datapath/outbox.h"
+#include "datapath/pipeline_driver.h"
+#include "drivers/zmq/zmq_output.h"
 #include "drivers/zmq/zmq_settings.h"
 #include "drivers/zmq/zmq_transport.h"
 #include "engine/log.h"
 
-/* Outcomes held before a mid-callback flush. A read budget of full batches
- * could otherwise hold millions of encoded outcomes at once. */
-#define OUTBOX_FLUSH_ENTRIES 65536
-/* Users visited per expiry tick: bounded so a huge table never stalls the
- * loop; the pipeline resumes where the previous tick stopped. */
-#define EXPIRE_SCAN_PER_TICK 10000
-
 struct ts_driver {
-    ts_driver_env env;
-    const ts_settings *core;
+    ts_pipeline_driver pd;
     const ts_zmq_settings *zmq;
-    ts_pipeline *pipeline;
     ts_transport *transport;
-    ts_group group;
-    ts_outbox outbox;
-    ts_sink sink;
-    ts_group_commit commit;
-    ts_store_backend store_backend;
-    struct event *expire_event;
 };
 
 static const char *const input_types[] = { "pull", "sub", NULL };
@@ -42,22 +24,19 @@ static const char *const output_types[] = { "pub", "push", NULL };
 static void on_message(void *arg, const ts_inbound *message)
 {
     ts_driver *d = arg;
-    ts_group_process(&d->group, d->pipeline, message, &d->sink);
-    if (d->outbox.count >= OUTBOX_FLUSH_ENTRIES)
-        ts_group_commit_flush(&d->commit);
+    ts_pipeline_driver_process(&d->pd, message);
 }
 
-/* The end of a readiness callback's messages: commit, then publish. */
 static void on_batch_end(void *arg)
 {
     ts_driver *d = arg;
-    ts_group_commit_flush(&d->commit);
+    ts_pipeline_driver_end_read(&d->pd);
 }
 
 static int on_output_ready(void *arg)
 {
     ts_driver *d = arg;
-    return ts_group_commit_output_ready(&d->commit);
+    return ts_group_commit_output_ready(&d->pd.commit);
 }
 
 static void pause_input(void *arg)
@@ -70,37 +49,16 @@ static void resume_input(void *arg)
     ts_transport_resume_input(((ts_driver *)arg)->transport);
 }
 
-static void on_expire_tick(evutil_socket_t fd, short what, void *arg)
-{
-    (void)fd;
-    (void)what;
-    ts_driver *d = arg;
-    ts_pipeline_set_clock(d->pipeline, ts_wall_clock_ms());
-    if (d->core->max_backdate_ms > 0)
-        ts_pipeline_set_expiry_floor(d->pipeline,
-                                     ts_wall_clock_ms() -
-                                         d->core->max_backdate_ms);
-    size_t forgotten = ts_pipeline_expire(d->pipeline, EXPIRE_SCAN_PER_TICK);
-    if (forgotten > 0)
-        ts_log(TS_LOG_DEBUG, "expired %zu idle users", forgotten);
-}
-
 /* ------------------------------------------------------------ table */
 
 static void zmq_close(ts_driver *d)
 {
     if (d == NULL)
         return;
-    if (d->expire_event != NULL)
-        event_free(d->expire_event);
-    ts_group_commit_stop(&d->commit);
+    ts_pipeline_driver_stop(&d->pd);
     if (d->transport != NULL)
         ts_transport_close(d->transport);
-    ts_outbox_free(&d->outbox);
-    ts_group_free(&d->group);
-    if (d->pipeline != NULL)
-        ts_pipeline_set_state_backend(d->pipeline, NULL);
-    ts_store_backend_free(&d->store_backend);
+    ts_pipeline_driver_free(&d->pd);
     free(d);
 }
 
@@ -113,65 +71,32 @@ static int zmq_open(ts_driver **out, const ts_driver_env *env, char *err,
         snprintf(err, errlen, "out of memory");
         return -1;
     }
-    d->env = *env;
-    d->core = ts_config_settings(env->config);
     d->zmq = ts_zmq_settings_of(env->config);
-    d->pipeline = env->pipeline;
-    const ts_format_settings *format =
-        ts_config_section(env->config, &ts_format_setting_section);
-    if (ts_group_init(&d->group, d->core, format, env->observer) != 0) {
-        snprintf(err, errlen, "out of memory for input.max_batch_updates");
+    if (ts_pipeline_driver_init(&d->pd, env, err, errlen) != 0) {
         zmq_close(d);
         return -1;
     }
-    d->sink = ts_outbox_sink(&d->outbox);
-    if (env->observer != NULL && env->observer->published != NULL) {
-        d->outbox.on_sent = env->observer->published;
-        d->outbox.on_sent_arg = env->observer->arg;
-    }
-    if (env->observer != NULL && env->observer->reports_sent != NULL) {
-        d->outbox.on_reports_sent = env->observer->reports_sent;
-        d->outbox.on_reports_sent_arg = env->observer->arg;
-    }
-    if (env->store != NULL) {
-        ts_store_backend_init(&d->store_backend, env->store);
-        ts_pipeline_set_state_backend(d->pipeline,
-                                      &d->store_backend.backend);
-    }
+    /* Without an output of its own (output.type is another driver's) it
+     * publishes through that one. */
     ts_transport_options options = {
-        .core = d->core,
+        .core = d->pd.core,
         .zmq = d->zmq,
-        .format = format,
+        .format = ts_config_section(env->config, &ts_format_setting_section),
         .sub_input = strcmp(env->input_type, "sub") == 0,
         .push_output = strcmp(env->output_type, "push") == 0,
+        .no_output = env->output != NULL,
     };
     if (ts_transport_open(&d->transport, &options, env->base, err,
                           errlen) != 0) {
         zmq_close(d);
         return -1;
     }
-    d->commit = (ts_group_commit){
-        .store = env->store,
-        .store_backend = &d->store_backend,
-        .pipeline = d->pipeline,
-        .outbox = &d->outbox,
-        .publisher = ts_transport_publisher(d->transport),
-        .pause_input = pause_input,
-        .resume_input = resume_input,
-        .input_arg = d,
-        .observer = env->observer,
-        .base = env->base,
-    };
-    int64_t interval_ms = d->core->expire_interval_ms > 0
-                              ? d->core->expire_interval_ms : 1000;
-    struct timeval interval = {
-        .tv_sec = (time_t)(interval_ms / 1000),
-        .tv_usec = (suseconds_t)(interval_ms % 1000) * 1000,
-    };
-    d->expire_event = event_new(env->base, -1, EV_PERSIST, on_expire_tick, d);
-    if (d->expire_event == NULL || ts_group_commit_start(&d->commit) != 0 ||
-        event_add(d->expire_event, &interval) != 0) {
-        snprintf(err, errlen, "cannot set up the commit and expiry timers");
+    ts_publisher publisher = env->output != NULL
+                                 ? ts_pipeline_driver_publisher(&d->pd)
+                                 : ts_transport_publisher(d->transport);
+    ts_driver_input input = { d, pause_input, resume_input, NULL };
+    if (ts_pipeline_driver_start(&d->pd, publisher, input, err, errlen) !=
+        0) {
         zmq_close(d);
         return -1;
     }
@@ -190,34 +115,27 @@ static int zmq_start(ts_driver *d, char *err, size_t errlen)
 
 static void zmq_describe(const ts_driver *d, char *buf, size_t len)
 {
-    snprintf(buf, len, "input=%s output=%s",
-             ts_transport_input_endpoint(d->transport),
-             ts_transport_output_endpoint(d->transport));
+    ts_pipeline_driver_describe(&d->pd,
+                                ts_transport_input_endpoint(d->transport),
+                                ts_transport_output_endpoint(d->transport),
+                                buf, len);
 }
 
 static int zmq_finish(ts_driver *d)
 {
-    /* A mid-callback break cannot leave outcomes behind, but finishing
-     * here keeps that true if the transport ever changes. */
-    return ts_group_commit_finish(&d->commit);
+    return ts_pipeline_driver_finish(&d->pd);
 }
 
 static void zmq_stats(const ts_driver *d, ts_driver_stats *out)
 {
-    memset(out, 0, sizeof *out);
-    ts_driver_stats_add_pipeline(out, d->pipeline);
-    out->updates_before_pipeline = d->group.refused_before_pipeline;
-    out->messages_in = d->group.messages;
-    out->published = d->outbox.published;
-    out->publish_failures = d->outbox.publish_failures;
-    out->encode_failures = d->group.encode_failures +
-                           d->outbox.encode_failures +
-                           d->commit.committing.encode_failures;
-    out->dropped_output_hwm = d->commit.dropped_unsent;
-    out->dropped_uncommitted = d->commit.dropped_uncommitted;
-    out->input_pauses_store = d->commit.pauses;
-    out->store_commit_failures = d->commit.failures;
-    ts_transport_get_counters(d->transport, &out->transport);
+    ts_pipeline_driver_stats(&d->pd, out);
+    if (d->pd.output == NULL)
+        ts_transport_get_counters(d->transport, &out->transport);
+}
+
+static int zmq_render_metrics(ts_driver *d, ts_buf *out)
+{
+    return ts_pipeline_driver_render_metrics(&d->pd, out);
 }
 
 /* The profiles are the caller's (ops/reload.c swaps them in the pipeline
@@ -226,6 +144,8 @@ static void zmq_stats(const ts_driver *d, ts_driver_stats *out)
 static int zmq_adopt_config(ts_driver *d, ts_config *fresh, char *err,
                             size_t errlen)
 {
+    if (ts_pipeline_driver_adopt_config(&d->pd, fresh, err, errlen) != 0)
+        return -1;
     const ts_zmq_settings *zmq = ts_zmq_settings_of(fresh);
     int keys = ts_transport_reload_allow_lists(d->transport, zmq, err,
                                                errlen);
@@ -250,6 +170,9 @@ static ts_publish_result zmq_publish(ts_driver *d, const void *topic,
                                      size_t topic_len, const void *payload,
                                      size_t len)
 {
+    if (d->pd.output != NULL)
+        return ts_pipeline_driver_publish_aside(&d->pd, topic, topic_len,
+                                                payload, len);
     return ts_transport_publish(d->transport, topic, topic_len, payload,
                                 len);
 }
@@ -258,6 +181,10 @@ const ts_driver_ops ts_zmq_driver = {
     .name = "zmq",
     .input_types = input_types,
     .output_types = output_types,
+    /* Its output serves other drivers' input, and its input publishes
+     * through theirs (output.type = "mqtt"). */
+    .output = &ts_zmq_output,
+    .takes_outputs = 1,
     .settings = &ts_zmq_setting_section,
     /* It commits to state.dir's store, and PRIVIC loops run with it. */
     .uses_store = 1,
@@ -270,6 +197,7 @@ const ts_driver_ops ts_zmq_driver = {
     .close = zmq_close,
     /* What the operations side reads and asks of it. */
     .stats = zmq_stats,
+    .render_metrics = zmq_render_metrics,
     .adopt_config = zmq_adopt_config,
     .publish = zmq_publish,
 };

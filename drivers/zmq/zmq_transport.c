@@ -278,10 +278,14 @@ int ts_transport_open(ts_transport **out, const ts_transport_options *options,
     }
     /* Output first: once input is bound, producers may start sending, and
      * every accepted update must have somewhere to go. */
-    if (open_output(t, options, err, errlen) != 0 ||
-        open_input(t, options, err, errlen) != 0) {
+    if ((!options->no_output && open_output(t, options, err, errlen) != 0) ||
+        (!options->no_input && open_input(t, options, err, errlen) != 0)) {
         ts_transport_close(t);
         return -1;
+    }
+    if (options->no_input) {
+        *out = t;
+        return 0;
     }
     int fd = -1;
     size_t fd_len = sizeof fd;
@@ -351,7 +355,8 @@ static void wait_for_output(ts_transport *t)
         t->counters.input_pauses_output++;
         /* The input's ZMQ_FD stays raised while messages wait unread, so
          * its event must go or the loop would spin. */
-        event_del(t->readable);
+        if (t->readable != NULL)
+            event_del(t->readable);
         event_add(t->output_ready, NULL);
         ts_log(TS_LOG_DEBUG, "output cannot accept more; input paused");
     }
@@ -382,7 +387,7 @@ static void on_output_ready(evutil_socket_t fd, short what, void *arg)
         return;
     t->paused = 0;
     event_del(t->output_ready);
-    if (t->held)
+    if (t->held || t->readable == NULL)
         return; /* resume_input re-arms the input */
     ts_log(TS_LOG_DEBUG, "output accepts again; input resumed");
     event_add(t->readable, NULL);
@@ -476,6 +481,8 @@ void ts_transport_start(ts_transport *t, ts_on_message_fn on_message,
     t->on_batch_end = on_batch_end;
     t->on_output_ready = on_output_ready;
     t->arg = arg;
+    if (t->readable == NULL)
+        return;  /* an output alone */
     event_add(t->readable, NULL);
     /* Messages may have queued before the event existed; their edge has
      * already fired, so look once unconditionally. */

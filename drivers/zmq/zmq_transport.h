@@ -33,6 +33,9 @@ typedef struct ts_transport_options {
     const ts_format_settings *format;    /* outcomes per output message */
     int sub_input;                       /* input.type "sub" (else PULL) */
     int push_output;                     /* output.type "push" (else PUB) */
+    /* One side only: the other is another driver's (datapath/output.h). */
+    int no_input;                        /* an output for another input */
+    int no_output;                       /* an input publishing elsewhere */
 } ts_transport_options;
 
 int ts_transport_open(ts_transport **out, const ts_transport_options *options,

@@ -11,8 +11,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <unistd.h>
 
 #include "engine/config.h"
 #include "drivers/zmq/zmq_settings.h"
@@ -21,45 +19,20 @@
 #include "engine/pipeline.h"
 #include "mechanisms/rng.h"
 
+#define TS_FUZZ_TARGET "fuzz_config"
+#include "tests/fuzz/fuzz_support.h"
+
 #define MAX_OVERRIDES 4
 
-static int config_fd = -1;
-static char config_path[64];
-
-int LLVMFuzzerInitialize(int *argc, char ***argv);
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-static void die(const char *what)
-{
-    fprintf(stderr, "fuzz_config: %s\n", what);
-    abort();
-}
+static ts_fuzz_file config_file;
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
     (void)argc;
     (void)argv;
     ts_log_init("fuzz_config", TS_LOG_ERROR, 0);
-    /* One memfd reused for every input: creating one per run would leak
-     * descriptors on the crash path and cost a syscall pair each time. */
-    config_fd = memfd_create("fuzz_config.conf", 0);
-    if (config_fd < 0)
-        die("memfd_create failed");
-    snprintf(config_path, sizeof config_path, "/proc/self/fd/%d", config_fd);
+    ts_fuzz_file_open(&config_file, "fuzz_config.conf");
     return 0;
-}
-
-static void write_config_file(const uint8_t *data, size_t size)
-{
-    if (ftruncate(config_fd, 0) != 0)
-        die("ftruncate failed");
-    size_t done = 0;
-    while (done < size) {
-        ssize_t n = pwrite(config_fd, data + done, size - done, (off_t)done);
-        if (n <= 0)
-            die("pwrite failed");
-        done += (size_t)n;
-    }
 }
 
 static void try_load(const char *path, const char *const *overrides,
@@ -71,7 +44,7 @@ static void try_load(const char *path, const char *const *overrides,
                                        sizeof err);
     if (config == NULL) {
         if (memchr(err, '\0', sizeof err) == NULL || err[0] == '\0')
-            die("failed load without an error message");
+            ts_fuzz_die("failed load without an error message");
         return;
     }
     const ts_settings *settings = ts_config_settings(config);
@@ -79,9 +52,9 @@ static void try_load(const char *path, const char *const *overrides,
     if (settings == NULL || zmq == NULL ||
         settings->default_profile == NULL || zmq->input_endpoint == NULL ||
         zmq->output_endpoint == NULL)
-        die("loaded configuration lacks a required setting");
+        ts_fuzz_die("loaded configuration lacks a required setting");
     if (zmq->n_subscriptions > TS_SETTING_MAX_LIST)
-        die("too many subscriptions accepted");
+        ts_fuzz_die("too many subscriptions accepted");
 
     /* The pipeline may legitimately refuse (say, a table size too large to
      * allocate); what matters is that it does so cleanly. Cap the table so a
@@ -90,12 +63,12 @@ static void try_load(const char *path, const char *const *overrides,
     if (settings->limits.max_users <= 100000) {
         ts_rng *rng = ts_rng_new_seeded(1);
         if (rng == NULL)
-            die("rng");
+            ts_fuzz_die("rng");
         ts_pipeline *pipeline = ts_config_make_pipeline(config, rng, err,
                                                         sizeof err);
         if (pipeline != NULL) {
             if (ts_pipeline_default_profile(pipeline) == NULL)
-                die("pipeline without a default profile");
+                ts_fuzz_die("pipeline without a default profile");
             ts_pipeline_free(pipeline);
         }
         ts_rng_free(rng);
@@ -107,7 +80,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     const uint8_t *nul = memchr(data, '\0', size);
     size_t file_size = nul != NULL ? (size_t)(nul - data) : size;
-    write_config_file(data, file_size);
+    ts_fuzz_file_write(&config_file, data, file_size);
 
     const char *overrides[MAX_OVERRIDES];
     size_t n_overrides = 0;
@@ -116,7 +89,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         size_t rest_size = size - file_size - 1;
         rest = malloc(rest_size + 1);
         if (rest == NULL)
-            die("malloc");
+            ts_fuzz_die("malloc");
         memcpy(rest, nul + 1, rest_size);
         rest[rest_size] = '\0';
         char *cursor = rest;
@@ -127,7 +100,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         }
     }
 
-    try_load(config_path, overrides, n_overrides);
+    try_load(config_file.path, overrides, n_overrides);
     /* The same overrides on the built-in defaults, as `-o` without `-c`. */
     if (n_overrides > 0)
         try_load(NULL, overrides, n_overrides);

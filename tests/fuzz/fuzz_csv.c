@@ -12,26 +12,17 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <unistd.h>
 
 #include "tools/csv.h"
+
+#define TS_FUZZ_TARGET "fuzz_csv"
+#include "tests/fuzz/fuzz_support.h"
 
 /* Bounds the work per input: an input of size n has at most n rows anyway,
  * but gzip can expand a few kilobytes into millions of rows. */
 #define MAX_ROWS 100000
 
-static int csv_fd = -1;
-static char csv_path[64];
-
-int LLVMFuzzerInitialize(int *argc, char ***argv);
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-static void die(const char *what)
-{
-    fprintf(stderr, "fuzz_csv: %s\n", what);
-    abort();
-}
+static ts_fuzz_file csv_file;
 
 /* The fast formatters must print exactly what printf prints: sanitize and
  * tail outputs are compared byte for byte. */
@@ -75,7 +66,7 @@ static void write_row(const ts_csv_row *row)
     size_t len = 0;
     FILE *out = open_memstream(&text, &len);
     if (out == NULL)
-        die("open_memstream failed");
+        ts_fuzz_die("open_memstream failed");
     ts_report extras = { .has_predicted = row->has_accuracy, .predicted = 1 };
     ts_csv_sanitized sanitized = {
         .user = row->user, .ts_ms = row->ts_ms, .lat = row->lat,
@@ -91,7 +82,7 @@ static void write_row(const ts_csv_row *row)
     };
     if (ts_csv_write_sanitized(out, &sanitized) != 0 ||
         ts_csv_write_rejected(out, &rejected) != 0)
-        die("writing a row to memory failed");
+        ts_fuzz_die("writing a row to memory failed");
     fclose(out);
     free(text);
 }
@@ -100,30 +91,19 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
     (void)argc;
     (void)argv;
-    csv_fd = memfd_create("fuzz_csv.csv", 0);
-    if (csv_fd < 0)
-        die("memfd_create failed");
-    snprintf(csv_path, sizeof csv_path, "/proc/self/fd/%d", csv_fd);
+    ts_fuzz_file_open(&csv_file, "fuzz_csv.csv");
     return 0;
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    if (ftruncate(csv_fd, 0) != 0)
-        die("ftruncate failed");
-    size_t done = 0;
-    while (done < size) {
-        ssize_t n = pwrite(csv_fd, data + done, size - done, (off_t)done);
-        if (n <= 0)
-            die("pwrite failed");
-        done += (size_t)n;
-    }
+    ts_fuzz_file_write(&csv_file, data, size);
 
     char err[512];
-    ts_csv_reader *reader = ts_csv_open(csv_path, err, sizeof err);
+    ts_csv_reader *reader = ts_csv_open(csv_file.path, err, sizeof err);
     if (reader == NULL) {
         if (memchr(err, '\0', sizeof err) == NULL || err[0] == '\0')
-            die("open failed without an error message");
+            ts_fuzz_die("open failed without an error message");
         return 0;
     }
     int has_profile = ts_csv_has_profile_column(reader);
@@ -137,26 +117,26 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             break;
         if (status == TS_CSV_IO_ERROR) {
             if (err[0] == '\0')
-                die("I/O error without a message");
+                ts_fuzz_die("I/O error without a message");
             break;
         }
         if (status != TS_CSV_ROW && status != TS_CSV_BAD_ROW)
-            die("ts_csv_read returned an unknown status");
+            ts_fuzz_die("ts_csv_read returned an unknown status");
         if (row.line <= last_line)
-            die("row line numbers do not increase");
+            ts_fuzz_die("row line numbers do not increase");
         last_line = row.line;
         if (status == TS_CSV_BAD_ROW) {
             if (err[0] == '\0')
-                die("bad row without a message");
+                ts_fuzz_die("bad row without a message");
             continue;
         }
         if (row.user == NULL)
-            die("row without a user string");
+            ts_fuzz_die("row without a user string");
         /* Touch every string so ASan sees a dangling pointer. */
         volatile size_t sink = strlen(row.user);
         if (row.profile != NULL) {
             if (!has_profile)
-                die("profile field without a profile column");
+                ts_fuzz_die("profile field without a profile column");
             sink += strlen(row.profile);
         }
         (void)sink;

@@ -7,6 +7,7 @@
  * update: exactly one outcome, and a sanitized outcome never carries the
  * raw coordinates. A fresh pipeline and a fixed seed per input keep every
  * crash reproducible from its input alone. */
+#define _GNU_SOURCE
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -20,20 +21,14 @@
 #include "engine/pipeline.h"
 #include "mechanisms/rng.h"
 
+#define TS_FUZZ_TARGET "fuzz_decode"
+#include "tests/fuzz/fuzz_support.h"
+
 /* The daemon rejects bigger batches before they reach the pipeline
  * (input.max_batch_updates); a smaller cap keeps each run fast. */
 #define FUZZ_MAX_BATCH_UPDATES 1000
 
 static ts_config *defaults_config;
-
-int LLVMFuzzerInitialize(int *argc, char ***argv);
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-static void die(const char *what)
-{
-    fprintf(stderr, "fuzz_decode: %s\n", what);
-    abort();
-}
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
@@ -45,7 +40,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     char err[512];
     defaults_config = ts_config_load(NULL, NULL, 0, err, sizeof err);
     if (defaults_config == NULL)
-        die(err);
+        ts_fuzz_die(err);
     return 0;
 }
 
@@ -57,28 +52,28 @@ static void check_payload(const ts_outcome *outcome, const ts_buf *topic,
         if (topic->len < strlen(TS_TOPIC_SANITIZED_PREFIX) ||
             memcmp(topic->data, TS_TOPIC_SANITIZED_PREFIX,
                    strlen(TS_TOPIC_SANITIZED_PREFIX)) != 0)
-            die("sanitized outcome published under a non-sanitized topic");
+            ts_fuzz_die("sanitized outcome published under a non-sanitized topic");
         Tracesan__V1__SanitizedLocation *msg =
             tracesan__v1__sanitized_location__unpack(NULL, payload->len,
                                                      payload->data);
         if (msg == NULL)
-            die("sanitized payload does not decode");
+            ts_fuzz_die("sanitized payload does not decode");
         if (!msg->has_lat || !msg->has_lon ||
             msg->lat != outcome->report.lat ||
             msg->lon != outcome->report.lon)
-            die("sanitized payload coordinates differ from the report");
+            ts_fuzz_die("sanitized payload coordinates differ from the report");
         tracesan__v1__sanitized_location__free_unpacked(msg, NULL);
     } else {
         if (topic->len != strlen(TS_TOPIC_REJECTED) ||
             memcmp(topic->data, TS_TOPIC_REJECTED, topic->len) != 0)
-            die("rejection published under a wrong topic");
+            ts_fuzz_die("rejection published under a wrong topic");
         Tracesan__V1__Rejection *msg =
             tracesan__v1__rejection__unpack(NULL, payload->len,
                                             payload->data);
         if (msg == NULL)
-            die("rejection payload does not decode");
+            ts_fuzz_die("rejection payload does not decode");
         if (!msg->has_reason || (int)msg->reason != (int)outcome->reason)
-            die("rejection payload reason differs from the outcome");
+            ts_fuzz_die("rejection payload reason differs from the outcome");
         tracesan__v1__rejection__free_unpacked(msg, NULL);
     }
 }
@@ -93,7 +88,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                                       FUZZ_MAX_BATCH_UPDATES);
     Tracesan__V1__LocationBatch *batch = ts_codec_decode_batch(data, size);
     if (batch != NULL && (scanned < 0 || n_scanned != batch->n_updates))
-        die("the wire scan disagrees with protobuf-c's unpack");
+        ts_fuzz_die("the wire scan disagrees with protobuf-c's unpack");
     if (batch == NULL)
         return 0;
     if (batch->n_updates == 0 || batch->n_updates > FUZZ_MAX_BATCH_UPDATES) {
@@ -103,12 +98,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
     ts_rng *rng = ts_rng_new_seeded(0x7261636573616eULL);
     if (rng == NULL)
-        die("rng");
+        ts_fuzz_die("rng");
     char err[512];
     ts_pipeline *pipeline =
         ts_config_make_pipeline(defaults_config, rng, err, sizeof err);
     if (pipeline == NULL)
-        die(err);
+        ts_fuzz_die(err);
 
     ts_buf topic = { 0 };
     ts_buf payload = { 0 };
@@ -123,33 +118,33 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         ts_pipeline_process(pipeline, &input, &outcome);
 
         if (ts_pipeline_get_stats(pipeline)->updates != before + 1)
-            die("an update was not counted exactly once");
+            ts_fuzz_die("an update was not counted exactly once");
         if (outcome.sanitized != 0 && outcome.sanitized != 1)
-            die("outcome.sanitized is neither 0 nor 1");
+            ts_fuzz_die("outcome.sanitized is neither 0 nor 1");
         if (outcome.sanitized) {
             /* Bitwise equality is the leak: noise of exactly zero in both
              * axes has probability zero, so equal coordinates mean the raw
              * point went out. */
             if (outcome.report.lat == input.lat &&
                 outcome.report.lon == input.lon)
-                die("sanitized coordinates equal the input coordinates");
+                ts_fuzz_die("sanitized coordinates equal the input coordinates");
             if (!isfinite(outcome.report.lat) ||
                 !isfinite(outcome.report.lon) ||
                 fabs(outcome.report.lat) > 90.0 ||
                 fabs(outcome.report.lon) > 180.0)
-                die("sanitized coordinates are not valid WGS84");
+                ts_fuzz_die("sanitized coordinates are not valid WGS84");
         } else {
             if (outcome.reason <= TS_REASON_NONE ||
                 outcome.reason >= TS_REASON_COUNT)
-                die("rejection without a valid reason");
+                ts_fuzz_die("rejection without a valid reason");
             if (memchr(outcome.detail, '\0', sizeof outcome.detail) == NULL)
-                die("rejection detail is not NUL-terminated");
+                ts_fuzz_die("rejection detail is not NUL-terminated");
         }
 
         ts_buf_reset(&topic);
         ts_buf_reset(&payload);
         if (ts_codec_encode_outcome(&outcome, &topic, &payload) != 0)
-            die("encoding an outcome failed");
+            ts_fuzz_die("encoding an outcome failed");
         check_payload(&outcome, &topic, &payload);
     }
     /* The sweep runs between batches in the daemon; run it here too. */

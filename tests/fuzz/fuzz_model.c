@@ -17,85 +17,62 @@
  * Seeds (corpus/fuzz_model): two files written by `tracesan learn` from a
  * synthetic 3-user random walk over a 15-cell grid, one popular-only and
  * one --per-user, each with mode 1 and mode 0. */
+#define _GNU_SOURCE
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <zlib.h>
 
+#include "inference/binary_file.h"
 #include "inference/markov.h"
 #include "inference/model_file.h"
 
+#define TS_FUZZ_TARGET "fuzz_model"
+#include "tests/fuzz/fuzz_support.h"
+
 #define HEADER_BYTES TS_MODEL_HEADER_BYTES
-#define FILE_BYTES_AT 16
 #define PAYLOAD_CRC_AT 120
 #define HEADER_CRC_AT 124
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-static void die(const char *what)
-{
-    fprintf(stderr, "fuzz_model: %s\n", what);
-    abort();
-}
-
-static void put_le(unsigned char *p, uint64_t v, int bytes)
-{
-    for (int i = 0; i < bytes; i++)
-        p[i] = (unsigned char)(v >> (8 * i));
-}
-
-static uint32_t crc_of(const unsigned char *p, size_t len)
-{
-    uLong c = crc32(0L, Z_NULL, 0);
-    while (len > 0) {
-        uInt chunk = len > (1u << 30) ? (1u << 30) : (uInt)len;
-        c = crc32(c, p, chunk);
-        p += chunk;
-        len -= chunk;
-    }
-    return (uint32_t)c;
-}
 
 static void fix_checksums(unsigned char *file, size_t len)
 {
     if (len < HEADER_BYTES)
         return;
-    put_le(file + FILE_BYTES_AT, len, 8);
-    put_le(file + PAYLOAD_CRC_AT,
-           crc_of(file + HEADER_BYTES, len - HEADER_BYTES), 4);
-    put_le(file + HEADER_CRC_AT, crc_of(file, HEADER_CRC_AT), 4);
+    ts_bin_put_u64(file + TS_BIN_FILE_BYTES, len);
+    ts_bin_put_u32(file + PAYLOAD_CRC_AT,
+                   ts_bin_crc(file + HEADER_BYTES, len - HEADER_BYTES));
+    ts_bin_put_u32(file + HEADER_CRC_AT, ts_bin_crc(file, HEADER_CRC_AT));
 }
 
 static void walk(const ts_markov *m, uint32_t cells)
 {
     if (m->cell_count != cells || m->row_start[0] != 0 ||
         m->row_start[cells] != m->nnz)
-        die("accepted model with inconsistent dimensions");
+        ts_fuzz_die("accepted model with inconsistent dimensions");
     double initial = 0.0;
     for (uint32_t r = 0; r < cells; r++) {
         if (!(m->initial[r] >= 0.0 && m->initial[r] <= 1.0))
-            die("accepted initial probability outside [0, 1]");
+            ts_fuzz_die("accepted initial probability outside [0, 1]");
         initial += m->initial[r];
         uint64_t lo = m->row_start[r], hi = m->row_start[r + 1];
         if (hi < lo || hi > m->nnz)
-            die("accepted row_start out of order");
+            ts_fuzz_die("accepted row_start out of order");
         if (lo == hi && m->fallback == NULL)
-            die("accepted an empty row without a fallback");
+            ts_fuzz_die("accepted an empty row without a fallback");
         double sum = 0.0;
         for (uint64_t k = lo; k < hi; k++) {
             if (m->col[k] >= cells || (k > lo && m->col[k] <= m->col[k - 1]))
-                die("accepted a column out of range or out of order");
+                ts_fuzz_die("accepted a column out of range or out of order");
             if (!(m->prob[k] >= 0.0 && m->prob[k] <= 1.0))
-                die("accepted a probability outside [0, 1]");
+                ts_fuzz_die("accepted a probability outside [0, 1]");
             sum += m->prob[k];
         }
         if (lo < hi && fabs(sum - 1.0) > 2 * TS_MARKOV_SUM_TOLERANCE)
-            die("accepted a row that does not sum to 1");
+            ts_fuzz_die("accepted a row that does not sum to 1");
     }
     if (fabs(initial - 1.0) > 2 * TS_MARKOV_SUM_TOLERANCE)
-        die("accepted an initial distribution that does not sum to 1");
+        ts_fuzz_die("accepted an initial distribution that does not sum to 1");
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -117,28 +94,28 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     char err[512] = "";
     if (ts_model_open_buffer(file, len, &model, err, sizeof err) != 0) {
         if (err[0] == '\0')
-            die("refused without a message");
+            ts_fuzz_die("refused without a message");
         free(file);
         return 0;
     }
     uint32_t cells = model->grid.cell_count;
     walk(&model->popular, cells);
     if (model->popular.fallback != NULL)
-        die("accepted a popular model with a fallback");
+        ts_fuzz_die("accepted a popular model with a fallback");
     for (uint32_t i = 0; i < model->user_count; i++) {
         size_t id_len = 0;
         const char *id = ts_model_user_id(model, i, &id_len);
         if (id == NULL || id_len == 0)
-            die("accepted a personal model without a user id");
+            ts_fuzz_die("accepted a personal model without a user id");
         const ts_markov *personal = ts_model_personal(model, id, id_len);
         if (personal == NULL)
-            die("a personal model is not found by its own user id");
+            ts_fuzz_die("a personal model is not found by its own user id");
         walk(personal, cells);
         if (ts_model_for_user(model, id, id_len) != personal)
-            die("for_user disagrees with personal");
+            ts_fuzz_die("for_user disagrees with personal");
     }
     if (ts_model_for_user(model, "", 0) != &model->popular)
-        die("an empty user id did not fall back to the popular model");
+        ts_fuzz_die("an empty user id did not fall back to the popular model");
     ts_model_close(model);
     free(file);
     return 0;
