@@ -38,12 +38,12 @@ TRACESAND_TEST_EXIT_BEFORE_PUBLISH=$EXIT_AFTER \
     start_instance a "${COMMON[@]}"
 A_PID=$INSTANCE_PID A_LOG=$INSTANCE_LOG A_HTTP=$INSTANCE_HTTP
 wait_owned "$A_HTTP" 20
-check_eq "a owns all 16 partitions" 16 "$(owned_count "$A_HTTP")"
+check_eq "a owns all 16 partitions" 16 "$OWNED"
 start_instance b "${COMMON[@]}" -o nats.standby=true
 B_PID=$INSTANCE_PID B_LOG=$INSTANCE_LOG B_HTTP=$INSTANCE_HTTP
 wait_split "$A_HTTP" "$B_HTTP" 20
 check_eq "a and b own 8 partitions each" "8 8" \
-    "$(owned_count "$A_HTTP") $(owned_count "$B_HTTP")"
+    "$SPLIT"
 
 # Small messages as fast as they are stored, so that groups are many and
 # each partition has a backlog.

@@ -38,7 +38,7 @@ make_trace "$TMPD/trace.csv" $USERS $PER_USER
 start_instance a -o nats.lease_ttl_s=2
 A_PID=$INSTANCE_PID A_LOG=$INSTANCE_LOG A_HTTP=$INSTANCE_HTTP
 wait_owned "$A_HTTP" 20
-check_eq "a owns all 16 partitions" 16 "$(owned_count "$A_HTTP")"
+check_eq "a owns all 16 partitions" 16 "$OWNED"
 
 WANT=$POINTS
 if has big; then

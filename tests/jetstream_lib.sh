@@ -204,27 +204,42 @@ held_partitions() {
         sort -n
 }
 
-# owned_count HTTP: partitions an instance reports owning.
+# owned_count HTTP: partitions an instance reports owning (0 when its
+# /metrics does not answer within 10 s).
 owned_count() {
-    curl -s "http://$1/metrics" |
+    curl -s --max-time 10 "http://$1/metrics" |
         awk '/^tracesand_partition_owned\{/ { n += $2 } END { print n + 0 }'
 }
 
+# Ownership moves when leases age, rebuilds finish and instances hand
+# partitions back, each slower on 2 loaded cores than anything a test
+# should bet on: the waits below end as soon as their condition holds,
+# and give up only after at least this long.
+: "${JS_OWNERSHIP_PATIENCE_S:=90}"
+
 # wait_owned HTTP SECONDS: until the instance at HTTP owns all 16
-# partitions, or SECONDS passed.
+# partitions, or max(SECONDS, JS_OWNERSHIP_PATIENCE_S) passed. OWNED is
+# the count it saw last (what the caller checks: a second read could
+# catch a /metrics that did not answer).
 wait_owned() {
-    local deadline=$(( $(date +%s) + $2 ))
-    while [ "$(owned_count "$1")" -lt 16 ] && [ "$(date +%s)" -lt $deadline ]; do
+    local wait_s=$2
+    [ "$wait_s" -ge "$JS_OWNERSHIP_PATIENCE_S" ] || wait_s=$JS_OWNERSHIP_PATIENCE_S
+    local deadline=$(( $(date +%s) + wait_s ))
+    while OWNED=$(owned_count "$1"); [ "$OWNED" -lt 16 ] &&
+          [ "$(date +%s)" -lt $deadline ]; do
         sleep 0.1
     done
 }
 
 # wait_split HTTP_A HTTP_B SECONDS: until the two instances own 8
-# partitions each, or SECONDS passed.
+# partitions each, or max(SECONDS, JS_OWNERSHIP_PATIENCE_S) passed. SPLIT
+# is "A B" as it saw them last.
 wait_split() {
-    local deadline=$(( $(date +%s) + $3 ))
-    while { [ "$(owned_count "$1")" -ne 8 ] || [ "$(owned_count "$2")" -ne 8 ]; } &&
-          [ "$(date +%s)" -lt $deadline ]; do
+    local wait_s=$3 a b
+    [ "$wait_s" -ge "$JS_OWNERSHIP_PATIENCE_S" ] || wait_s=$JS_OWNERSHIP_PATIENCE_S
+    local deadline=$(( $(date +%s) + wait_s ))
+    while a=$(owned_count "$1"); b=$(owned_count "$2"); SPLIT="$a $b"
+          { [ "$a" -ne 8 ] || [ "$b" -ne 8 ]; } && [ "$(date +%s)" -lt $deadline ]; do
         sleep 0.1
     done
 }
