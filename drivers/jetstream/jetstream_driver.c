@@ -4,7 +4,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <event2/event.h>
@@ -45,20 +44,6 @@ static void note_health(ts_jetstream *m)
     pthread_mutex_unlock(&m->lock);
 }
 
-/* Until something is acknowledged or a rebuild is done, IDLE_WAIT_MS at
- * most. */
-static void wait_for_news(ts_jetstream *m, uint64_t seen)
-{
-    struct timespec until;
-    clock_gettime(CLOCK_REALTIME, &until);
-    until.tv_nsec += IDLE_WAIT_MS * 1000000L;
-    until.tv_sec += until.tv_nsec / 1000000000L;
-    until.tv_nsec %= 1000000000L;
-    pthread_mutex_lock(&m->flight_lock);
-    if (m->wakeups == seen)
-        pthread_cond_timedwait(&m->flight_cond, &m->flight_lock, &until);
-    pthread_mutex_unlock(&m->flight_lock);
-}
 
 /* Finishes what is in flight (a ttl at most: the deadline stops it
  * anyway), hands every partition back, then lets the lease thread send
@@ -129,7 +114,7 @@ static void *jetstream_thread(void *arg)
             next_standby_ms = ts_js_mono_ms() + STANDBY_CHECK_MS;
         }
         if (!busy)
-            wait_for_news(m, seen);
+            ts_js_wait_news(m, seen, IDLE_WAIT_MS);
     }
     hand_back(m);
     return NULL;

@@ -185,6 +185,26 @@ void ts_js_close(ts_js_conn *conn)
 
 #define MAX_STREAM_SUBJECTS 16
 
+/* Sets an existing stream's subjects, the rest of its configuration
+ * kept. 0, or -1 with err ("<what>: <cause>"). */
+static int set_subjects(ts_js_conn *conn, const jsStreamConfig *have,
+                        const char **subjects, int n, const char *what,
+                        char *err, size_t errlen)
+{
+    jsStreamConfig update = *have;
+    update.Subjects = subjects;
+    update.SubjectsLen = n;
+    jsStreamInfo *info = NULL;
+    jsErrCode code = 0;
+    natsStatus s = js_UpdateStream(&info, conn->js, &update, NULL, &code);
+    if (info != NULL)
+        jsStreamInfo_Destroy(info);
+    if (s == NATS_OK)
+        return 0;
+    ts_js_describe(err, errlen, what, s, code);
+    return -1;
+}
+
 /* A stream made by an older version may lack a subject this one
  * publishes on (tracesan.batch): it is added, the rest of the stream's
  * configuration kept. 0, or -1 with err. */
@@ -207,21 +227,10 @@ static int add_missing_subjects(ts_js_conn *conn, const jsStreamConfig *have,
     }
     if (!added)
         return 0;
-    jsStreamConfig update = *have;
-    update.Subjects = merged;
-    update.SubjectsLen = n;
-    jsStreamInfo *info = NULL;
-    jsErrCode code = 0;
-    natsStatus s = js_UpdateStream(&info, conn->js, &update, NULL, &code);
-    if (info != NULL)
-        jsStreamInfo_Destroy(info);
-    if (s == NATS_OK)
-        return 0;
     char what[128];
     snprintf(what, sizeof what, "cannot add subjects to stream %s",
              want->Name);
-    ts_js_describe(err, errlen, what, s, code);
-    return -1;
+    return set_subjects(conn, have, merged, n, what, err, errlen);
 }
 
 static int fit_input_stream(ts_js_conn *conn, const jsStreamConfig *have,
@@ -319,19 +328,9 @@ static int fit_input_stream(ts_js_conn *conn, const jsStreamConfig *have,
         same = strcmp(have->Subjects[i], want->Subjects[i]) == 0;
     if (same)
         return 0;
-    jsStreamConfig update = *have;
-    update.Subjects = want->Subjects;
-    update.SubjectsLen = want->SubjectsLen;
-    jsStreamInfo *info = NULL;
-    jsErrCode code = 0;
-    natsStatus s = js_UpdateStream(&info, conn->js, &update, NULL, &code);
-    if (info != NULL)
-        jsStreamInfo_Destroy(info);
-    if (s == NATS_OK)
-        return 0;
-    ts_js_describe(err, errlen, "cannot set the subjects of stream "
-                   TS_JS_STREAM_IN, s, code);
-    return -1;
+    return set_subjects(conn, have, want->Subjects, want->SubjectsLen,
+                        "cannot set the subjects of stream " TS_JS_STREAM_IN,
+                        err, errlen);
 }
 
 int ts_js_ensure_streams(ts_js_conn *conn, const struct ts_nats_settings *nats,

@@ -125,23 +125,33 @@ typedef struct publish_ctx {
     int failed;
 } publish_ctx;
 
-static int publish_one(void *arg, uint64_t input_seq, uint32_t index,
-                       const char *subject, size_t subject_len,
-                       const void *payload, size_t len)
+natsStatus ts_js_publish_outcome(jsCtx *js, uint32_t partition,
+                                 uint64_t input_seq, uint32_t index,
+                                 const char *subject, size_t subject_len,
+                                 const void *payload, size_t len)
 {
-    publish_ctx *ctx = arg;
     char subj[SUBJECT_MAX];
     char id[64];
     snprintf(subj, sizeof subj, "%.*s", (int)subject_len, subject);
-    ts_changelog_msg_id(id, sizeof id, ctx->partition, input_seq, index);
+    ts_changelog_msg_id(id, sizeof id, partition, input_seq, index);
     natsMsg *msg = NULL;
     natsStatus s = natsMsg_Create(&msg, subj, NULL, payload, (int)len);
     if (s == NATS_OK)
         s = natsMsgHeader_Set(msg, "Nats-Msg-Id", id);
     if (s == NATS_OK)
-        s = js_PublishMsgAsync(ctx->js, &msg, NULL);
-    if (msg != NULL)
-        natsMsg_Destroy(msg);
+        s = js_PublishMsgAsync(js, &msg, NULL);
+    natsMsg_Destroy(msg);  /* NULL once the library took it */
+    return s;
+}
+
+static int publish_one(void *arg, uint64_t input_seq, uint32_t index,
+                       const char *subject, size_t subject_len,
+                       const void *payload, size_t len)
+{
+    publish_ctx *ctx = arg;
+    natsStatus s = ts_js_publish_outcome(ctx->js, ctx->partition, input_seq,
+                                         index, subject, subject_len,
+                                         payload, len);
     if (s != NATS_OK) {
         ctx->failed = 1;
         return 1;

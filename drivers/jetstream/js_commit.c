@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "engine/log.h"
@@ -316,6 +317,19 @@ static js_verdict seal_and_append(ts_jetstream *m, partition *p,
     return JS_MOVED;
 }
 
+void ts_js_wait_news(ts_jetstream *m, uint64_t seen, long wait_ms)
+{
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_nsec += wait_ms * 1000000L;
+    until.tv_sec += until.tv_nsec / 1000000000L;
+    until.tv_nsec %= 1000000000L;
+    pthread_mutex_lock(&m->flight_lock);
+    if (m->wakeups == seen)
+        pthread_cond_timedwait(&m->flight_cond, &m->flight_lock, &until);
+    pthread_mutex_unlock(&m->flight_lock);
+}
+
 /* ------------------------------------------------------- 2. publish */
 
 typedef struct async_publish {
@@ -329,20 +343,12 @@ static int publish_async_one(void *arg, uint64_t input_seq, uint32_t index,
                              const void *payload, size_t len)
 {
     async_publish *ctx = arg;
-    char subj[SUBJECT_MAX];
-    char id[64];
-    snprintf(subj, sizeof subj, "%.*s", (int)subject_len, subject);
-    ts_changelog_msg_id(id, sizeof id, ctx->partition, input_seq, index);
     /* No per-message MaxWait: libnats would keep a timer entry per
      * outcome (and wake for each at its deadline); the group as a whole
      * is given up on instead (GROUP_PUBLISH_PATIENCE). */
-    natsMsg *msg = NULL;
-    natsStatus s = natsMsg_Create(&msg, subj, NULL, payload, (int)len);
-    if (s == NATS_OK)
-        s = natsMsgHeader_Set(msg, "Nats-Msg-Id", id);
-    if (s == NATS_OK)
-        s = js_PublishMsgAsync(ctx->m->publish_js, &msg, NULL);
-    natsMsg_Destroy(msg);
+    natsStatus s = ts_js_publish_outcome(ctx->m->publish_js, ctx->partition,
+                                         input_seq, index, subject,
+                                         subject_len, payload, len);
     if (s != NATS_OK)
         ctx->unsent++;
     return 0;

@@ -7,7 +7,6 @@
 
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 
 #include "drivers/jetstream/js_population.h"
 #include "engine/log.h"
@@ -243,14 +242,6 @@ void ts_js_drain(ts_jetstream *m, int64_t patience_ms)
         }
         if (!left || ts_js_mono_ms() >= give_up || !ts_js_connected(m))
             return;
-        struct timespec until;
-        clock_gettime(CLOCK_REALTIME, &until);
-        until.tv_nsec += 5 * 1000000L;
-        until.tv_sec += until.tv_nsec / 1000000000L;
-        until.tv_nsec %= 1000000000L;
-        pthread_mutex_lock(&m->flight_lock);
-        if (m->wakeups == seen)
-            pthread_cond_timedwait(&m->flight_cond, &m->flight_lock, &until);
-        pthread_mutex_unlock(&m->flight_lock);
+        ts_js_wait_news(m, seen, 5);
     }
 }

@@ -316,6 +316,12 @@ int ts_js_backend_save(void *ctx, const char *user_id, size_t id_len,
                        const ts_user_record *record);
 /* Takes a group's users back out of the map (it was never committed). */
 void ts_js_undo(partition *p, js_flight *f);
+/* Sends one outcome to TRACESAN_OUT asynchronously under its message id
+ * "<partition>.<input seq>.<index>" (the answer goes to js's handler). */
+natsStatus ts_js_publish_outcome(jsCtx *js, uint32_t partition,
+                                 uint64_t input_seq, uint32_t index,
+                                 const char *subject, size_t subject_len,
+                                 const void *payload, size_t len);
 /* Publishes a committed record's outcomes on `js` and waits for every
  * acknowledgement (errors counted in *errors under *lock by the context's
  * callback); then the observer sees them. 0, or -1. */
@@ -354,6 +360,9 @@ js_verdict ts_js_advance(ts_jetstream *m, partition *p, const char **why);
 js_flight *ts_js_open_flight(ts_jetstream *m, partition *p);
 /* Drops every group (inputs unacknowledged; uncommitted ones undone). */
 void ts_js_drop_flights(ts_jetstream *m, partition *p);
+/* Waits until libnats' callbacks or a restore worker moved something on
+ * (m->wakeups is no longer `seen`), wait_ms at most. */
+void ts_js_wait_news(ts_jetstream *m, uint64_t seen, long wait_ms);
 
 /* js_restore.c: rebuilding partitions, on workers, and warm standby
  * copies. */
