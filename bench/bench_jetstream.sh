@@ -99,10 +99,16 @@ machine() {
     chmod +x "$wrapper"
     echo "$wrapper"
 }
+# machine() runs in a command substitution, so what it adds to cgroups
+# never reaches this shell: every cgroup of this run is found by its
+# prefix instead.
 remove_machines() {
     local d
-    for d in "${cgroups[@]}"; do rmdir "$d" 2>/dev/null || true; done
+    for d in "${cgroups[@]}" "$CG_ROOT/$CG_PREFIX"-*; do
+        [ -d "$d" ] && rmdir "$d" 2>/dev/null
+    done
     cgroups=()
+    return 0
 }
 on_servers=()
 if [ -n "$CAP" ]; then
