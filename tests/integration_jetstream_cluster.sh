@@ -30,8 +30,11 @@ require_nats
 # as docs/scale-out.md advises.
 TTL=15
 # The taker holds the leases a ttl after it last saw them renewed; the
-# rebuilds, from standby copies, add little. Generous for 2 loaded cores.
-BOUND_MS=4000
+# rebuilds, from standby copies, add little. Issue 30's target (ttl + 2 s)
+# is printed; the assertion only catches a takeover that did not happen
+# or waited for something else (a second ttl, a full rebuild), with room
+# for 2 loaded cores.
+BOUND_MS=10000
 # What "outputs complete after the node's loss" may take here at most;
 # the target (30 s) is printed, not asserted: 2 shared cores are no
 # measure of a cluster.
