@@ -11,7 +11,18 @@
 # state-layout measurement (bench/bench_js_state: KV bucket vs changelog).
 # With BENCH_BASELINE=DIR (another build directory) js-1-baseline runs
 # that build's tracesand as js-1, in the same passes, and the ratio of
-# js-1 to it is printed.
+# js-1 to it is printed. BENCH_JS_MODES picks modes (e.g. "js-1 js-2").
+#
+# Machines emulated on one host (BENCH_JS_CAP=FRACTION): every tracesand
+# (the ZeroMQ one and each JetStream instance) runs in a cgroup of its own
+# capped at FRACTION of a CPU (cgroup v1 cpu.cfs_quota_us) and pinned
+# (taskset) to the last CPU, the nats-servers together in one capped at
+# BENCH_JS_SERVER_CAP CPUs (default 1) pinned to the others; the producer
+# and consumers run beside the servers, uncapped. So "an instance" always
+# has the same CPU, whatever else runs: js-2 / js-1 says what a second
+# machine adds, and js-1 / zmq-lmdb compares the two modes on equal CPU.
+# Without a writable /sys/fs/cgroup/cpu the caps are left out and only the
+# pinning is done (then the instances of js-2 share one CPU: said so).
 #   bench/bench_jetstream.sh [N] [RUNS]    (from a build dir, or BUILD_DIR=...)
 set -euo pipefail
 
@@ -20,9 +31,20 @@ BENCH=bench_jetstream
 N=${1:-100000}
 RUNS=${2:-1}
 USERS=1000
-MODES=${BENCH_JS_MODES:-"zmq-lmdb js-1 js-2"}
-[ "${BENCH_JS_CLUSTER:-0}" = 1 ] && MODES="$MODES js-1-r3"
-[ -n "${BENCH_BASELINE:-}" ] && MODES="$MODES js-1-baseline"
+BASE_MODES=${BENCH_JS_MODES:-"zmq-lmdb js-1 js-2"}
+[ "${BENCH_JS_CLUSTER:-0}" = 1 ] && BASE_MODES="$BASE_MODES js-1-r3"
+[ -n "${BENCH_BASELINE:-}" ] && BASE_MODES="$BASE_MODES js-1-baseline"
+# Each mode with per-point output (one message per outcome) and with
+# output.format = "batch" (one OutcomeBatch per input message; replay's
+# 100 updates per message = output.batch_outcomes): "MODE" and
+# "MODE-batch".
+FORMATS=${BENCH_JS_FORMATS:-"point batch"}
+MODES=""
+for f in $FORMATS; do
+    for m in $BASE_MODES; do
+        case $f in batch) MODES="$MODES $m-batch" ;; *) MODES="$MODES $m" ;; esac
+    done
+done
 tracesand_bin=$build/tracesand
 NATS_SERVER=$(command -v nats-server) || { echo "$BENCH: nats-server not installed" >&2; exit 1; }
 
@@ -38,7 +60,71 @@ stop_all() {
     instance_pids=()
     nats_pids=()
 }
-trap 'stop_all; cleanup' EXIT
+
+# ----------------------------------------------- emulated machines
+CAP=${BENCH_JS_CAP:-}
+SERVER_CAP=${BENCH_JS_SERVER_CAP:-1}
+CG_ROOT=/sys/fs/cgroup/cpu
+CG_PREFIX=tsbench-$$
+cgroups=()
+ncpu=$(nproc)
+last_cpu=$((ncpu - 1))
+other_cpus=0
+[ "$ncpu" -gt 1 ] && other_cpus=0-$((ncpu - 2))
+capped=0
+if [ -n "$CAP" ]; then
+    if mkdir "$CG_ROOT/$CG_PREFIX-probe" 2>/dev/null; then
+        rmdir "$CG_ROOT/$CG_PREFIX-probe"
+        capped=1
+    else
+        echo "$BENCH: $CG_ROOT is not writable: CPU caps left out, pinning only" >&2
+    fi
+fi
+# machine NAME CPUS CPULIST: prints a wrapper that runs its arguments in
+# cgroup NAME (capped at CPUS CPUs when caps are on) pinned to CPULIST.
+machine() {
+    local name=$1 cpus=$2 list=$3 dir=$CG_ROOT/$CG_PREFIX-$1
+    if [ $capped = 1 ] && [ ! -d "$dir" ]; then
+        mkdir "$dir"
+        echo 100000 >"$dir/cpu.cfs_period_us"
+        awk -v c="$cpus" 'BEGIN { printf "%d\n", c * 100000 }' >"$dir/cpu.cfs_quota_us"
+        cgroups+=("$dir")
+    fi
+    local wrapper=$tmp/on-$name
+    {
+        echo '#!/bin/sh'
+        [ $capped = 1 ] && echo "echo \$\$ >'$dir/cgroup.procs'"
+        echo "exec taskset -c '$list' \"\$@\""
+    } >"$wrapper"
+    chmod +x "$wrapper"
+    echo "$wrapper"
+}
+# machine() runs in a command substitution, so what it adds to cgroups
+# never reaches this shell: every cgroup of this run is found by its
+# prefix instead.
+remove_machines() {
+    local d
+    for d in "${cgroups[@]}" "$CG_ROOT/$CG_PREFIX"-*; do
+        [ -d "$d" ] && rmdir "$d" 2>/dev/null
+    done
+    cgroups=()
+    return 0
+}
+on_servers=()
+if [ -n "$CAP" ]; then
+    on_servers=("$(machine servers "$SERVER_CAP" "$other_cpus")")
+    # Every CLI call (the ZeroMQ mode's replay and tail too) beside the
+    # servers, off the instances' CPU.
+    printf '#!/bin/sh\nexec taskset -c "%s" "%s" "$@"\n' "$other_cpus" \
+        "$tracesan" >"$tmp/tracesan-pinned"
+    chmod +x "$tmp/tracesan-pinned"
+    tracesan=$tmp/tracesan-pinned
+fi
+# on_instance K: the wrapper of the Kth instance's machine (none uncapped).
+on_instance() {
+    [ -n "$CAP" ] && machine "inst$1" "$CAP" "$last_cpu"
+}
+trap 'stop_all; remove_machines; cleanup' EXIT
 
 wait_port() {
     for _ in $(seq 100); do
@@ -55,7 +141,7 @@ start_nats() {  # start_nats 1|3: sets nats_url
     if [ "$1" = 1 ]; then
         local port
         port=$(free_port)
-        "$NATS_SERVER" -js -a 127.0.0.1 -p "$port" -sd "$tmp/nats0" >"$tmp/nats0.log" 2>&1 &
+        "${on_servers[@]}" "$NATS_SERVER" -js -a 127.0.0.1 -p "$port" -sd "$tmp/nats0" >"$tmp/nats0.log" 2>&1 &
         nats_pids+=($!)
         nats_url=nats://127.0.0.1:$port
         wait_port "$port"
@@ -67,15 +153,18 @@ start_nats() {  # start_nats 1|3: sets nats_url
     for i in 0 1 2; do
         printf 'server_name: n%s\nlisten: 127.0.0.1:%s\njetstream { store_dir: "%s" }\ncluster { name: bench, listen: 127.0.0.1:%s, routes: [ %s ] }\n' \
             "$i" "${ports[$i]}" "$tmp/nats$i" "${cports[$i]}" "$routes" >"$tmp/nats$i.conf"
-        "$NATS_SERVER" -c "$tmp/nats$i.conf" >"$tmp/nats$i.log" 2>&1 &
+        "${on_servers[@]}" "$NATS_SERVER" -c "$tmp/nats$i.conf" >"$tmp/nats$i.log" 2>&1 &
         nats_pids+=($!)
         nats_url="$nats_url${nats_url:+,}nats://127.0.0.1:${ports[$i]}"
     done
     for i in 0 1 2; do wait_port "${ports[$i]}"; done
 }
 
-start_instance() {  # start_instance NAME REPLICAS
-    "$tracesand_bin" -c "$srcdir/conf/tracesand.conf" -o input.type=jetstream \
+start_instance() {  # start_instance NAME REPLICAS K
+    local wrap=()
+    [ -n "$CAP" ] && wrap=("$(on_instance "$3")")
+    "${wrap[@]}" "$tracesand_bin" -c "$srcdir/conf/tracesand.conf" -o input.type=jetstream \
+        -o "output.format=$format" \
         -o output.type=jetstream -o "nats.servers=$nats_url" -o "nats.instance_id=$1" \
         -o "nats.replicas=$2" -o 'state.dir=""' -o profiles.geoind.points_per_window=1000 \
         -o input.max_backdate_s=0 -o http.listen=127.0.0.1:0 -o log.level=info \
@@ -96,6 +185,11 @@ owned() {
     curl -s "http://$http/metrics" | awk '/^tracesand_partition_owned\{/ { n += $2 } END { print n + 0 }'
 }
 
+in_last_seq() {
+    "$tracesan" jetstream --server "$nats_url" status 2>/dev/null |
+        sed -n 's/^stream=TRACESAN_IN .*last_seq=\([0-9]*\).*/\1/p'
+}
+
 out_msgs() {
     "$tracesan" jetstream --server "$nats_url" status 2>/dev/null |
         sed -n 's/^stream=TRACESAN_OUT msgs=\([0-9]*\).*/\1/p'
@@ -105,7 +199,7 @@ out_msgs() {
 run_js() {
     local n_inst=$2 replicas=$3 nodes=$4 i want
     start_nats "$nodes"
-    for i in $(seq "$n_inst"); do start_instance "$1$i" "$replicas"; done
+    for i in $(seq "$n_inst"); do start_instance "$1$i" "$replicas" "$i"; done
     want=$(( 16 / n_inst ))
     for _ in $(seq 300); do
         local ok=1
@@ -113,17 +207,22 @@ run_js() {
         [ $ok = 1 ] && break
         sleep 0.1
     done
-    local t0 t_prod t_end
+    local t0 t_prod t_end expect
     t0=$(ms)
     "$tracesan" replay --jetstream "$nats_url" --replicas "$replicas" --partitions 16 \
         "$tmp/points.csv" 2>"$tmp/replay.err"
     t_prod=$(ms)
+    # Per point: one output each. Batched: one per input message (the
+    # stream's last sequence; TRACESAN_IN keeps none once processed).
+    expect=$N
+    [ "$format" = batch ] && expect=$(in_last_seq)
     for _ in $(seq 6000); do
-        [ "$(out_msgs)" -ge "$N" ] 2>/dev/null && break
+        [ "$(out_msgs)" -ge "$expect" ] 2>/dev/null && break
         sleep 0.05
     done
     t_end=$(ms)
     got=$(out_msgs)
+    [ "$format" = batch ] && [ "$got" -ge "$expect" ] && got=$N
     rate=$(awk -v n="$got" -v t="$((t_end - t0))" 'BEGIN { printf "%.0f", n / (t / 1000) }')
     producer_rate=$(awk -v n="$N" -v t="$((t_prod - t0))" 'BEGIN { printf "%.0f", n / (t / 1000) }')
     stop_all
@@ -132,15 +231,32 @@ run_js() {
     done
 }
 
-echo "$BENCH: machine: $(nproc) cores, $(uname -srm); nats-server $("$NATS_SERVER" --version | awk '{ print $NF }'); $N points of $USERS users"
+echo "$BENCH: machine: $(nproc) cores, $(uname -srm); nats-server $("$NATS_SERVER" --version | awk '{ print $NF }'); $N points of $USERS users; load average $(cut -d' ' -f1-3 /proc/loadavg)"
+if [ -n "$CAP" ]; then
+    if [ $capped = 1 ]; then
+        echo "$BENCH: emulated machines: each tracesand capped at $CAP CPU on CPU $last_cpu, the nats-servers at $SERVER_CAP CPU on CPU $other_cpus, producer and consumers beside them"
+    else
+        echo "$BENCH: pinned only (no cgroup caps): tracesands on CPU $last_cpu (js-2's two instances share it), servers and tools on CPU $other_cpus"
+    fi
+fi
 "$build/bench/bench_pipeline" --gen "$N" --users "$USERS" "$tmp/points.csv"
 : >"$tmp/latency.txt"
 for run in $(seq "$RUNS"); do
     for mode in $MODES; do
-        case $mode in
+        format=point
+        case $mode in *-batch) format=batch ;; esac
+        case ${mode%-batch} in
             zmq-lmdb)
                 rm -rf "$tmp/state"
-                start_server "$build/tracesand" -o "state.dir=$tmp/state" -o state.sync=full
+                zmq_daemon=$build/tracesand
+                if [ -n "$CAP" ]; then
+                    printf '#!/bin/sh\nexec "%s" "%s" "$@"\n' "$(on_instance 1)" \
+                        "$build/tracesand" >"$tmp/zmq-daemon"
+                    chmod +x "$tmp/zmq-daemon"
+                    zmq_daemon=$tmp/zmq-daemon
+                fi
+                start_server "$zmq_daemon" -o "state.dir=$tmp/state" -o state.sync=full \
+                    -o "output.format=$format"
                 timed_replay "$tmp/points.csv" "$N"
                 stop_server
                 rate=$(awk -v n="$got" -v t="$elapsed_ms" 'BEGIN { printf "%.0f", n / (t / 1000) }')
@@ -162,16 +278,22 @@ done
 for mode in $MODES; do
     echo "$BENCH: median $mode: $(median <"$tmp/rates.$mode") points/s"
 done
-base=""
-[ -f "$tmp/rates.zmq-lmdb" ] && base=$(median <"$tmp/rates.zmq-lmdb")
-for mode in $MODES; do
-    [ "$mode" = zmq-lmdb ] || [ -z "$base" ] ||
-        awk -v m="$mode" -v r="$(median <"$tmp/rates.$mode")" -v b="$base" \
-            'BEGIN { printf "bench_jetstream: %s / zmq-lmdb = %.2f\n", m, r / b }'
+# ratio A B: the medians' ratio, when both modes ran.
+ratio() {
+    [ -f "$tmp/rates.$1" ] && [ -f "$tmp/rates.$2" ] || return 0
+    awk -v a="$1" -v b="$2" -v ra="$(median <"$tmp/rates.$1")" \
+        -v rb="$(median <"$tmp/rates.$2")" \
+        'BEGIN { printf "bench_jetstream: %s / %s = %.2f\n", a, b, ra / rb }'
+}
+for f in $FORMATS; do
+    sfx=""
+    [ "$f" = batch ] && sfx=-batch
+    for m in $BASE_MODES; do
+        [ "$m" = zmq-lmdb ] || ratio "$m$sfx" "zmq-lmdb$sfx"
+    done
+    ratio "js-2$sfx" "js-1$sfx"
 done
-[ -n "${BENCH_BASELINE:-}" ] &&
-    awk -v r="$(median <"$tmp/rates.js-1")" -v b="$(median <"$tmp/rates.js-1-baseline")" \
-        'BEGIN { printf "bench_jetstream: js-1 / js-1-baseline = %.2f\n", r / b }'
+[ -n "${BENCH_BASELINE:-}" ] && ratio js-1 js-1-baseline
 echo "$BENCH: commit latency (fetch to changelog acknowledgement, per group), per instance:"
 sed 's/^/bench_jetstream:   /' "$tmp/latency.txt"
 echo "$BENCH: state layout, groups of 500 and 50 dirty users (100-byte records), R1:"

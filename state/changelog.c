@@ -98,24 +98,152 @@ size_t ts_changelog_size(const ts_changelog_builder *builder,
            builder->outcomes.len;
 }
 
-int ts_changelog_finish(const ts_changelog_builder *builder,
-                        const ts_changelog_header *header, ts_buf *out)
+/* One record: the header with `kind`, then the given runs of user and
+ * outcome entries. */
+static int put_record(ts_buf *out, const ts_changelog_header *header,
+                      ts_changelog_kind kind, const unsigned char *users,
+                      size_t users_len, size_t n_users,
+                      const unsigned char *outcomes, size_t outcomes_len,
+                      size_t n_outcomes)
 {
-    ts_buf_reset(out);
-    unsigned char kind[2] = { TS_CHANGELOG_VERSION, (unsigned char)header->kind };
-    if (ts_buf_reserve(out, ts_changelog_size(builder, header)) != 0 ||
+    unsigned char version_kind[2] = { TS_CHANGELOG_VERSION,
+                                      (unsigned char)kind };
+    if (ts_buf_reserve(out, header_size(header) + 8 + users_len +
+                                outcomes_len) != 0 ||
         ts_buf_append(out, MAGIC, sizeof MAGIC) != 0 ||
-        ts_buf_append(out, kind, 2) != 0 ||
+        ts_buf_append(out, version_kind, 2) != 0 ||
         put_u16(out, header->owner_len) != 0 ||
         ts_buf_append(out, header->owner, header->owner_len) != 0 ||
         put_u64(out, header->epoch) != 0 ||
         put_u64(out, header->last_input_seq) != 0 ||
-        put_u32(out, builder->n_users) != 0 ||
-        ts_buf_append(out, builder->users.data, builder->users.len) != 0 ||
-        put_u32(out, builder->n_outcomes) != 0 ||
-        ts_buf_append(out, builder->outcomes.data, builder->outcomes.len) != 0)
+        put_u32(out, n_users) != 0 ||
+        ts_buf_append(out, users, users_len) != 0 ||
+        put_u32(out, n_outcomes) != 0 ||
+        ts_buf_append(out, outcomes, outcomes_len) != 0)
         return -1;
     return 0;
+}
+
+int ts_changelog_finish(const ts_changelog_builder *builder,
+                        const ts_changelog_header *header, ts_buf *out)
+{
+    ts_buf_reset(out);
+    return put_record(out, header, header->kind, builder->users.data,
+                      builder->users.len, builder->n_users,
+                      builder->outcomes.data, builder->outcomes.len,
+                      builder->n_outcomes);
+}
+
+/* ------------------------------------------------------------ splitting */
+
+static uint64_t le(const unsigned char *p, int bytes)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < bytes; i++)
+        v |= (uint64_t)p[i] << (8 * i);
+    return v;
+}
+
+/* Bytes of the user or outcome entry at p (the builder wrote it, so its
+ * lengths are whole). */
+static size_t user_entry_size(const unsigned char *p)
+{
+    size_t id_len = (size_t)le(p, 2);
+    return 2 + id_len + 4 + (size_t)le(p + 2 + id_len, 4);
+}
+
+static size_t outcome_entry_size(const unsigned char *p)
+{
+    size_t subject_len = (size_t)le(p + 12, 2);
+    return 14 + subject_len + 4 + (size_t)le(p + 14 + subject_len, 4);
+}
+
+/* A record of the split, preceded by its length. */
+typedef struct split_state {
+    const ts_changelog_header *header;
+    ts_buf *out;
+    size_t n_records;
+    const unsigned char *users, *outcomes;   /* the run being filled */
+    size_t users_len, n_users, outcomes_len, n_outcomes;
+} split_state;
+
+static int emit_split(split_state *st, ts_changelog_kind kind)
+{
+    size_t at = st->out->len;
+    uint32_t len = 0;
+    if (ts_buf_append(st->out, &len, sizeof len) != 0 ||
+        put_record(st->out, st->header, kind, st->users, st->users_len,
+                   st->n_users, st->outcomes, st->outcomes_len,
+                   st->n_outcomes) != 0)
+        return -1;
+    len = (uint32_t)(st->out->len - at - sizeof len);
+    memcpy(st->out->data + at, &len, sizeof len);
+    st->n_records++;
+    st->users += st->users_len;
+    st->outcomes += st->outcomes_len;
+    st->users_len = st->n_users = st->outcomes_len = st->n_outcomes = 0;
+    return 0;
+}
+
+int ts_changelog_finish_split(const ts_changelog_builder *builder,
+                              const ts_changelog_header *header,
+                              size_t max_bytes, ts_buf *out,
+                              size_t *n_records)
+{
+    ts_buf_reset(out);
+    *n_records = 0;
+    split_state st = { header, out, 0, builder->users.data,
+                       builder->outcomes.data, 0, 0, 0, 0 };
+    size_t fixed = header_size(header) + 8;
+    if (ts_changelog_size(builder, header) > max_bytes) {
+        if (fixed >= max_bytes)
+            return -1;
+        size_t room = max_bytes - fixed;
+        /* Users, then outcomes, each run as long as the room allows. */
+        for (size_t at = 0; at < builder->users.len;) {
+            size_t e = user_entry_size(builder->users.data + at);
+            if (e > room)
+                return -1;
+            if (st.users_len + e > room && emit_split(&st, TS_CHANGELOG_PART))
+                return -1;
+            st.users_len += e;
+            st.n_users++;
+            at += e;
+        }
+        for (size_t at = 0; at < builder->outcomes.len;) {
+            size_t e = outcome_entry_size(builder->outcomes.data + at);
+            if (e > room)
+                return -1;
+            if (st.users_len + st.outcomes_len + e > room &&
+                emit_split(&st, TS_CHANGELOG_PART) != 0)
+                return -1;
+            st.outcomes_len += e;
+            st.n_outcomes++;
+            at += e;
+        }
+    } else {
+        st.users_len = builder->users.len;
+        st.n_users = builder->n_users;
+        st.outcomes_len = builder->outcomes.len;
+        st.n_outcomes = builder->n_outcomes;
+    }
+    if (emit_split(&st, header->kind) != 0)
+        return -1;
+    *n_records = st.n_records;
+    return 0;
+}
+
+int ts_changelog_next_split(const ts_buf *records, size_t *at,
+                            const void **record, size_t *len)
+{
+    uint32_t n;
+    if (*at + sizeof n > records->len)
+        return 0;
+    memcpy(&n, records->data + *at, sizeof n);
+    *record = records->data + *at + sizeof n;
+    *len = n;
+    *at += sizeof n + n;
+    return 1;
 }
 
 /* ------------------------------------------------------------ reading */
@@ -197,7 +325,7 @@ int ts_changelog_decode(const void *bytes, size_t len,
     unsigned kind = (unsigned)get_n(&r, 1);
     if (r.bad || memcmp(magic, MAGIC, sizeof MAGIC) != 0 ||
         version != TS_CHANGELOG_VERSION || kind < TS_CHANGELOG_DELTA ||
-        kind > TS_CHANGELOG_FENCE)
+        kind > TS_CHANGELOG_PART)
         return -1;
     header->kind = (ts_changelog_kind)kind;
     header->owner_len = (size_t)get_n(&r, 2);
@@ -213,6 +341,17 @@ int ts_changelog_decode(const void *bytes, size_t len,
 }
 
 /* ---------------------------------------------------------- naming */
+
+const char *ts_changelog_kind_name(ts_changelog_kind kind)
+{
+    switch (kind) {
+    case TS_CHANGELOG_DELTA: return "delta";
+    case TS_CHANGELOG_SNAPSHOT: return "snapshot";
+    case TS_CHANGELOG_FENCE: return "fence";
+    case TS_CHANGELOG_PART: return "part";
+    }
+    return "?";
+}
 
 uint32_t ts_partition_of(const char *user_id, size_t len, uint32_t partitions)
 {
@@ -351,6 +490,17 @@ int ts_record_map_get(const ts_record_map *map, const char *id,
     return 1;
 }
 
+void ts_record_map_remove(ts_record_map *map, const char *id, size_t id_len)
+{
+    map_entry *entry = NULL;
+    HASH_FIND(hh, map->head, id, id_len, entry);
+    if (entry == NULL)
+        return;
+    HASH_DEL(map->head, entry);
+    free(entry->record);
+    free(entry);
+}
+
 size_t ts_record_map_count(const ts_record_map *map)
 {
     return HASH_COUNT(map->head);
@@ -367,6 +517,134 @@ int ts_record_map_each(const ts_record_map *map,
                        entry->len);
         if (rc != 0)
             return rc;
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------ replica */
+
+int ts_changelog_replica_init(ts_changelog_replica *replica)
+{
+    memset(replica, 0, sizeof *replica);
+    replica->records = ts_record_map_new();
+    return replica->records != NULL ? 0 : -1;
+}
+
+void ts_changelog_replica_free(ts_changelog_replica *replica)
+{
+    ts_record_map_free(replica->records);
+    ts_buf_free(&replica->chain);
+    ts_buf_free(&replica->closed);
+    memset(replica, 0, sizeof *replica);
+}
+
+void ts_changelog_replica_reset(ts_changelog_replica *replica)
+{
+    ts_record_map_clear(replica->records);
+    ts_buf_reset(&replica->chain);
+    ts_buf_reset(&replica->closed);
+    replica->changelog_seq = 0;
+    replica->last_input_seq = 0;
+    replica->records_since_snapshot = 0;
+}
+
+static int replica_user(void *arg, const char *id, size_t id_len,
+                        const void *record, size_t len)
+{
+    ts_changelog_replica *replica = arg;
+    return ts_record_map_put(replica->records, id, id_len, record, len) == 0
+               ? 0 : 1;
+}
+
+static int apply_users(ts_changelog_replica *replica, const void *bytes,
+                       size_t len, uint64_t seq, uint64_t last_input_seq)
+{
+    ts_changelog_header header;
+    ts_changelog_visitor visitor = { replica, replica_user, NULL };
+    uint64_t pair[2] = { seq, last_input_seq };
+    if (ts_changelog_decode(bytes, len, &header, &visitor) != 0 ||
+        ts_buf_append(&replica->closed, pair, sizeof pair) != 0)
+        return -1;
+    return 0;
+}
+
+/* The open chain's parts, then the delta that closes it. */
+static int close_chain(ts_changelog_replica *replica, const void *bytes,
+                       size_t len, uint64_t seq, uint64_t last_input_seq)
+{
+    for (size_t at = 0; at + 12 <= replica->chain.len;) {
+        uint64_t part_seq;
+        uint32_t part_len;
+        memcpy(&part_seq, replica->chain.data + at, 8);
+        memcpy(&part_len, replica->chain.data + at + 8, 4);
+        if (apply_users(replica, replica->chain.data + at + 12, part_len,
+                        part_seq, last_input_seq) != 0)
+            return -1;
+        at += 12 + part_len;
+    }
+    ts_buf_reset(&replica->chain);
+    return apply_users(replica, bytes, len, seq, last_input_seq);
+}
+
+int ts_changelog_replica_apply(ts_changelog_replica *replica,
+                               const void *bytes, size_t len, uint64_t seq,
+                               ts_changelog_header *header)
+{
+    ts_changelog_header h;
+    if (ts_changelog_decode(bytes, len, &h, NULL) != 0)
+        return -1;
+    /* A chain is one writer's, between two of its own records: anything
+     * else in between means it was abandoned. */
+    if (h.kind != TS_CHANGELOG_DELTA && h.kind != TS_CHANGELOG_PART)
+        ts_buf_reset(&replica->chain);
+    if (replica->chain.len > 0 && h.epoch != replica->chain_epoch)
+        ts_buf_reset(&replica->chain);
+    int rc = 0;
+    switch (h.kind) {
+    case TS_CHANGELOG_PART: {
+        uint32_t n = (uint32_t)len;
+        replica->chain_epoch = h.epoch;
+        if (ts_buf_append(&replica->chain, &seq, sizeof seq) != 0 ||
+            ts_buf_append(&replica->chain, &n, sizeof n) != 0 ||
+            ts_buf_append(&replica->chain, bytes, len) != 0)
+            rc = -1;
+        break;
+    }
+    case TS_CHANGELOG_DELTA:
+        rc = close_chain(replica, bytes, len, seq, h.last_input_seq);
+        break;
+    case TS_CHANGELOG_SNAPSHOT:
+        ts_record_map_clear(replica->records);
+        ts_buf_reset(&replica->closed);
+        replica->records_since_snapshot = 0;
+        rc = apply_users(replica, bytes, len, seq, h.last_input_seq);
+        /* Nothing before a snapshot is ever published again. */
+        ts_buf_reset(&replica->closed);
+        break;
+    case TS_CHANGELOG_FENCE:
+        break;
+    }
+    if (rc != 0)
+        return -1;
+    if (h.kind != TS_CHANGELOG_PART && h.last_input_seq > replica->last_input_seq)
+        replica->last_input_seq = h.last_input_seq;
+    replica->changelog_seq = seq;
+    replica->records_since_snapshot++;
+    if (header != NULL)
+        *header = h;
+    return 0;
+}
+
+int ts_changelog_replica_closed_above(const ts_changelog_replica *replica,
+                                      uint64_t floor, ts_buf *seqs)
+{
+    ts_buf_reset(seqs);
+    for (size_t at = 0; at + 16 <= replica->closed.len; at += 16) {
+        uint64_t pair[2];
+        memcpy(pair, replica->closed.data + at, sizeof pair);
+        if (pair[1] > floor &&
+            ts_buf_append(seqs, &pair[0], sizeof pair[0]) != 0)
+            return -1;
     }
     return 0;
 }

@@ -15,7 +15,15 @@
  * per user id (u16 + bytes) and record (u32 + bytes), outcome count u32 and
  * per outcome input sequence u64, index u32, subject (u16 + bytes),
  * payload (u32 + bytes). No raw coordinate is in it: user records hold
- * published values only, outcomes are what is published anyway. */
+ * published values only, outcomes are what is published anyway.
+ *
+ * A group too large for one message (the server's max_payload) is split
+ * (ts_changelog_finish_split): PART records, then the DELTA that closes
+ * the chain, appended one after the other. A reader applies the parts
+ * only together with their closing delta (ts_changelog_replica), so a
+ * chain whose writer died half-way counts for nothing, as a group that
+ * was never committed; its outcomes were not published either (the
+ * writer publishes after the closing delta is stored). */
 #ifndef TRACESAN_STATE_CHANGELOG_H
 #define TRACESAN_STATE_CHANGELOG_H
 
@@ -35,7 +43,14 @@ typedef enum ts_changelog_kind {
     /* Written by a new owner before it consumes: any append of an older
      * owner after it fails its expected-last-sequence check. */
     TS_CHANGELOG_FENCE = 3,
+    /* A piece of a group too large for one record: users and outcomes
+     * that count only once the DELTA after it (same owner and epoch)
+     * closes the chain. */
+    TS_CHANGELOG_PART = 4,
 } ts_changelog_kind;
+
+/* The kind's name ("delta", "snapshot", "fence", "part"; "?" else). */
+const char *ts_changelog_kind_name(ts_changelog_kind kind);
 
 typedef struct ts_changelog_header {
     ts_changelog_kind kind;
@@ -69,6 +84,21 @@ size_t ts_changelog_size(const ts_changelog_builder *builder,
 /* The whole record into `out` (reset first). 0, or -1. */
 int ts_changelog_finish(const ts_changelog_builder *builder,
                         const ts_changelog_header *header, ts_buf *out);
+/* The group as records of at most max_bytes each, into `out` (reset
+ * first), each preceded by its length (u32, host order): one record of
+ * header->kind when it fits, else PART records (users first, then
+ * outcomes, in order) and a last one of header->kind with the rest.
+ * *n_records says how many. 0; -1 when one user or outcome alone does not
+ * fit (the configuration's state sizes or output.batch_outcomes against
+ * the server's max_payload: no input can cause it) or memory ran out. */
+int ts_changelog_finish_split(const ts_changelog_builder *builder,
+                              const ts_changelog_header *header,
+                              size_t max_bytes, ts_buf *out,
+                              size_t *n_records);
+/* Walks records made by ts_changelog_finish_split: *at (start at 0)
+ * moves past the one returned. 1 with the record, 0 at the end. */
+int ts_changelog_next_split(const ts_buf *records, size_t *at,
+                            const void **record, size_t *len);
 
 typedef struct ts_changelog_visitor {
     void *ctx;
@@ -120,11 +150,48 @@ int ts_record_map_put(ts_record_map *map, const char *id, size_t id_len,
  * user), 0 absent. */
 int ts_record_map_get(const ts_record_map *map, const char *id,
                       size_t id_len, const void **record, size_t *len);
+/* Removes the user (nothing when absent). */
+void ts_record_map_remove(ts_record_map *map, const char *id, size_t id_len);
 size_t ts_record_map_count(const ts_record_map *map);
 /* Every user, in no particular order; nonzero from visit stops. */
 int ts_record_map_each(const ts_record_map *map,
                        int (*visit)(void *ctx, const char *id, size_t id_len,
                                     const void *record, size_t len),
                        void *ctx);
+
+/* One partition's changelog as a reader applies it, record by record in
+ * subject order: the restore of a new owner, a warm standby copy, the
+ * CLI's ledger. Parts wait for their closing delta; a fence or snapshot
+ * discards an open chain (its writer lost the partition). `closed` keeps,
+ * since the last snapshot, the subject sequence of every record of a
+ * closed group with the last input it covers: what a new owner may have
+ * to publish again. */
+typedef struct ts_changelog_replica {
+    ts_record_map *records;      /* the users as of changelog_seq */
+    uint64_t changelog_seq;      /* the last record applied or held */
+    uint64_t last_input_seq;     /* covered by a closed group */
+    size_t records_since_snapshot;
+    ts_buf chain;                /* an open chain's parts: u64 seq, u32
+                                    length, bytes */
+    uint64_t chain_epoch;        /* its writer's epoch */
+    ts_buf closed;               /* pairs of u64: seq, last_input_seq */
+} ts_changelog_replica;
+
+/* 0, or -1 when memory ran out. */
+int ts_changelog_replica_init(ts_changelog_replica *replica);
+void ts_changelog_replica_free(ts_changelog_replica *replica);
+/* Forgets everything: read from the start again. */
+void ts_changelog_replica_reset(ts_changelog_replica *replica);
+/* Applies the record stored at subject sequence seq; *header (may be
+ * NULL) gets its header. 0; -1 when it cannot be decoded or memory ran
+ * out (then reset it: part of the record may be applied). */
+int ts_changelog_replica_apply(ts_changelog_replica *replica,
+                               const void *bytes, size_t len, uint64_t seq,
+                               ts_changelog_header *header);
+/* The subject sequences of the closed groups' records whose last input
+ * is above `floor`, in order, into `seqs` (u64 each, reset first). 0, or
+ * -1 when memory ran out. */
+int ts_changelog_replica_closed_above(const ts_changelog_replica *replica,
+                                      uint64_t floor, ts_buf *seqs);
 
 #endif

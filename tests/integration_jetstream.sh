@@ -14,9 +14,11 @@
 require_nats
 
 TTL=2
-# After the lease ages (ttl), the taker notices at its next tick (ttl/4)
-# and rebuilds the partition (well under a second here).
-BOUND_MS=1500
+# After the lease ages (ttl), the taker sees it through its watcher and
+# rebuilds the partitions (well under a second on an idle machine; the
+# figure is printed). Asserted only under a ceiling generous enough for 2
+# loaded cores: what must hold is that the takeover happens, not when.
+BOUND_MS=8000
 USERS=400
 PER_USER=60
 POINTS=$((USERS * PER_USER))
@@ -29,7 +31,7 @@ start_instance a -o nats.lease_ttl_s=$TTL -o nats.snapshot_every=8 \
     -o "state.dir=$TMPD/a-state"
 A_PID=$INSTANCE_PID A_LOG=$INSTANCE_LOG A_HTTP=$INSTANCE_HTTP
 wait_owned "$A_HTTP" 10
-check_eq "a alone owns all 16 partitions" 16 "$(owned_count "$A_HTTP")"
+check_eq "a alone owns all 16 partitions" 16 "$OWNED"
 
 "$TRACESAN" replay --jetstream "$NATS_URL" --partitions 16 --rate 3000 \
     "$TMPD/trace.csv" 2>"$TMPD/replay.log" &
@@ -41,7 +43,7 @@ start_instance b -o nats.lease_ttl_s=$TTL -o nats.snapshot_every=8
 B_PID=$INSTANCE_PID B_LOG=$INSTANCE_LOG B_HTTP=$INSTANCE_HTTP
 wait_split "$A_HTTP" "$B_HTTP" 15
 check_eq "rebalanced under load: a and b own 8 each" "8 8" \
-    "$(owned_count "$A_HTTP") $(owned_count "$B_HTTP")"
+    "$SPLIT"
 
 # a freezes (SIGSTOP) past its lease: b takes its partitions; when a
 # thaws it must notice it lost them (its deadline passed, its renewals
@@ -49,11 +51,11 @@ check_eq "rebalanced under load: a and b own 8 each" "8 8" \
 kill -STOP "$A_PID"
 mark_ms STOP_MS
 wait_owned "$B_HTTP" $(( TTL + 10 ))
-check_eq "b took the frozen a's partitions" 16 "$(owned_count "$B_HTTP")"
+check_eq "b took the frozen a's partitions" 16 "$OWNED"
 kill -CONT "$A_PID"
 wait_split "$A_HTTP" "$B_HTTP" 15
 check_eq "a thawed and got its share back" "8 8" \
-    "$(owned_count "$A_HTTP") $(owned_count "$B_HTTP")"
+    "$SPLIT"
 check "a logged losing its partitions to the deadline or to b" \
     grep -qE 'lease released .*reason=(lease not renewed in time|lease taken|fenced out)' "$A_LOG"
 note "a was frozen at $STOP_MS"
@@ -80,7 +82,7 @@ wait_for_pid "$REPLAY_PID" 60 || fatal "replay did not finish"
 check_eq "replay exits 0" 0 "$waited_status"
 
 wait_owned "$B_HTTP" $(( TTL + 10 ))
-check_eq "b owns all 16 partitions after the kill" 16 "$(owned_count "$B_HTTP")"
+check_eq "b owns all 16 partitions after the kill" 16 "$OWNED"
 last_take=$(sed -n 's/.*lease acquired .* at_ms=\([0-9]*\).*/\1/p' "$B_LOG" |
                 sort -n | tail -n 1)
 last_take=${last_take:-0}

@@ -48,7 +48,7 @@ start_instance a -o nats.replicas=3 -o nats.partitions=16 \
     -o nats.lease_ttl_s=6
 A_PID=$INSTANCE_PID A_LOG=$INSTANCE_LOG A_HTTP=$INSTANCE_HTTP
 wait_owned "$A_HTTP" 30
-check_eq "a owns all 16 partitions" 16 "$(owned_count "$A_HTTP")"
+check_eq "a owns all 16 partitions" 16 "$OWNED"
 check "the streams were created with 3 replicas" \
     bash -c "'$TRACESAN' jetstream --server '$NATS_URL' status | grep -q 'stream=TRACESAN_IN .* replicas=3'"
 

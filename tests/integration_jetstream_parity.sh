@@ -44,12 +44,12 @@ run() {  # run NAME [-o ...]
         [ -s "$TMPD/$name.sse" ] && break
         sleep 0.05
     done
-    IN_BEFORE=$(stream_msgs TRACESAN_IN)
+    IN_BEFORE=$(stream_last_seq TRACESAN_IN)
     OUT_BEFORE=$(stream_msgs TRACESAN_OUT)
     "$TRACESAN" replay --jetstream "$NATS_URL" --partitions 16 --batch 5 \
         "$TMPD/trace.csv" 2>"$TMPD/$name.replay.log" ||
         fatal "replay failed"
-    IN_MSGS=$(( $(stream_msgs TRACESAN_IN) - ${IN_BEFORE:-0} ))
+    IN_MSGS=$(( $(stream_last_seq TRACESAN_IN) - ${IN_BEFORE:-0} ))
     local deadline=$(( $(date +%s) + 30 ))
     while [ "$(grep -c '^event: ' "$TMPD/$name.sse")" -lt $POINTS ] &&
         [ "$(date +%s)" -lt $deadline ]; do

@@ -55,7 +55,7 @@ start_instance b "${opts[@]}"
 B_PID=$INSTANCE_PID B_HTTP=$INSTANCE_HTTP B_LOG=$INSTANCE_LOG
 wait_split "$A_HTTP" "$B_HTTP" 30
 check_eq "the instances share the partitions" "8 8" \
-    "$(owned_count "$A_HTTP") $(owned_count "$B_HTTP")"
+    "$SPLIT"
 
 holder() {  # holder LOG: 1 when its last population lease line is "acquired"
     sed -n 's/.*population lease \([a-z]*\) profile=privic .*/\1/p' "$1" |

@@ -27,7 +27,7 @@ awk -F, -v OFS=, 'NR == 1 { print; next } { $2 += 3600; print }' \
 SHIPPED_CONF=$CONF start_instance a -o nats.lease_ttl_s=2
 A_PID=$INSTANCE_PID A_LOG=$INSTANCE_LOG A_HTTP=$INSTANCE_HTTP
 wait_owned "$A_HTTP" 10
-check_eq "a owns all 16 partitions" 16 "$(owned_count "$A_HTTP")"
+check_eq "a owns all 16 partitions" 16 "$OWNED"
 
 replay() {
     "$TRACESAN" replay --jetstream "$NATS_URL" --partitions 16 "$1" \

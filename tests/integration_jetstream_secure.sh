@@ -107,7 +107,7 @@ start_instance secure "${SECURE_SETTINGS[@]}"
 S_PID=$INSTANCE_PID S_LOG=$INSTANCE_LOG S_HTTP=$INSTANCE_HTTP
 pass "tracesand with an NKey and mutual TLS reaches its ready line"
 wait_owned "$S_HTTP" 10
-check_eq "it owns all 16 partitions" 16 "$(owned_count "$S_HTTP")"
+check_eq "it owns all 16 partitions" 16 "$OWNED"
 
 replay_status=0
 "$TRACESAN" replay --jetstream "$NATS_URL" --partitions 16 \

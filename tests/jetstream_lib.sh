@@ -134,6 +134,14 @@ stream_msgs() {
         sed -n "s/^stream=$1 msgs=\([0-9]*\).*/\1/p"
 }
 
+# stream_last_seq NAME: the stream's last sequence, i.e. messages stored
+# since it was made (TRACESAN_IN, a work queue, keeps none once processed).
+stream_last_seq() {
+    "$TRACESAN" jetstream --server "$NATS_URL" "${NATS_CLI_OPTS[@]}" status \
+        2>/dev/null |
+        sed -n "s/^stream=$1 .*last_seq=\([0-9]*\).*/\1/p"
+}
+
 # wait_outputs N SECONDS: until TRACESAN_OUT holds N messages.
 wait_outputs() {
     local want=$1 deadline=$(( $(date +%s) + $2 )) have
@@ -196,27 +204,42 @@ held_partitions() {
         sort -n
 }
 
-# owned_count HTTP: partitions an instance reports owning.
+# owned_count HTTP: partitions an instance reports owning (0 when its
+# /metrics does not answer within 10 s).
 owned_count() {
-    curl -s "http://$1/metrics" |
+    curl -s --max-time 10 "http://$1/metrics" |
         awk '/^tracesand_partition_owned\{/ { n += $2 } END { print n + 0 }'
 }
 
+# Ownership moves when leases age, rebuilds finish and instances hand
+# partitions back, each slower on 2 loaded cores than anything a test
+# should bet on: the waits below end as soon as their condition holds,
+# and give up only after at least this long.
+: "${JS_OWNERSHIP_PATIENCE_S:=90}"
+
 # wait_owned HTTP SECONDS: until the instance at HTTP owns all 16
-# partitions, or SECONDS passed.
+# partitions, or max(SECONDS, JS_OWNERSHIP_PATIENCE_S) passed. OWNED is
+# the count it saw last (what the caller checks: a second read could
+# catch a /metrics that did not answer).
 wait_owned() {
-    local deadline=$(( $(date +%s) + $2 ))
-    while [ "$(owned_count "$1")" -lt 16 ] && [ "$(date +%s)" -lt $deadline ]; do
+    local wait_s=$2
+    [ "$wait_s" -ge "$JS_OWNERSHIP_PATIENCE_S" ] || wait_s=$JS_OWNERSHIP_PATIENCE_S
+    local deadline=$(( $(date +%s) + wait_s ))
+    while OWNED=$(owned_count "$1"); [ "$OWNED" -lt 16 ] &&
+          [ "$(date +%s)" -lt $deadline ]; do
         sleep 0.1
     done
 }
 
 # wait_split HTTP_A HTTP_B SECONDS: until the two instances own 8
-# partitions each, or SECONDS passed.
+# partitions each, or max(SECONDS, JS_OWNERSHIP_PATIENCE_S) passed. SPLIT
+# is "A B" as it saw them last.
 wait_split() {
-    local deadline=$(( $(date +%s) + $3 ))
-    while { [ "$(owned_count "$1")" -ne 8 ] || [ "$(owned_count "$2")" -ne 8 ]; } &&
-          [ "$(date +%s)" -lt $deadline ]; do
+    local wait_s=$3 a b
+    [ "$wait_s" -ge "$JS_OWNERSHIP_PATIENCE_S" ] || wait_s=$JS_OWNERSHIP_PATIENCE_S
+    local deadline=$(( $(date +%s) + wait_s ))
+    while a=$(owned_count "$1"); b=$(owned_count "$2"); SPLIT="$a $b"
+          { [ "$a" -ne 8 ] || [ "$b" -ne 8 ]; } && [ "$(date +%s)" -lt $deadline ]; do
         sleep 0.1
     done
 }
@@ -273,4 +296,61 @@ report_checks() {
             *) note "${line#\# }" ;;
         esac
     done <"$1"
+}
+
+# js_publish_raw PORT SUBJECT KIND COUNT: COUNT messages made by KIND,
+# published to SUBJECT as a JetStream producer would (a reply inbox for
+# the answer), over the plain NATS protocol. KIND is garbage:BYTES (that
+# many bytes that are no LocationBatch) or empty_updates:N (a LocationBatch
+# of N empty updates). Prints one line per message: "seq=S" with the
+# stream sequence JetStream stored it under, or "refused=..." with the
+# error or status the server answered.
+js_publish_raw() {
+    "$PY" - "$@" <<'PYEOF'
+import json, socket, sys
+port, subject, kind, count = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+what, _, n = kind.partition(":")
+if what == "garbage":
+    payload = b"\xff" * int(n)
+elif what == "empty_updates":
+    payload = b"\x0a\x00" * int(n)       # LocationBatch.updates = {}, n times
+else:
+    sys.exit("unknown kind " + kind)
+sock = socket.create_connection(("127.0.0.1", int(port)), timeout=10)
+f = sock.makefile("rb")
+f.readline()                                     # INFO
+sock.sendall(b'CONNECT {"verbose":false,"headers":true,"no_responders":true}\r\n'
+             b"SUB _INBOX.tsraw.* 1\r\n")
+def answer():
+    while True:
+        line = f.readline().rstrip(b"\r\n")
+        if line == b"PING":
+            sock.sendall(b"PONG\r\n")
+            continue
+        words = line.split()
+        if not words:
+            continue
+        if words[0] == b"MSG":
+            body = f.read(int(words[-1]) + 2)[:-2]
+            reply = json.loads(body)
+            if "error" in reply:
+                return "refused=" + reply["error"].get("description", "?").replace(" ", "_")
+            return "seq=%d" % reply["seq"]
+        if words[0] == b"HMSG":
+            body = f.read(int(words[-1]) + 2)[:-2]
+            status = body.split(b"\r\n")[0].decode()
+            return "refused=" + status.replace(" ", "_")
+        if words[0] == b"-ERR":
+            return "refused=" + line.decode().replace(" ", "_")
+for i in range(count):
+    sock.sendall(b"PUB %s _INBOX.tsraw.%d %d\r\n" % (subject.encode(), i, len(payload))
+                 + payload + b"\r\n")
+    print(answer(), flush=True)
+PYEOF
+}
+
+# metric HTTP NAME{LABELS}: the value of one series on an instance's
+# /metrics (empty when absent).
+metric() {
+    curl -s "http://$1/metrics" | awk -v k="$2" '$1 == k { print $2 }'
 }

@@ -198,7 +198,19 @@ static int ensure_streams(ts_js_conn *conn, const struct ts_nats_settings *nats,
                     TS_JS_STREAM_IN " exists with %" PRId64 " replicas; "
                     "--replicas %zu changes nothing\n", have,
                     nats->replicas);
+        /* The daemons list one subject per partition: a producer with
+         * another P would send users to the wrong partitions (refused),
+         * or to subjects no stream takes (refused by the server). */
+        int exact = info->Config != NULL && info->Config->SubjectsLen > 0 &&
+                    strchr(info->Config->Subjects[0], '*') == NULL;
+        int theirs = exact ? info->Config->SubjectsLen : 0;
         jsStreamInfo_Destroy(info);
+        if (exact && (size_t)theirs != nats->partitions) {
+            fprintf(stderr, TS_TOOL_NAME " replay: " TS_JS_STREAM_IN " takes "
+                    "%d partitions (the daemons' nats.partitions), not "
+                    "--partitions %zu\n", theirs, nats->partitions);
+            return -1;
+        }
         return 0;
     }
     if (s != NATS_NOT_FOUND && code != JSStreamNotFoundErr) {
@@ -215,7 +227,7 @@ static int ensure_streams(ts_js_conn *conn, const struct ts_nats_settings *nats,
                 "would create them\n");
         return -1;
     }
-    if (ts_js_ensure_streams(conn, nats, err, sizeof err) != 0) {
+    if (ts_js_ensure_streams(conn, nats, NULL, err, sizeof err) != 0) {
         fprintf(stderr, TS_TOOL_NAME " replay: %s\n", err);
         return -1;
     }
@@ -431,18 +443,9 @@ static int print_output(void *ctx, natsMsg *msg, uint64_t seq)
 }
 
 typedef struct ledger_ctx {
-    ts_record_map **maps;        /* per partition */
-    uint32_t partition;
+    ts_changelog_replica *replicas;      /* per partition, made on use */
     int changelog;               /* print records instead */
 } ledger_ctx;
-
-static int ledger_user(void *arg, const char *id, size_t id_len,
-                       const void *record, size_t len)
-{
-    ledger_ctx *ctx = arg;
-    return ts_record_map_put(ctx->maps[ctx->partition], id, id_len, record,
-                             len) == 0 ? 0 : 1;
-}
 
 static int ledger_record(void *arg, natsMsg *msg, uint64_t seq)
 {
@@ -454,29 +457,26 @@ static int ledger_record(void *arg, natsMsg *msg, uint64_t seq)
         p >= MAX_PARTITIONS)
         return 0;
     ts_changelog_header header;
-    ts_changelog_visitor visitor = { ctx, NULL, NULL };
     const void *data = natsMsg_GetData(msg);
     size_t len = (size_t)natsMsg_GetDataLength(msg);
-    if (ts_changelog_decode(data, len, &header, &visitor) < 0) {
+    if (ts_changelog_decode(data, len, &header, NULL) < 0) {
         fprintf(stderr, TS_TOOL_NAME " jetstream: undecodable record %"
                 PRIu64 "\n", seq);
         return 1;
     }
     if (ctx->changelog) {
-        static const char *const kinds[] = { "", "delta", "snapshot",
-                                             "fence" };
         printf("%" PRIu64 ",%" PRIu64 ",%s,%.*s,%" PRIu64 ",%" PRIu64 "\n",
-               seq, p, kinds[header.kind], (int)header.owner_len,
-               header.owner, header.epoch, header.last_input_seq);
+               seq, p, ts_changelog_kind_name(header.kind),
+               (int)header.owner_len, header.owner, header.epoch,
+               header.last_input_seq);
         return 0;
     }
-    if (ctx->maps[p] == NULL && (ctx->maps[p] = ts_record_map_new()) == NULL)
+    /* Parts count only with the delta that closes their chain, as the
+     * daemons read them. */
+    ts_changelog_replica *r = &ctx->replicas[p];
+    if (r->records == NULL && ts_changelog_replica_init(r) != 0)
         return 1;
-    if (header.kind == TS_CHANGELOG_SNAPSHOT)
-        ts_record_map_clear(ctx->maps[p]);
-    ctx->partition = (uint32_t)p;
-    visitor.user = ledger_user;
-    return ts_changelog_decode(data, len, &header, &visitor) == 0 ? 0 : 1;
+    return ts_changelog_replica_apply(r, data, len, seq, NULL) == 0 ? 0 : 1;
 }
 
 typedef struct print_ctx {
@@ -496,11 +496,18 @@ static int print_user(void *arg, const char *id, size_t id_len,
     return 0;
 }
 
-/* One line per stream: its name, messages and last sequence. */
-static int print_status(ts_js_conn *conn, char *err, size_t errlen)
+/* One line per stream: its name, messages, last sequence, replicas and
+ * retention; then one per partition with inputs not yet acknowledged
+ * (its backlog: stored and waiting, or delivered and not acknowledged). */
+static int print_status(ts_js_conn *conn, uint32_t configured, char *err,
+                        size_t errlen)
 {
     static const char *const streams[] = { TS_JS_STREAM_IN, TS_JS_STREAM_OUT,
                                            TS_JS_STREAM_STATE };
+    static const char *const retention[] = { "limits", "interest",
+                                             "workqueue" };
+    int work_queue = 0;
+    uint32_t partitions = 0;
     for (size_t i = 0; i < 3; i++) {
         jsStreamInfo *info = NULL;
         jsErrCode code = 0;
@@ -510,36 +517,60 @@ static int print_status(ts_js_conn *conn, char *err, size_t errlen)
             ts_js_describe(err, errlen, streams[i], s, code);
             return -1;
         }
+        const jsStreamConfig *c = info->Config;
+        unsigned policy = c != NULL ? (unsigned)c->Retention : 0;
         printf("stream=%s msgs=%" PRIu64 " last_seq=%" PRIu64
-               " replicas=%" PRId64 "\n", streams[i], info->State.Msgs,
-               info->State.LastSeq,
-               info->Config != NULL ? info->Config->Replicas : 0);
+               " replicas=%" PRId64 " retention=%s\n", streams[i],
+               info->State.Msgs, info->State.LastSeq,
+               c != NULL ? c->Replicas : 0,
+               policy < 3 ? retention[policy] : "?");
+        if (i == 0 && c != NULL) {
+            work_queue = c->Retention == js_WorkQueuePolicy;
+            /* One subject per partition (tracesan.in.* before issue 25:
+             * then nats.partitions says how many). */
+            partitions = c->SubjectsLen > 1 ||
+                                 (c->SubjectsLen == 1 &&
+                                  strchr(c->Subjects[0], '*') == NULL)
+                             ? (uint32_t)c->SubjectsLen : configured;
+        }
         jsStreamInfo_Destroy(info);
     }
-    return 0;
+    uint64_t *backlog = calloc(partitions > 0 ? partitions : 1,
+                               sizeof *backlog);
+    if (backlog == NULL) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    int rc = ts_js_partition_backlog(conn->js, partitions, work_queue,
+                                     backlog, err, errlen);
+    for (uint32_t p = 0; rc == 0 && p < partitions; p++)
+        if (backlog[p] > 0)
+            printf("partition=%u pending=%" PRIu64 "\n", p, backlog[p]);
+    free(backlog);
+    return rc;
 }
 
 static int read_ledger(ts_js_conn *conn, int changelog, char *err,
                        size_t errlen)
 {
-    ts_record_map **maps = calloc(MAX_PARTITIONS, sizeof *maps);
-    if (maps == NULL) {
+    ts_changelog_replica *replicas = calloc(MAX_PARTITIONS, sizeof *replicas);
+    if (replicas == NULL) {
         snprintf(err, errlen, "out of memory");
         return -1;
     }
-    ledger_ctx ctx = { maps, 0, changelog };
+    ledger_ctx ctx = { replicas, changelog };
     puts(changelog ? CHANGELOG_HEADER : LEDGER_HEADER);
-    int rc = ts_js_read_stream(conn, TS_JS_STREAM_STATE, NULL, ledger_record,
-                               &ctx, err, errlen);
+    int rc = ts_js_read_stream(conn->js, TS_JS_STREAM_STATE, NULL, 0,
+                               ledger_record, &ctx, err, errlen);
     for (uint32_t p = 0; p < MAX_PARTITIONS; p++) {
-        if (maps[p] == NULL)
+        if (replicas[p].records == NULL)
             continue;
         print_ctx pc = { p };
         if (rc == 0)
-            ts_record_map_each(maps[p], print_user, &pc);
-        ts_record_map_free(maps[p]);
+            ts_record_map_each(replicas[p].records, print_user, &pc);
+        ts_changelog_replica_free(&replicas[p]);
     }
-    free(maps);
+    free(replicas);
     return rc;
 }
 
@@ -548,7 +579,9 @@ static void jetstream_usage(FILE *out)
     fputs("usage: " TS_TOOL_NAME " jetstream [--server URLS] "
           "[connection options]\n"
           "                 status|outputs|ledger|changelog\n"
-          "  status     messages, last sequence and replicas of each stream\n"
+          "  status     messages, last sequence, replicas and retention of\n"
+          "             each stream; then partition=P pending=N for each\n"
+          "             partition with N inputs not yet acknowledged\n"
           "  outputs    CSV of TRACESAN_OUT, with the header\n"
           "             " OUTPUTS_HEADER "\n"
           "             (a rejection has only its reason after ts_ms; seq is\n"
@@ -607,11 +640,11 @@ int cmd_jetstream(int argc, char **argv)
     }
     int rc;
     if (which == 0) {
-        rc = print_status(&conn, err, sizeof err);
+        rc = print_status(&conn, (uint32_t)nats.partitions, err, sizeof err);
     } else if (which == 1) {
         puts(OUTPUTS_HEADER);
-        rc = ts_js_read_stream(&conn, TS_JS_STREAM_OUT, NULL, print_output,
-                               NULL, err, sizeof err);
+        rc = ts_js_read_stream(conn.js, TS_JS_STREAM_OUT, NULL, 0,
+                               print_output, NULL, err, sizeof err);
     } else {
         rc = read_ledger(&conn, which == 3, err, sizeof err);
     }

@@ -17,10 +17,10 @@
 #define TICK_MS 50
 /* Observations queued for the loop at most (the feed's bytes included). */
 #define RELAY_MAX_BYTES ((size_t)8 << 20)
-/* How long the thread sleeps when no owned partition had input. */
-#define IDLE_SLEEP_US 2000
-/* Pause between attempts to rebuild a partition. */
-#define RESTORE_RETRY_MS 500
+/* How long the thread waits for an acknowledgement when nothing moved. */
+#define IDLE_WAIT_MS 2
+/* How often standby copies that stopped are started again. */
+#define STANDBY_CHECK_MS 5000
 /* A starting instance waits this long for a forming cluster's JetStream
  * to accept the streams. */
 #define SETUP_PATIENCE_MS 60000
@@ -28,41 +28,6 @@
 static const char *const types[] = { "jetstream", NULL };
 
 /* ------------------------------------------------- the JetStream thread */
-
-static void on_publish_error(jsCtx *js, jsPubAckErr *pae, void *closure)
-{
-    (void)js;
-    (void)pae;
-    ts_jetstream *m = closure;
-    pthread_mutex_lock(&m->publish_lock);
-    m->publish_errors++;
-    pthread_mutex_unlock(&m->publish_lock);
-}
-
-/* A partition due for its rebuild; 1 when one was tried. */
-static int rebuild(ts_jetstream *m, partition *p)
-{
-    if (ts_js_mono_ms() < p->retry_at_ms)
-        return 0;
-    int restored = ts_js_restore_partition(m, p);
-    /* Before its first group the partition releases through a version at
-     * least as new as any its previous owner used (that owner adopted it
-     * from the bucket before it committed, and so before our fence). */
-    if (restored == 0 && ts_js_population_catch_up(m->population) != 0) {
-        ts_log(TS_LOG_WARN, "partition %u: the population bucket could not "
-               "be read; restoring it again", p->index);
-        ts_js_drop_state(m, p);
-        p->state = PART_RESTORE;
-        restored = -1;
-    }
-    if (restored == -2) {
-        ts_js_lose_partition(m, p, "fenced out", 0);
-    } else if (restored != 0) {
-        p->retry_at_ms = ts_js_mono_ms() + RESTORE_RETRY_MS;
-        ts_js_enforce_lease(m, p);
-    }
-    return 1;
-}
 
 static void note_health(ts_jetstream *m)
 {
@@ -79,26 +44,35 @@ static void note_health(ts_jetstream *m)
     pthread_mutex_unlock(&m->lock);
 }
 
-/* Hands every partition back so others take over at once. Renewals stop
- * first, so that handing back finds our revisions. */
+
+/* Finishes what is in flight (a ttl at most: the deadline stops it
+ * anyway), hands every partition back, then lets the lease thread send
+ * the releases and stop. */
 static void hand_back(ts_jetstream *m)
 {
+    m->leaving = 1;
+    ts_js_drain(m, m->nats->lease_ttl_ms / 2);
+    ts_js_restore_close(m);
+    for (uint32_t i = 0; i < m->n_partitions; i++)
+        ts_js_lose_partition(m, &m->parts[i], "shutdown", 1);
+    for (uint32_t i = 0; i < m->n_partitions; i++)
+        ts_js_standby_stop(&m->parts[i]);
     m->lease_stop = 1;
     pthread_join(m->lease_thread, NULL);
     m->lease_thread_started = 0;
-    for (uint32_t i = 0; i < m->n_partitions; i++)
-        ts_js_lose_partition(m, &m->parts[i], "shutdown", 1);
-    char key[TS_LEASE_OWNER_MAX + 8];
-    snprintf(key, sizeof key, "i.%s", m->self);
-    if (ts_js_connected(m))
-        kvStore_Delete(m->kv, key);
 }
 
 static void *jetstream_thread(void *arg)
 {
     ts_jetstream *m = arg;
     int64_t next_expiry_ms = 0;
+    int64_t next_standby_ms = ts_js_mono_ms() + STANDBY_CHECK_MS;
+    pthread_mutex_lock(&m->lease_lock);
     m->last_lease_ok_ms = ts_js_mono_ms();
+    pthread_mutex_unlock(&m->lease_lock);
+    if (m->nats->standby)
+        for (uint32_t i = 0; i < m->n_partitions; i++)
+            ts_js_standby_start(m, &m->parts[i]);
     if (pthread_create(&m->lease_thread, NULL, ts_js_lease_thread_main, m) !=
         0) {
         ts_log(TS_LOG_ERROR, "cannot start the lease thread");
@@ -107,6 +81,9 @@ static void *jetstream_thread(void *arg)
     }
     m->lease_thread_started = 1;
     while (!m->stop) {
+        pthread_mutex_lock(&m->flight_lock);
+        uint64_t seen = m->wakeups;
+        pthread_mutex_unlock(&m->flight_lock);
         ts_js_apply_pending_reload(m);
         /* Between two groups: a reload's profiles get the cluster's
          * version before they release, and an adopted version goes in. */
@@ -115,8 +92,6 @@ static void *jetstream_thread(void *arg)
                                                           : m->env.config);
         ts_js_population_install(m->population);
         int64_t now = ts_js_mono_ms();
-        if (now >= m->next_lease_ms)
-            ts_js_lease_tick(m);
         if (now >= next_expiry_ms) {
             ts_js_expire_users(m);
             next_expiry_ms = now + (m->settings->expire_interval_ms > 0
@@ -124,27 +99,22 @@ static void *jetstream_thread(void *arg)
                                         : 1000);
         }
         int busy = 0;
-        /* One rebuild per pass: a rebuild waits on the cluster (seconds
-         * right after a node is lost), and the partitions already active
-         * get a group in between instead of waiting for all of them. */
-        int rebuilt = 0;
         for (uint32_t i = 0; i < m->n_partitions && !m->stop; i++) {
             partition *p = &m->parts[i];
-            if (ts_js_mono_ms() >= m->next_lease_ms)
-                ts_js_lease_tick(m);
-            if (!ts_js_connected(m))
-                break;
-            if (p->state == PART_RESTORE && !rebuilt) {
-                rebuilt = rebuild(m, p);
-                busy |= rebuilt;
-            } else if (p->state == PART_ACTIVE) {
-                busy |= ts_js_run_group(m, p);
-                ts_js_count_pipeline(m, p);
-            }
+            ts_js_take_over(m, p);
+            if (p->state == PART_ACTIVE && ts_js_connected(m))
+                busy |= ts_js_serve(m, p);
+            ts_js_count_pipeline(m, p);
         }
         note_health(m);
+        if (ts_js_connected(m))
+            ts_js_refresh_lag(m);
+        if (ts_js_mono_ms() >= next_standby_ms) {
+            ts_js_standby_keep(m);
+            next_standby_ms = ts_js_mono_ms() + STANDBY_CHECK_MS;
+        }
         if (!busy)
-            usleep(IDLE_SLEEP_US);
+            ts_js_wait_news(m, seen, IDLE_WAIT_MS);
     }
     hand_back(m);
     return NULL;
@@ -178,18 +148,31 @@ static void js_close(ts_jetstream *m)
     if (m == NULL)
         return;
     ts_js_population_close(m->population);
+    ts_js_restore_close(m);
     if (m->parts != NULL) {
         for (uint32_t i = 0; i < m->n_partitions; i++) {
-            ts_js_drop_state(m, &m->parts[i]);
-            ts_record_map_free(m->parts[i].records);
+            partition *p = &m->parts[i];
+            ts_js_standby_stop(p);
+            ts_js_drop_state(m, p);
+            ts_changelog_replica_free(&p->replica);
+            for (size_t k = 0; k < MAX_FLIGHTS; k++) {
+                js_flight *f = &p->flights[k];
+                ts_changelog_builder_free(&f->builder);
+                ts_buf_free(&f->undo);
+                ts_buf_free(&f->records);
+                ts_buf_free(&f->seqs);
+                free(f->inputs);
+            }
+            pthread_mutex_destroy(&p->standby_lock);
         }
     }
-    if (m->kv != NULL)
-        kvStore_Destroy(m->kv);
     if (m->lease_kv != NULL)
         kvStore_Destroy(m->lease_kv);
     if (m->lease_js != NULL)
         jsCtx_Destroy(m->lease_js);
+    ts_js_commit_close(m);
+    ts_js_close(&m->commit_conn);
+    ts_js_close(&m->lease_conn);
     ts_js_close(&m->conn);
     if (m->tick_event != NULL)
         event_free(m->tick_event);
@@ -197,16 +180,18 @@ static void js_close(ts_jetstream *m)
     free(m->parts);
     free(m->stats);
     free(m->latencies);
+    free(m->renewals);
     free(m->encode_buf);
     if (m->pending != NULL)
         ts_config_free(m->pending);
     if (m->adopted != NULL)
         ts_config_free(m->adopted);
     ts_group_free(&m->group);
-    ts_changelog_builder_free(&m->builder);
-    ts_buf_free(&m->record);
     pthread_mutex_destroy(&m->lock);
-    pthread_mutex_destroy(&m->publish_lock);
+    pthread_mutex_destroy(&m->flight_lock);
+    pthread_cond_destroy(&m->flight_cond);
+    pthread_mutex_destroy(&m->restore_lock);
+    pthread_cond_destroy(&m->restore_cond);
     pthread_mutex_destroy(&m->lease_lock);
     free(m);
 }
@@ -247,45 +232,51 @@ static int allocate(ts_jetstream *m, const ts_driver_env *env)
     for (uint32_t i = 0; i < m->n_partitions; i++) {
         m->parts[i].index = i;
         m->parts[i].mode = m;
-        m->parts[i].records = ts_record_map_new();
-        if (m->parts[i].records == NULL)
+        pthread_mutex_init(&m->parts[i].standby_lock, NULL);
+        if (ts_changelog_replica_init(&m->parts[i].replica) != 0)
             return -1;
     }
     return 0;
 }
 
 /* Connects, makes the streams (a cluster still electing its JetStream
- * leader refuses API calls for a few seconds) and opens the lease
- * bucket. 0, or -1 with err. */
+ * leader refuses API calls for a few seconds), opens the lease bucket and
+ * the commit path's contexts, and starts the restore workers. 0, or -1
+ * with err. */
 static int connect_cluster(ts_jetstream *m, char *err, size_t errlen)
 {
-    if (ts_js_connect(&m->conn, m->nats, m->self, on_publish_error, m, err,
+    char name[TS_LEASE_OWNER_MAX + 16];
+    if (ts_js_connect(&m->conn, m->nats, m->self, NULL, NULL, err,
+                      errlen) != 0)
+        return -1;
+    snprintf(name, sizeof name, "%s-commit", m->self);
+    if (ts_js_connect(&m->commit_conn, m->nats, name, NULL, NULL, err,
+                      errlen) != 0)
+        return -1;
+    snprintf(name, sizeof name, "%s-lease", m->self);
+    if (ts_js_connect(&m->lease_conn, m->nats, name, NULL, NULL, err,
                       errlen) != 0)
         return -1;
     for (int64_t give_up = ts_js_mono_ms() + SETUP_PATIENCE_MS;;) {
-        if (ts_js_ensure_streams(&m->conn, m->nats, err, errlen) == 0)
+        if (ts_js_ensure_streams(&m->conn, m->nats, &m->input_work_queue,
+                                 err, errlen) == 0)
             break;
         if (ts_js_mono_ms() >= give_up)
             return -1;
         ts_log(TS_LOG_INFO, "%s; retrying", err);
         sleep(1);
     }
-    /* Renewals give up quickly and try again: the deadline leaves room
-     * for several attempts while a leader is being elected. */
-    jsOptions lease_opts;
-    jsOptions_Init(&lease_opts);
-    lease_opts.Wait = m->nats->lease_ttl_ms / 8 > 250
-                          ? m->nats->lease_ttl_ms / 8 : 250;
-    if (js_KeyValue(&m->kv, m->conn.js, TS_JS_LEASE_BUCKET) != NATS_OK ||
-        natsConnection_JetStream(&m->lease_js, m->conn.nc, &lease_opts) !=
-            NATS_OK ||
-        js_KeyValue(&m->lease_kv, m->lease_js, TS_JS_LEASE_BUCKET) !=
-            NATS_OK) {
-        snprintf(err, errlen, "cannot open the lease bucket");
+    if (ts_js_lease_open(m, err, errlen) != 0 ||
+        ts_js_commit_open(m, err, errlen) != 0 ||
+        ts_js_restore_open(m, err, errlen) != 0)
         return -1;
-    }
     m->max_payload = (size_t)natsConnection_GetMaxPayload(m->conn.nc);
     m->connected = 1;
+    if (!m->input_work_queue)
+        ts_log(TS_LOG_WARN, TS_JS_STREAM_IN " was made with limits retention "
+               "by an older version: acknowledged inputs stay stored until "
+               "its limits remove them. Recreate it (empty) to make it a "
+               "work queue (docs/scale-out.md)");
     return 0;
 }
 
@@ -299,7 +290,10 @@ static int js_open(ts_driver **out, const ts_driver_env *env, char *err,
         return -1;
     }
     pthread_mutex_init(&m->lock, NULL);
-    pthread_mutex_init(&m->publish_lock, NULL);
+    pthread_mutex_init(&m->flight_lock, NULL);
+    pthread_cond_init(&m->flight_cond, NULL);
+    pthread_mutex_init(&m->restore_lock, NULL);
+    pthread_cond_init(&m->restore_cond, NULL);
     pthread_mutex_init(&m->lease_lock, NULL);
     m->env = *env;
     m->template = env->pipeline;

@@ -10,6 +10,8 @@
 #define AUTH_ATTEMPTS 4
 
 #define MAX_SERVERS 32
+/* "tracesan.in.<p>", p printed as a size_t of up to 20 digits */
+#define SUBJECT_NAME_MAX 40
 #define SUBSCRIBE_ATTEMPTS 5
 
 void ts_js_describe(char *err, size_t errlen, const char *what,
@@ -183,6 +185,26 @@ void ts_js_close(ts_js_conn *conn)
 
 #define MAX_STREAM_SUBJECTS 16
 
+/* Sets an existing stream's subjects, the rest of its configuration
+ * kept. 0, or -1 with err ("<what>: <cause>"). */
+static int set_subjects(ts_js_conn *conn, const jsStreamConfig *have,
+                        const char **subjects, int n, const char *what,
+                        char *err, size_t errlen)
+{
+    jsStreamConfig update = *have;
+    update.Subjects = subjects;
+    update.SubjectsLen = n;
+    jsStreamInfo *info = NULL;
+    jsErrCode code = 0;
+    natsStatus s = js_UpdateStream(&info, conn->js, &update, NULL, &code);
+    if (info != NULL)
+        jsStreamInfo_Destroy(info);
+    if (s == NATS_OK)
+        return 0;
+    ts_js_describe(err, errlen, what, s, code);
+    return -1;
+}
+
 /* A stream made by an older version may lack a subject this one
  * publishes on (tracesan.batch): it is added, the rest of the stream's
  * configuration kept. 0, or -1 with err. */
@@ -205,31 +227,30 @@ static int add_missing_subjects(ts_js_conn *conn, const jsStreamConfig *have,
     }
     if (!added)
         return 0;
-    jsStreamConfig update = *have;
-    update.Subjects = merged;
-    update.SubjectsLen = n;
-    jsStreamInfo *info = NULL;
-    jsErrCode code = 0;
-    natsStatus s = js_UpdateStream(&info, conn->js, &update, NULL, &code);
-    if (info != NULL)
-        jsStreamInfo_Destroy(info);
-    if (s == NATS_OK)
-        return 0;
     char what[128];
     snprintf(what, sizeof what, "cannot add subjects to stream %s",
              want->Name);
-    ts_js_describe(err, errlen, what, s, code);
-    return -1;
+    return set_subjects(conn, have, merged, n, what, err, errlen);
 }
 
-static int add_stream(ts_js_conn *conn, jsStreamConfig *cfg, char *err,
-                      size_t errlen)
+static int fit_input_stream(ts_js_conn *conn, const jsStreamConfig *have,
+                            const jsStreamConfig *want, int *work_queue,
+                            char *err, size_t errlen);
+
+/* work_queue: NULL for a stream whose subjects are merged; else the input
+ * stream's, set to whether it is a work queue. */
+static int add_stream(ts_js_conn *conn, jsStreamConfig *cfg, int *work_queue,
+                      char *err, size_t errlen)
 {
     jsStreamInfo *info = NULL;
     jsErrCode code = 0;
     natsStatus s = js_GetStreamInfo(&info, conn->js, cfg->Name, NULL, &code);
     if (s == NATS_OK) {
-        int rc = add_missing_subjects(conn, info->Config, cfg, err, errlen);
+        int rc = work_queue != NULL
+                     ? fit_input_stream(conn, info->Config, cfg, work_queue,
+                                        err, errlen)
+                     : add_missing_subjects(conn, info->Config, cfg, err,
+                                            errlen);
         jsStreamInfo_Destroy(info);
         return rc;
     }
@@ -270,28 +291,79 @@ static int ensure_bucket(ts_js_conn *conn, const struct ts_nats_settings *nats,
     return 0;
 }
 
-int ts_js_ensure_streams(ts_js_conn *conn, const struct ts_nats_settings *nats,
-                         char *err, size_t errlen)
+/* TRACESAN_IN's subjects: exactly one per partition. */
+static const char **input_subjects(size_t partitions)
 {
-    static const char *const in_subjects[] = { TS_JS_SUBJECT_IN ".*" };
+    const char **subjects = calloc(partitions, sizeof *subjects);
+    for (size_t p = 0; subjects != NULL && p < partitions; p++) {
+        char name[SUBJECT_NAME_MAX];
+        snprintf(name, sizeof name, TS_JS_SUBJECT_IN ".%zu", p);
+        if ((subjects[p] = strdup(name)) == NULL) {
+            for (size_t q = 0; q < p; q++)
+                free((char *)subjects[q]);
+            free(subjects);
+            subjects = NULL;
+        }
+    }
+    return subjects;
+}
+
+static void free_subjects(const char **subjects, size_t n)
+{
+    for (size_t i = 0; subjects != NULL && i < n; i++)
+        free((char *)subjects[i]);
+    free(subjects);
+}
+
+/* An existing TRACESAN_IN takes exactly the partitions' subjects (an
+ * older version listened on tracesan.in.*); its retention is reported. */
+static int fit_input_stream(ts_js_conn *conn, const jsStreamConfig *have,
+                            const jsStreamConfig *want, int *work_queue,
+                            char *err, size_t errlen)
+{
+    if (work_queue != NULL)
+        *work_queue = have->Retention == js_WorkQueuePolicy;
+    int same = have->SubjectsLen == want->SubjectsLen;
+    for (int i = 0; same && i < want->SubjectsLen; i++)
+        same = strcmp(have->Subjects[i], want->Subjects[i]) == 0;
+    if (same)
+        return 0;
+    return set_subjects(conn, have, want->Subjects, want->SubjectsLen,
+                        "cannot set the subjects of stream " TS_JS_STREAM_IN,
+                        err, errlen);
+}
+
+int ts_js_ensure_streams(ts_js_conn *conn, const struct ts_nats_settings *nats,
+                         int *input_work_queue, char *err, size_t errlen)
+{
     static const char *const out_subjects[] = {
         "tracesan.out.>", "tracesan.rejected", "tracesan.other",
         "tracesan.batch", "tracesan.density.>"
     };
     static const char *const state_subjects[] = { TS_JS_SUBJECT_STATE ".*" };
-    static const struct {
+    const char **in_subjects = input_subjects(nats->partitions);
+    if (in_subjects == NULL) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    const struct {
         const char *name;
         const char *const *subjects;
         int n_subjects;
         int dedupes;         /* the output's duplicate window */
         int rolls_up;        /* snapshots replace a partition's older
                                 records atomically */
+        int work_queue;      /* an input leaves once acknowledged */
     } streams[] = {
-        { TS_JS_STREAM_IN, in_subjects, 1, 0, 0 },
-        { TS_JS_STREAM_OUT, out_subjects, 5, 1, 0 },
-        { TS_JS_STREAM_STATE, state_subjects, 1, 0, 1 },
+        { TS_JS_STREAM_IN, in_subjects, (int)nats->partitions, 0, 0, 1 },
+        { TS_JS_STREAM_OUT, out_subjects, 5, 1, 0, 0 },
+        { TS_JS_STREAM_STATE, state_subjects, 1, 0, 1, 0 },
     };
-    for (size_t i = 0; i < sizeof streams / sizeof streams[0]; i++) {
+    if (input_work_queue != NULL)
+        *input_work_queue = 1;
+    int rc = 0;
+    for (size_t i = 0; rc == 0 && i < sizeof streams / sizeof streams[0];
+         i++) {
         jsStreamConfig cfg;
         jsStreamConfig_Init(&cfg);
         cfg.Name = streams[i].name;
@@ -303,9 +375,15 @@ int ts_js_ensure_streams(ts_js_conn *conn, const struct ts_nats_settings *nats,
             cfg.Duplicates = nats->dedupe_window_ms * 1000000;
         cfg.AllowRollup = streams[i].rolls_up != 0;
         cfg.DenyDelete = streams[i].rolls_up != 0;
-        if (add_stream(conn, &cfg, err, errlen) != 0)
-            return -1;
+        if (streams[i].work_queue)
+            cfg.Retention = js_WorkQueuePolicy;
+        rc = add_stream(conn, &cfg, streams[i].work_queue ? input_work_queue
+                                                          : NULL,
+                        err, errlen);
     }
+    free_subjects(in_subjects, nats->partitions);
+    if (rc != 0)
+        return -1;
     if (ensure_bucket(conn, nats, TS_JS_LEASE_BUCKET, 1, err, errlen) != 0)
         return -1;
     return ensure_bucket(conn, nats, TS_JS_POPULATION_BUCKET,
@@ -333,8 +411,55 @@ natsStatus ts_js_next_stream_msg(natsSubscription *sub, int64_t timeout_ms,
     }
 }
 
-int ts_js_read_stream(ts_js_conn *conn, const char *stream,
-                      const char *subject, ts_js_visit_fn visit, void *ctx,
+int ts_js_partition_backlog(jsCtx *js, uint32_t partitions, int work_queue,
+                            uint64_t *backlog, char *err, size_t errlen)
+{
+    memset(backlog, 0, partitions * sizeof *backlog);
+    jsErrCode code = 0;
+    natsStatus s;
+    if (work_queue) {
+        jsOptions jo;
+        jsOptions_Init(&jo);
+        jo.Stream.Info.SubjectsFilter = TS_JS_SUBJECT_IN ".*";
+        jsStreamInfo *info = NULL;
+        s = js_GetStreamInfo(&info, js, TS_JS_STREAM_IN, &jo, &code);
+        if (s != NATS_OK) {
+            ts_js_describe(err, errlen, "cannot read " TS_JS_STREAM_IN, s,
+                           code);
+            return -1;
+        }
+        const jsStreamStateSubjects *subjects = info->State.Subjects;
+        size_t prefix = strlen(TS_JS_SUBJECT_IN ".");
+        for (int i = 0; subjects != NULL && i < subjects->Count; i++) {
+            const char *name = subjects->List[i].Subject;
+            char *end = NULL;
+            unsigned long p = strtoul(name + prefix, &end, 10);
+            if (strncmp(name, TS_JS_SUBJECT_IN ".", prefix) == 0 &&
+                end != name + prefix && *end == '\0' && p < partitions)
+                backlog[p] = subjects->List[i].Msgs;
+        }
+        jsStreamInfo_Destroy(info);
+        return 0;
+    }
+    for (uint32_t p = 0; p < partitions; p++) {
+        char durable[64];
+        snprintf(durable, sizeof durable, TS_JS_CONSUMER_PREFIX "%u", p);
+        jsConsumerInfo *ci = NULL;
+        s = js_GetConsumerInfo(&ci, js, TS_JS_STREAM_IN, durable, NULL,
+                               &code);
+        if (s == NATS_OK) {
+            backlog[p] = ci->NumPending + (uint64_t)ci->NumAckPending;
+            jsConsumerInfo_Destroy(ci);
+        } else if (code != JSConsumerNotFoundErr) {
+            ts_js_describe(err, errlen, "cannot read a consumer", s, code);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+int ts_js_read_stream(jsCtx *js, const char *stream, const char *subject,
+                      uint64_t from_seq, ts_js_visit_fn visit, void *ctx,
                       char *err, size_t errlen)
 {
     uint64_t last = 0;
@@ -342,7 +467,7 @@ int ts_js_read_stream(ts_js_conn *conn, const char *stream,
     natsStatus s;
     if (subject != NULL && strpbrk(subject, "*>") == NULL) {
         natsMsg *msg = NULL;
-        s = js_GetLastMsg(&msg, conn->js, stream, subject, NULL, &code);
+        s = js_GetLastMsg(&msg, js, stream, subject, NULL, &code);
         if (s == NATS_NOT_FOUND)
             return 0;
         if (s != NATS_OK) {
@@ -352,9 +477,11 @@ int ts_js_read_stream(ts_js_conn *conn, const char *stream,
         }
         last = natsMsg_GetSequence(msg);
         natsMsg_Destroy(msg);
+        if (last < from_seq)
+            return 0;
     } else {
         jsStreamInfo *info = NULL;
-        s = js_GetStreamInfo(&info, conn->js, stream, NULL, &code);
+        s = js_GetStreamInfo(&info, js, stream, NULL, &code);
         if (s != NATS_OK) {
             ts_js_describe(err, errlen, "cannot read the stream info", s,
                            code);
@@ -363,7 +490,7 @@ int ts_js_read_stream(ts_js_conn *conn, const char *stream,
         last = info->State.LastSeq;
         uint64_t msgs = info->State.Msgs;
         jsStreamInfo_Destroy(info);
-        if (msgs == 0)
+        if (msgs == 0 || last < from_seq)
             return 0;
     }
     jsSubOptions so;
@@ -371,11 +498,15 @@ int ts_js_read_stream(ts_js_conn *conn, const char *stream,
     so.Stream = stream;
     so.Ordered = true;
     so.Config.DeliverPolicy = js_DeliverAll;
+    if (from_seq > 1) {
+        so.Config.DeliverPolicy = js_DeliverByStartSequence;
+        so.Config.OptStartSeq = from_seq;
+    }
     natsSubscription *sub = NULL;
     /* Creating the reading consumer can time out while a cluster moves
      * a leader after losing a node. */
     for (int attempt = 0; attempt < SUBSCRIBE_ATTEMPTS; attempt++) {
-        s = js_SubscribeSync(&sub, conn->js,
+        s = js_SubscribeSync(&sub, js,
                              subject != NULL ? subject : ">", NULL, &so,
                              &code);
         if (s == NATS_OK || s != NATS_TIMEOUT)

@@ -23,6 +23,8 @@
 #define TS_JS_POPULATION_HISTORY 64
 #define TS_JS_SUBJECT_IN "tracesan.in"
 #define TS_JS_SUBJECT_STATE "tracesan.state"
+/* The durable consumer of partition p: TS_JS_CONSUMER_PREFIX "<p>". */
+#define TS_JS_CONSUMER_PREFIX "tracesan-p"
 /* JetStream API calls wait this long for an answer. */
 #define TS_JS_WAIT_MS 5000
 
@@ -40,9 +42,23 @@ void ts_js_close(ts_js_conn *conn);
 
 /* Creates the three streams, the lease bucket and the population bucket
  * when absent (existing ones are left as they are, but for subjects a
- * newer version publishes on, which are added). 0, or -1 with err. */
+ * newer version publishes on, which are added, and TRACESAN_IN's subjects,
+ * which are set to exactly tracesan.in.0 ... tracesan.in.<P-1>: a message
+ * on a subject with no partition is refused at once instead of stored
+ * unanswered). TRACESAN_IN is created as a work queue, so an input leaves
+ * the stream when its partition acknowledges it, after its outcomes are
+ * published; *input_work_queue (may be NULL) says whether the existing
+ * stream is one (JetStream cannot change an existing stream's retention).
+ * 0, or -1 with err. */
 int ts_js_ensure_streams(ts_js_conn *conn, const struct ts_nats_settings *nats,
-                         char *err, size_t errlen);
+                         int *input_work_queue, char *err, size_t errlen);
+
+/* Inputs of each partition not yet acknowledged, into backlog[0 .. P-1]:
+ * with a work queue, the messages stored on tracesan.in.<p> (one
+ * request for all); else the consumer's pending and unacknowledged
+ * deliveries (0 without a consumer). 0, or -1 with err. */
+int ts_js_partition_backlog(jsCtx *js, uint32_t partitions, int work_queue,
+                            uint64_t *backlog, char *err, size_t errlen);
 
 /* The text of a failed call: libnats' status and JetStream error code. */
 void ts_js_describe(char *err, size_t errlen, const char *what,
@@ -56,12 +72,13 @@ natsStatus ts_js_next_stream_msg(natsSubscription *sub, int64_t timeout_ms,
                                  natsMsg **msg, uint64_t *seq,
                                  uint64_t *pending);
 
-/* Visits every message of `stream` on `subject` (a filter; NULL = all) in
- * sequence order, up to the stream's last sequence when the call starts.
- * A nonzero return from visit stops and is returned; -1 on an error. */
+/* Visits every message of `stream` on `subject` (a filter; NULL = all)
+ * from stream sequence from_seq on (0 or 1: from the first), in sequence
+ * order, up to the stream's last sequence when the call starts. A nonzero
+ * return from visit stops and is returned; -1 on an error. */
 typedef int (*ts_js_visit_fn)(void *ctx, natsMsg *msg, uint64_t seq);
-int ts_js_read_stream(ts_js_conn *conn, const char *stream,
-                      const char *subject, ts_js_visit_fn visit, void *ctx,
+int ts_js_read_stream(jsCtx *js, const char *stream, const char *subject,
+                      uint64_t from_seq, ts_js_visit_fn visit, void *ctx,
                       char *err, size_t errlen);
 
 #endif

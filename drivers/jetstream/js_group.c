@@ -11,6 +11,18 @@
 
 /* Users visited per partition per expiry sweep (as the ZeroMQ driver). */
 #define EXPIRE_SCAN_PER_TICK 10000
+/* What a delivered message takes beyond its data in a fetch's byte count
+ * (its subject, reply subject and headers): a fetch may take max_payload
+ * plus this, so any message the server accepted can be delivered. */
+#define FETCH_SLACK_BYTES 4096
+/* Room left in a snapshot for the publish's headers. */
+#define RECORD_SLACK_BYTES 1024
+/* How often the partitions' backlog is read for /metrics. */
+#define LAG_EVERY_MS 1000
+/* A partition whose fetch came back empty is asked again after 1, 2, 4
+ * ... up to this many ms: an idle instance does not poll the server in a
+ * loop, and new input waits at most this long. */
+#define IDLE_POLL_MAX_MS 20
 
 /* A user's ledger lives in one partition only; one sent to another would
  * be debited from a second, independent budget. */
@@ -28,14 +40,14 @@ static ts_reason admit_to_partition(void *arg, const char *user_id,
     return TS_REASON_INVALID_USER_ID;
 }
 
-/* One input message through the group body into the group's changelog
- * record, its outcomes under the input's sequence. */
-static void process_message(ts_jetstream *m, partition *p, natsMsg *msg,
-                            uint64_t seq)
+/* One input message through the group body into the group's record, its
+ * outcomes under the input's sequence. */
+static void process_message(ts_jetstream *m, partition *p, js_flight *f,
+                            natsMsg *msg, uint64_t seq)
 {
     ts_inbound in = { natsMsg_GetData(msg),
                       (size_t)natsMsg_GetDataLength(msg), 1 };
-    ts_js_sink record = { m, p->index, seq, 0 };
+    ts_js_sink record = { m, f, p->index, seq, 0 };
     ts_sink sink = { &record, ts_js_sink_put, NULL };
     m->group.admission = (ts_admission){ p, admit_to_partition };
     size_t updates = ts_group_process(&m->group, p->pipeline, &in, &sink);
@@ -43,6 +55,8 @@ static void process_message(ts_jetstream *m, partition *p, natsMsg *msg,
     m->stats[p->index].updates += updates;
     pthread_mutex_unlock(&m->lock);
 }
+
+/* ------------------------------------------------------- snapshots */
 
 typedef struct snapshot_ctx {
     ts_changelog_builder *builder;
@@ -60,35 +74,52 @@ static int snapshot_user(void *arg, const char *id, size_t id_len,
     return 0;
 }
 
-/* After the acknowledgement of everything before it is confirmed, one
+/* With every group retired (the last acknowledgement confirmed), one
  * record with every user replaces the partition's older records. */
-static void maybe_snapshot(ts_jetstream *m, partition *p, natsMsg *last)
+js_verdict ts_js_snapshot(ts_jetstream *m, partition *p, const char **why)
 {
-    if (p->records_since_snapshot < m->nats->snapshot_every)
-        return;
-    jsErrCode code = 0;
-    if (natsMsg_AckSync(last, NULL, &code) != NATS_OK)
-        return;  /* tried again after the next group */
-    ts_changelog_builder_reset(&m->builder);
-    snapshot_ctx ctx = { &m->builder, 0 };
-    ts_record_map_each(p->records, snapshot_user, &ctx);
+    js_verdict verdict = JS_MOVED;
+    p->snapshot_due = 0;
+    ts_changelog_builder builder = { 0 };
+    ts_buf record = { 0 };
+    snapshot_ctx ctx = { &builder, 0 };
+    ts_record_map_each(p->replica.records, snapshot_user, &ctx);
     ts_changelog_header header = {
         .kind = TS_CHANGELOG_SNAPSHOT, .owner = m->self,
         .owner_len = strlen(m->self), .epoch = p->epoch,
-        .last_input_seq = p->last_input_seq,
+        .last_input_seq = p->replica.last_input_seq,
     };
-    if (ctx.failed ||
-        ts_changelog_size(&m->builder, &header) > m->max_payload ||
-        ts_changelog_finish(&m->builder, &header, &m->record) != 0)
-        return;
-    int appended = ts_js_append_record(m, p, &m->record, 1);
-    if (appended == 1)
-        p->records_since_snapshot = 0;
-    else if (appended == 0)
-        ts_js_lose_partition(m, p, "fenced out", 0);
-    else
-        p->state = PART_RESTORE;  /* stored or not: read it back */
+    /* A snapshot cannot be split: its rollup removes everything before
+     * it, and a crash between its parts would lose users. */
+    if (!ctx.failed && ts_changelog_size(&builder, &header) >
+                           m->max_payload - RECORD_SLACK_BYTES) {
+        ts_log(TS_LOG_WARN, "partition %u: a snapshot of %zu users exceeds "
+               "the server's max_payload; restores read every record "
+               "until one fits (raise max_payload or nats.partitions)",
+               p->index, ts_record_map_count(p->replica.records));
+        p->replica.records_since_snapshot = 0;
+    } else if (!ctx.failed &&
+               ts_changelog_finish(&builder, &header, &record) == 0) {
+        int appended = ts_js_append_sync(m, m->append_js, p, record.data,
+                                         record.len, 1);
+        p->chain_seq = p->replica.changelog_seq;
+        if (appended == 1) {
+            p->replica.records_since_snapshot = 0;
+            ts_buf_reset(&p->replica.closed);
+        } else if (appended == 0) {
+            verdict = JS_FENCED;
+        } else {
+            /* Stored or not: read on from the last record known. */
+            *why = "a snapshot's append failed";
+            verdict = JS_REBUILD;
+        }
+    }
+    ts_buf_free(&record);
+    ts_changelog_builder_free(&builder);
+    return verdict;
 }
+
+/* ----------------------------------------------------------- input */
 
 /* An empty fetch looks the same whether there is no input or the
  * consumer is gone (deleted by an operator, a stream recreated): after a
@@ -96,7 +127,7 @@ static void maybe_snapshot(ts_jetstream *m, partition *p, natsMsg *last)
 static void check_consumer(ts_jetstream *m, partition *p)
 {
     int64_t now = ts_js_mono_ms();
-    if (now - p->input_seen_ms < m->nats->lease_ttl_ms)
+    if (now - p->input_seen_ms < m->nats->lease_ttl_ms || p->count > 0)
         return;
     p->input_seen_ms = now;
     char durable[64];
@@ -113,44 +144,83 @@ static void check_consumer(ts_jetstream *m, partition *p)
     } else if (code == JSConsumerNotFoundErr) {
         ts_log(TS_LOG_WARN, "partition %u: its consumer is gone; "
                "rebuilding", p->index);
-        ts_js_drop_state(m, p);
-        p->state = PART_RESTORE;
+        p->rebuild_due = 1;
     }
 }
 
-/* One group of one partition: fetch, process, commit, publish, ack. 1
- * when it had input. */
-int ts_js_run_group(ts_jetstream *m, partition *p)
+static int add_input(js_flight *f, natsMsg *msg)
 {
-    if (ts_js_enforce_lease(m, p))
+    if (f->n_inputs == f->inputs_cap) {
+        size_t cap = f->inputs_cap > 0 ? f->inputs_cap * 2 : 64;
+        natsMsg **bigger = realloc(f->inputs, cap * sizeof *bigger);
+        if (bigger == NULL)
+            return -1;
+        f->inputs = bigger;
+        f->inputs_cap = cap;
+    }
+    f->inputs[f->n_inputs++] = msg;
+    f->input_bytes += (size_t)natsMsg_GetDataLength(msg);
+    return 0;
+}
+
+/* Fetches into the partition's open group (opened when there is room)
+ * and runs what came through the group body. 1 when it had input. */
+int ts_js_fill(ts_jetstream *m, partition *p)
+{
+    int64_t now = ts_js_mono_ms();
+    if (p->snapshot_due || p->rebuild_due || now < p->next_fetch_ms)
+        return 0;
+    pthread_mutex_lock(&m->lease_lock);
+    int handing_back = p->hand_back;
+    pthread_mutex_unlock(&m->lease_lock);
+    if (handing_back || m->stop || !ts_js_lease_ok(m, p))
+        return 0;
+    /* Room: the open group, or a new one. An open group holds at most a
+     * fetch's worth; it goes when the group before it is appended. */
+    js_flight *open = p->count > 0 &&
+                              p->flights[(p->head + p->count - 1) %
+                                         MAX_FLIGHTS].stage == FLIGHT_OPEN
+                          ? &p->flights[(p->head + p->count - 1) %
+                                        MAX_FLIGHTS]
+                          : NULL;
+    size_t held = open != NULL ? open->n_inputs : 0;
+    if ((open == NULL && p->count >= m->nats->groups_in_flight) ||
+        held >= m->nats->fetch_batch ||
+        (open != NULL && open->input_bytes >= m->max_payload))
         return 0;
     natsMsgList list = { 0 };
     jsFetchRequest req;
     jsFetchRequest_Init(&req);
-    req.Batch = (int)m->nats->fetch_batch;
+    req.Batch = (int)(m->nats->fetch_batch - held);
     req.NoWait = true;
-    /* Bounds the group's record: outcomes take a few times the input's
-     * bytes, and the record must fit one message. */
-    req.MaxBytes = (int64_t)(m->max_payload / 8);
+    /* Any message the server stored fits (a smaller bound left one too
+     * large for it undelivered for ever, issue 25): the record is split
+     * when the group's outcomes need it. */
+    req.MaxBytes = (int64_t)(m->max_payload + FETCH_SLACK_BYTES);
     natsStatus s = natsSubscription_FetchRequest(&list, p->sub, &req);
     if (s != NATS_OK || list.Count == 0) {
         natsMsgList_Destroy(&list);
+        p->idle_backoff_ms = p->idle_backoff_ms > 0
+                                 ? p->idle_backoff_ms * 2 : 1;
+        if (p->idle_backoff_ms > IDLE_POLL_MAX_MS)
+            p->idle_backoff_ms = IDLE_POLL_MAX_MS;
+        p->next_fetch_ms = now + p->idle_backoff_ms;
         check_consumer(m, p);
         return 0;
     }
-    p->input_seen_ms = ts_js_mono_ms();
-    double started = ts_js_mono_s();
-    ts_changelog_builder_reset(&m->builder);
-    uint64_t last_seq = p->last_input_seq;
-    uint64_t lag = 0;
-    natsMsg *last = NULL;
+    p->idle_backoff_ms = 0;
+    p->next_fetch_ms = 0;
+    p->input_seen_ms = now;
+    js_flight *f = ts_js_open_flight(m, p);
+    uint64_t committed = p->replica.last_input_seq;
     /* A delivery lost on its way (a server went away with our pull
-     * request's answer) shows as a gap in the consumer's sequence. The
-     * acknowledgement of a later message would acknowledge it too
-     * (AckAll), so the group stops before the gap and the partition is
-     * rebuilt, which recreates the consumer at the first input not
-     * committed. */
-    int gap = 0;
+     * request's answer) shows as a gap in the consumer's sequence, and a
+     * delivery again of an input in flight (not acknowledged within the
+     * consumer's AckWait) as an input sequence seen before. Either way
+     * the group stops there and the partition is rebuilt once what is in
+     * flight retired, which recreates the consumer at the first input
+     * not acknowledged. */
+    int gap = 0, taken = 0;
     for (int i = 0; i < list.Count && !gap; i++) {
         jsMsgMetaData *meta = NULL;
         if (natsMsg_GetMetaData(&meta, list.Msgs[i]) != NATS_OK) {
@@ -159,113 +229,91 @@ int ts_js_run_group(ts_jetstream *m, partition *p)
         }
         uint64_t seq = meta->Sequence.Stream;
         uint64_t delivery = meta->Sequence.Consumer;
-        lag = meta->NumPending;
         jsMsgMetaData_Destroy(meta);
         if (delivery != p->last_delivery + 1 ||
-            (seq <= last_seq && seq > p->last_input_seq)) {
+            (seq <= p->fetched_seq && seq > committed) ||
+            add_input(f, list.Msgs[i]) != 0) {
             gap = 1;
             break;
         }
+        natsMsg *msg = list.Msgs[i];
+        list.Msgs[i] = NULL;  /* the group holds it until its ack */
+        taken++;
         p->last_delivery = delivery;
-        last = list.Msgs[i];
-        if (seq <= p->last_input_seq)
+        if (seq > p->fetched_seq)
+            p->fetched_seq = seq;
+        if (seq <= committed)
             continue;  /* committed before: its outcomes were republished */
-        process_message(m, p, list.Msgs[i], seq);
-        last_seq = seq;
+        process_message(m, p, f, msg, seq);
+        if (f->first_input_seq == 0)
+            f->first_input_seq = seq;
+        f->last_input_seq = seq;
     }
-    if (gap)
+    if (gap) {
         ts_log(TS_LOG_WARN, "partition %u: a gap in the consumer's "
-               "deliveries; rebuilding after this group", p->index);
+               "deliveries; rebuilding once the groups in flight are "
+               "done", p->index);
+        p->rebuild_due = 1;
+    }
+    if (f->last_input_seq == 0)
+        f->last_input_seq = committed;
     pthread_mutex_lock(&m->lock);
-    m->stats[p->index].messages += (uint64_t)list.Count;
-    m->stats[p->index].lag = lag;
+    m->stats[p->index].messages += (uint64_t)taken;
     pthread_mutex_unlock(&m->lock);
-    if (last_seq == p->last_input_seq) {
-        /* Only inputs committed before: nothing to write. */
-        if (last != NULL)
-            natsMsg_Ack(last, NULL);
-        natsMsgList_Destroy(&list);
-        if (gap) {
-            ts_js_drop_state(m, p);
-            p->state = PART_RESTORE;
-        }
-        return 1;
-    }
-    if (ts_pipeline_save_dirty(p->pipeline) != 0) {
-        ts_js_lose_partition(m, p, "cannot encode user records", 1);
-        natsMsgList_Destroy(&list);
-        return 1;
-    }
-    ts_pipeline_mark_in_flight(p->pipeline);
-    ts_changelog_header header = {
-        .kind = TS_CHANGELOG_DELTA, .owner = m->self,
-        .owner_len = strlen(m->self), .epoch = p->epoch,
-        .last_input_seq = last_seq,
-    };
-    if (ts_changelog_size(&m->builder, &header) > m->max_payload) {
-        ts_log(TS_LOG_ERROR, "partition %u: a group's record exceeds the "
-               "server's max_payload (%zu bytes); raise it", p->index,
-               m->max_payload);
-        ts_js_lose_partition(m, p, "record too large", 1);
-        natsMsgList_Destroy(&list);
-        return 1;
-    }
-    int appended = -1;
-    if (ts_js_lease_ok(m, p) &&
-        ts_changelog_finish(&m->builder, &header, &m->record) == 0)
-        appended = ts_js_append_record(m, p, &m->record, 0);
-    if (appended != 1) {
-        /* Nothing of the group is published. Fenced: someone else owns
-         * the partition. Unknown: the record may be stored, so the state
-         * is read back from the changelog before going on. */
-        if (appended == 0) {
-            pthread_mutex_lock(&m->lock);
-            m->stats[p->index].fenced++;
-            pthread_mutex_unlock(&m->lock);
-            ts_js_lose_partition(m, p, "fenced out", 0);
-        } else if (ts_js_enforce_lease(m, p)) {
-            /* stopped */
-        } else {
-            ts_js_drop_state(m, p);
-            p->state = PART_RESTORE;
-        }
-        natsMsgList_Destroy(&list);
-        return 1;
-    }
-    ts_pipeline_mark_durable(p->pipeline);
-    p->last_input_seq = last_seq;
-    p->records_since_snapshot++;
-    double seconds = ts_js_mono_s() - started;
-    ts_js_observe_commit(m, p, seconds);
-    const ts_observer *o = m->group.observer;
-    if (o != NULL && o->commit != NULL)
-        o->commit(o->arg, seconds, m->builder.n_outcomes);
-    if (ts_js_publish_outcomes(m, p->index, m->record.data, m->record.len) != 0) {
-        /* Committed but not (all) published: the rebuild republishes. */
-        ts_js_drop_state(m, p);
-        p->state = PART_RESTORE;
-        natsMsgList_Destroy(&list);
-        return 1;
-    }
-    /* AckAll: the last message acknowledges the whole group. */
-    if (last != NULL) {
-        natsMsg_Ack(last, NULL);
-        if (!gap)
-            maybe_snapshot(m, p, last);
-    }
     natsMsgList_Destroy(&list);
-    if (gap && p->state == PART_ACTIVE) {
-        ts_js_drop_state(m, p);
-        p->state = PART_RESTORE;
-    }
     return 1;
+}
+
+/* After a rebuild: the partition's pipeline, its users loaded from the
+ * map on demand. 0, or -1 (logged). */
+int ts_js_make_pipeline(ts_jetstream *m, partition *p)
+{
+    char err[ERR_MAX];
+    /* Every partition shares the mechanisms the configuration's load
+     * built, so a model or channel is in memory once. */
+    const ts_config *config = m->adopted != NULL ? m->adopted : m->env.config;
+    p->pipeline = ts_config_make_shared_pipeline(config, m->env.rng, err,
+                                                 sizeof err);
+    if (p->pipeline == NULL) {
+        ts_log(TS_LOG_ERROR, "partition %u: %s", p->index, err);
+        return -1;
+    }
+    p->config = ts_config_ref(config);
+    p->backend = (ts_state_backend){ p, ts_js_backend_load, ts_js_backend_save };
+    ts_pipeline_set_state_backend(p->pipeline, &p->backend);
+    return 0;
+}
+
+void ts_js_refresh_lag(ts_jetstream *m)
+{
+    int64_t now = ts_js_mono_ms();
+    if (now < m->next_lag_ms)
+        return;
+    m->next_lag_ms = now + LAG_EVERY_MS;
+    uint64_t *backlog = calloc(m->n_partitions, sizeof *backlog);
+    char err[ERR_MAX];
+    if (backlog == NULL ||
+        ts_js_partition_backlog(m->conn.js, m->n_partitions,
+                                m->input_work_queue, backlog, err,
+                                sizeof err) != 0) {
+        /* A cluster electing a leader: not again for a while. */
+        m->next_lag_ms = now + 5 * LAG_EVERY_MS;
+        free(backlog);
+        return;
+    }
+    pthread_mutex_lock(&m->lock);
+    for (uint32_t i = 0; i < m->n_partitions; i++)
+        m->stats[i].lag = m->parts[i].state != PART_IDLE ? backlog[i] : 0;
+    pthread_mutex_unlock(&m->lock);
+    free(backlog);
 }
 
 /* ---------------------------------------------------------- the thread */
 
-/* Idle users leave memory as with the ZeroMQ driver; their
- * records stay in the partition's map, which a returning user is loaded
- * from. Between groups only: every user is durable then. */
+/* Idle users leave memory as with the ZeroMQ driver; their records stay
+ * in the partition's map, which a returning user is loaded from (the
+ * newest record, or, for a group that fails, the one before it: the map
+ * is undone with the group). */
 void ts_js_expire_users(ts_jetstream *m)
 {
     for (uint32_t i = 0; i < m->n_partitions; i++) {
@@ -311,9 +359,7 @@ void ts_js_apply_pending_reload(ts_jetstream *m)
              * with pipelines made from the new configuration. */
             ts_log(TS_LOG_ERROR, "reload: partition %u: %s; rebuilding it",
                    p->index, err);
-            ts_js_drop_state(m, p);
-            p->state = PART_RESTORE;
-            p->retry_at_ms = 0;
+            p->rebuild_due = 1;
             failed++;
             continue;
         }

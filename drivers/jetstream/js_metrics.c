@@ -89,13 +89,15 @@ int ts_js_render_metrics(ts_jetstream *m, ts_buf *out)
         { "tracesand_partition_commits_total", "counter",
           "changelog records committed" },
         { "tracesand_partition_commit_seconds_sum", "counter",
-          "time from fetch to the changelog acknowledgement" },
+          "time from a group's first fetch to its changelog acknowledgement" },
         { "tracesand_partition_takeovers_total", "counter",
           "times this instance took the partition over" },
         { "tracesand_partition_fenced_total", "counter",
           "commits refused because another owner wrote first" },
         { "tracesand_partition_republished_total", "counter",
           "changelog records republished on takeover" },
+        { "tracesand_partition_groups_in_flight", "gauge",
+          "groups between their fetch and their inputs' acknowledgement" },
     };
     for (size_t r = 0; r < sizeof rows / sizeof rows[0]; r++) {
         PUT("# HELP %s %s\n# TYPE %s %s\n", rows[r].name, rows[r].help,
@@ -111,7 +113,8 @@ int ts_js_render_metrics(ts_jetstream *m, ts_buf *out)
             case 5: PUT("%s{partition=\"%u\"} %.6f\n", rows[r].name, i, s->commit_seconds_sum); break;
             case 6: PUT("%s{partition=\"%u\"} %" PRIu64 "\n", rows[r].name, i, s->takeovers); break;
             case 7: PUT("%s{partition=\"%u\"} %" PRIu64 "\n", rows[r].name, i, s->fenced); break;
-            default: PUT("%s{partition=\"%u\"} %" PRIu64 "\n", rows[r].name, i, s->republished); break;
+            case 8: PUT("%s{partition=\"%u\"} %" PRIu64 "\n", rows[r].name, i, s->republished); break;
+            default: PUT("%s{partition=\"%u\"} %zu\n", rows[r].name, i, s->in_flight); break;
             }
         }
     }

@@ -24,8 +24,8 @@ double ts_js_mono_s(void)
 }
 
 /* How long one publish may wait for JetStream: a renewal interval, so a
- * stalled stream (a leader being elected) never keeps the thread from
- * renewing the leases; what failed is retried through a rebuild. */
+ * stalled stream (a leader being elected) never holds a group for long;
+ * what failed is retried through a rebuild. */
 int64_t ts_js_wait_ms(const ts_jetstream *m)
 {
     int64_t every = ts_lease_renew_interval(m->nats->lease_ttl_ms);
@@ -39,7 +39,7 @@ void ts_js_lease_key(char *buf, size_t size, uint32_t p)
 
 void ts_js_consumer_name(char *buf, size_t size, uint32_t p)
 {
-    snprintf(buf, size, "tracesan-p%u", p);
+    snprintf(buf, size, TS_JS_CONSUMER_PREFIX "%u", p);
 }
 
 void ts_js_set_health(ts_jetstream *m, const char *reason)
@@ -49,7 +49,15 @@ void ts_js_set_health(ts_jetstream *m, const char *reason)
     pthread_mutex_unlock(&m->lock);
 }
 
-/* ------------------------------------------------- owning, releasing */
+void ts_js_wake(ts_jetstream *m)
+{
+    pthread_mutex_lock(&m->flight_lock);
+    m->wakeups++;
+    pthread_cond_signal(&m->flight_cond);
+    pthread_mutex_unlock(&m->flight_lock);
+}
+
+/* ------------------------------------------------------------ leases */
 
 /* at_ms is wall-clock time, comparable between instances of one host
  * (the tests check that no two instances' intervals overlap). A partition
@@ -60,61 +68,14 @@ void ts_js_log_lease(const char *what, const partition *p, const char *why)
     int64_t at = ts_wall_clock_ms();
     pthread_mutex_lock(&p->mode->lease_lock);
     int64_t deadline = p->deadline_ms;
+    uint64_t epoch = p->epoch;
     pthread_mutex_unlock(&p->mode->lease_lock);
     int64_t late = ts_js_mono_ms() - deadline;
     if (strcmp(what, "released") == 0 && deadline > 0 && late > 0)
         at -= late;
     ts_log(TS_LOG_INFO, "lease %s partition=%u epoch=%" PRIu64
-           " at_ms=%" PRId64 "%s%s", what, p->index, p->epoch, at,
+           " at_ms=%" PRId64 "%s%s", what, p->index, epoch, at,
            why != NULL ? " reason=" : "", why != NULL ? why : "");
-}
-
-void ts_js_drop_state(ts_jetstream *m, partition *p)
-{
-    /* What its pipeline counted stays in the totals. */
-    ts_js_count_pipeline(m, p);
-    memset(&p->counted, 0, sizeof p->counted);
-    if (p->sub != NULL) {
-        natsSubscription_Destroy(p->sub);
-        p->sub = NULL;
-    }
-    if (p->pipeline != NULL)
-        ts_pipeline_free(p->pipeline);
-    p->pipeline = NULL;
-    ts_config_free(p->config);
-    p->config = NULL;
-    if (p->records != NULL)
-        ts_record_map_clear(p->records);
-}
-
-/* Stops processing `p` now. With release the lease is handed back (the
- * next owner need not wait for it to age). */
-void ts_js_lose_partition(ts_jetstream *m, partition *p, const char *why,
-                           int release)
-{
-    if (p->state == PART_IDLE)
-        return;
-    ts_js_drop_state(m, p);
-    p->state = PART_IDLE;
-    ts_js_log_lease("released", p, why);
-    pthread_mutex_lock(&m->lease_lock);
-    uint64_t lease_rev = p->lease_rev;
-    p->held = 0;
-    pthread_mutex_unlock(&m->lease_lock);
-    /* Handing back is a courtesy (the lease ages out anyway): not while
-     * disconnected, where each attempt would wait for its timeout. */
-    if (release && m->kv != NULL &&
-        natsConnection_Status(m->conn.nc) == NATS_CONN_STATUS_CONNECTED) {
-        char key[32];
-        ts_js_lease_key(key, sizeof key, p->index);
-        uint64_t rev = 0;
-        kvStore_UpdateString(&rev, m->kv, key, TS_LEASE_FREE, lease_rev);
-    }
-    memset(&p->view, 0, sizeof p->view);
-    pthread_mutex_lock(&m->lock);
-    m->stats[p->index].owned = 0;
-    m->stats[p->index].lag = 0;
-    pthread_mutex_unlock(&m->lock);
 }
 
 int ts_js_connected(const ts_jetstream *m)
@@ -131,17 +92,3 @@ int ts_js_lease_ok(ts_jetstream *m, partition *p)
     return ok;
 }
 
-/* Lost or out of time: stop now (the data path checks before every fetch
- * and commit as well). 1 when it was stopped. */
-int ts_js_enforce_lease(ts_jetstream *m, partition *p)
-{
-    pthread_mutex_lock(&m->lease_lock);
-    int lost = p->lost;
-    int late = ts_js_mono_ms() >= p->deadline_ms;
-    pthread_mutex_unlock(&m->lease_lock);
-    if (lost)
-        ts_js_lose_partition(m, p, "lease taken", 0);
-    else if (late)
-        ts_js_lose_partition(m, p, "lease not renewed in time", 0);
-    return lost || late;
-}

@@ -2,6 +2,7 @@
 
 #define INT_ROW(...) TS_INT_ROW(ts_nats_settings, __VA_ARGS__)
 #define STRING_ROW(...) TS_STRING_ROW(ts_nats_settings, __VA_ARGS__)
+#define BOOL_ROW(...) TS_BOOL_ROW(ts_nats_settings, __VA_ARGS__)
 #define RESTART TS_APPLY_RESTART
 /* A file the connection reads; unset (or "") = none. */
 #define FILE_ROW(k, f, doc_)                                                 \
@@ -27,6 +28,12 @@ static const ts_setting_def nats_rows[] = {
             RESTART, "output stream duplicate window"),
     INT_ROW("nats.snapshot_every", snapshot_every, 1, 1000000, 1, "256",
             RESTART, "changelog records between two snapshots"),
+    INT_ROW("nats.groups_in_flight", groups_in_flight, 1, 16, 1, "4",
+            RESTART, "groups of a partition between fetch and input ack"),
+    INT_ROW("nats.restores_at_once", restores_at_once, 1, 64, 1, "4",
+            RESTART, "partitions rebuilt concurrently"),
+    BOOL_ROW("nats.standby", standby, "false", RESTART,
+             "keep warm copies of the partitions others own"),
     FILE_ROW("nats.creds_file", creds_file,
              "NATS credentials file (JWT and NKey seed)"),
     FILE_ROW("nats.nkey_seed_file", nkey_seed_file,

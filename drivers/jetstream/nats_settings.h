@@ -18,6 +18,10 @@ typedef struct ts_nats_settings {
     size_t max_ack_pending;
     int64_t dedupe_window_ms;
     size_t snapshot_every;
+    size_t groups_in_flight;             /* per partition, between fetch
+                                            and the inputs' ack */
+    size_t restores_at_once;
+    int standby;                         /* warm copies of the others */
     const char *creds_file;              /* NULL = none */
     const char *nkey_seed_file;
     const char *nkey_public;             /* with nkey_seed_file */

@@ -40,12 +40,12 @@ int ts_lease_takeable(const ts_lease_view *view, const char *self,
 
 int64_t ts_lease_deadline(int64_t sent_ms, int64_t ttl_ms)
 {
-    return sent_ms + ttl_ms - ttl_ms / 4;
+    return sent_ms + ttl_ms - ttl_ms / 8;
 }
 
 int64_t ts_lease_renew_interval(int64_t ttl_ms)
 {
-    int64_t every = ttl_ms / 4;
+    int64_t every = ttl_ms / 8;
     return every > 0 ? every : 1;
 }
 
