@@ -8,7 +8,10 @@
  *   mi_plain.c       without geo-ind: exact linear step and mirror descent
  *   mi_geograph.c    the neighbour (Yao) graph and its exact stretch
  *   mi_geoind_lp.c   with geo-ind: Frank-Wolfe over GLPK's LP (at most
- *                    TS_MI_GEOIND_MAX_CELLS cells)
+ *                    TS_MI_GEOIND_MAX_CELLS cells), the exact reference
+ *   mi_geoind_pd.c   with geo-ind at city scale: a primal-dual method,
+ *                    repaired to exact feasibility and certified by a
+ *                    Lagrangian bound
  *
  * Notation. n cells, k users, m visited cells (p(x) > 0). C is n x n,
  * row-major, C[x * n + z] = P(z | x). J(u, z) = sum_x p(u, x) C(x, z),
@@ -114,6 +117,16 @@ typedef struct mi_geograph {
     double stretch;
 } mi_geograph;
 
+/* A binary min-heap of (distance, cell) with lazy deletion (Dijkstra's
+ * queue); room for every push must be allocated by the caller. */
+typedef struct mi_heap_item {
+    double d;
+    uint32_t v;
+} mi_heap_item;
+
+void mi_heap_push(mi_heap_item *h, size_t *len, mi_heap_item it);
+mi_heap_item mi_heap_pop(mi_heap_item *h, size_t *len);
+
 int mi_geograph_init(mi_geograph *g, const ts_vec2 *centres, size_t n,
                      char *err, size_t errlen);
 void mi_geograph_free(mi_geograph *g);
@@ -132,6 +145,10 @@ double mi_geoind_repair_weight(const mi_geograph *g, double eps_edge,
 
 /* With geo-ind, by Frank-Wolfe over GLPK's LP (mi_geoind_lp.c). */
 int mi_geoind_lp_solve(mi_solver *s, const ts_mi_params *params, double *C,
+                       ts_mi_result *result, char *err, size_t errlen);
+/* With geo-ind, by the primal-dual method (mi_geoind_pd.c): all n rows of
+ * C, exactly feasible, the gap a certified bound. */
+int mi_geoind_pd_solve(mi_solver *s, const ts_mi_params *params, double *C,
                        ts_mi_result *result, char *err, size_t errlen);
 
 #endif

@@ -654,7 +654,10 @@ TS_TEST(test_bad_input)
     pb.distortion_m = 0.0;
     ck_assert(ts_mi_optimize(&pb, &params, C, &r, err, sizeof err) == -1);
 
-    /* Geo-ind above its size limit: refused, naming the limit. */
+    /* Geo-ind above the LP solver's size limit, that solver asked for:
+     * refused, naming the limit (auto takes the first-order solver there,
+     * tests/check_mi_geoind_pd). */
+    params.geoind_solver = TS_MI_GEOIND_LP;
     enum { BIG = TS_MI_GEOIND_MAX_CELLS + 1 };
     ts_vec2 *bc = malloc(BIG * sizeof *bc);
     double *bj = calloc(BIG, sizeof *bj);
