@@ -34,21 +34,36 @@
  *        >= sum_x min_z (G + A^T lambda + mu W)(x, z) - mu L
  * (weak duality: on a feasible S the added terms are <lambda, A S> <= 0
  * and mu (<W, S> - L) <= 0, and the rest is minimised over the rows'
- * simplices). mu is chosen by bisection on the bound's slope. The upper
- * side is an exactly feasible channel: the iterate mixed with the uniform
- * channel by the least weight that makes every edge hold in floating point
- * (mi_geoind_repair), and, if that mix took E[d] past L, with the
- * feasible channel S0 below by the least weight that brings E[d] back to
- * L. The reported gap is the best such f minus the best lower bound seen:
- * it bounds the returned channel's distance to the optimum whatever the
- * iteration did. If the iteration failed to converge the gap says so; it
- * can never be wrong in the other direction.
+ * simplices). mu is chosen by bisection on the bound's slope, and
+ * lambda's scale by golden section; and since geo-ind only removes
+ * channels, the certified optimum without it (mi_plain.c) is a bound too,
+ * the floor of ours.
  *
- * S0 is the exponential channel exp(-(e'/2) d(x, z)) / N(x): on an edge,
- * exp((e'/2) (d(b, z) - d(a, z))) <= exp(e' len / 2) and N(b) / N(a) <=
- * exp(e' len / 2) by the triangle inequality, so it holds every edge (and
- * is repaired like any vertex against rounding). L at or below the least
- * E[d] of both is refused.
+ * The upper side is an exactly feasible channel made from the iterate
+ * (pd_feasible): each column raised to its upper envelope at e' and the
+ * rows renormalised, a few rounds (what is left breaks an edge only by
+ * the ratio of two neighbouring rows' sums); mixed, by the least weight
+ * that holds every edge, with the same made at 0.8 e', which holds every
+ * edge with room to spare and is shaped like the iterate; then the exact
+ * uniform repair against rounding (mi_geoind_repair); and, if E[d] ended
+ * past L, a mix with S0, the least-distortion feasible channel held, by
+ * the least weight that brings it back to L. The reported gap is the best
+ * such f minus the best lower bound seen: it bounds the returned channel's
+ * distance to the optimum whatever the iteration did. If the iteration
+ * failed to converge the gap says so; it can never be wrong in the other
+ * direction.
+ *
+ * S0 starts as the exponential channel exp(-(e'/2) d(x, z)) / N(x): on an
+ * edge, exp((e'/2) (d(b, z) - d(a, z))) <= exp(e' len / 2) and
+ * N(b) / N(a) <= exp(e' len / 2) by the triangle inequality, so it holds
+ * every edge; the exponential rows at e' itself made feasible like an
+ * iterate (pd_better_least) replace it when their E[d] is lower. L below
+ * the E[d] of every channel held is refused with that least.
+ *
+ * What it reaches (docs/mi_channel.md, bench/bench_optimize.sh): on small
+ * grids its certificate brackets the LP's optimum; at a thousand cells
+ * the iteration does not settle (its iterate drifts after a hundred or so
+ * steps, the best certificate is kept) and the gap stays loose.
  *
  * Cost: per step, the gradient (users of each cell x n per row), one pass
  * over the 8 n^2 edge constraints and one exponential per entry; memory
@@ -653,6 +668,21 @@ int mi_geoind_pd_solve(mi_solver *s, const ts_mi_params *params, double *out,
     result->stretch = w.g.stretch;
     pd_exponential_channel(&w, s);
     pd_better_least(&w, s);
+    /* Geo-ind only removes channels, so the problem without it bounds
+     * ours from below: its certified optimum (mirror descent with the
+     * exact Frank-Wolfe gap, mi_plain.c) is the floor of our bound, and
+     * often far above what unbalanced multipliers give. w.F is scratch. */
+    double plain_lower = -INFINITY;
+    {
+        ts_mi_result plain;
+        memset(&plain, 0, sizeof plain);
+        if (mi_plain_solve(s, params, w.F, &plain, err, errlen) != 0) {
+            pd_free(&w);
+            return -1;
+        }
+        plain_lower = ts_mi_bits(s->pb, w.F) * M_LN2 -
+                      plain.gap_bits * M_LN2;
+    }
     int rc = 0;
     /* Start: S0 mixed with the uniform channel as far as L allows, an
      * exactly feasible channel; when S0 is too far from L to need any
@@ -669,7 +699,7 @@ int mi_geoind_pd_solve(mi_solver *s, const ts_mi_params *params, double *out,
     }
     memset(w.H, 0, nn * sizeof *w.H);
     double target = L * (1.0 - PD_HEADROOM), t = 0.0;
-    double best_upper = INFINITY, best_lower = -INFINITY, best_beta = 0.0;
+    double best_upper = INFINITY, best_lower = plain_lower, best_beta = 0.0;
     double least = w.D0;
     unsigned it = 0, max_it = params->max_iterations;
     /* A certificate costs about as much as n / 10 steps (the repair's
