@@ -14,42 +14,14 @@
 #include "inference/mi_optimal.h"
 #include "mechanisms/rng.h"
 #include "tests/support/check_run.h"
+#include "tests/support/grid_centres.h"
+#include "tests/support/mi_joint.h"
 
 enum { MAX_CELLS = 64 };
-
-static void grid(size_t cols, size_t rows, double dx, double dy,
-                 ts_vec2 *centres)
-{
-    for (size_t r = 0; r < rows; r++)
-        for (size_t c = 0; c < cols; c++)
-            centres[r * cols + c] =
-                (ts_vec2){ (double)c * dx + dx / 2, (double)r * dy + dy / 2 };
-}
 
 static double dist(ts_vec2 a, ts_vec2 b)
 {
     return hypot(a.x - b.x, a.y - b.y);
-}
-
-/* Each user a cloud around a home cell; `zero_share` of the other cells
- * never visited by that user. */
-static void random_joint(ts_rng *rng, const ts_vec2 *c, size_t n, size_t k,
-                         double spread_m, double zero_share, double *joint)
-{
-    double total = 0.0;
-    for (size_t u = 0; u < k; u++) {
-        size_t home = (size_t)(ts_rng_uniform_open(rng) * (double)n) % n;
-        for (size_t x = 0; x < n; x++) {
-            double w = exp(-dist(c[x], c[home]) / spread_m) *
-                       (0.2 + ts_rng_uniform_open(rng));
-            if (x != home && ts_rng_uniform_open(rng) < zero_share)
-                w = 0.0;
-            joint[u * n + x] = w;
-            total += w;
-        }
-    }
-    for (size_t i = 0; i < n * k; i++)
-        joint[i] /= total;
 }
 
 /* What the loader checks: every entry finite and >= 0, rows summing to 1,
@@ -123,8 +95,9 @@ TS_TEST(test_first_order_channel_is_exactly_feasible)
     const unsigned steps[] = { 20, 400 };
     for (size_t t = 0; t < sizeof cases / sizeof cases[0]; t++) {
         size_t n = cases[t].cols * cases[t].rows;
-        grid(cases[t].cols, cases[t].rows, cases[t].dx, cases[t].dy, c);
-        random_joint(rng, c, n, K, 150.0, cases[t].zero_share, joint);
+        ts_test_grid_centres(cases[t].cols, cases[t].rows, cases[t].dx,
+                             cases[t].dy, c);
+        ts_test_mi_joint(rng, c, n, K, 150.0, cases[t].zero_share, joint);
         ts_mi_problem pb = { .cells = n, .centres = c, .users = K,
                              .joint = joint, .distortion_m = cases[t].L,
                              .geoind_epsilon = cases[t].eps };
@@ -160,8 +133,9 @@ TS_TEST(test_certificate_brackets_the_lp_optimum)
     };
     for (size_t t = 0; t < sizeof cases / sizeof cases[0]; t++) {
         size_t n = cases[t].cols * cases[t].rows;
-        grid(cases[t].cols, cases[t].rows, cases[t].cell, cases[t].cell, c);
-        random_joint(rng, c, n, K, cases[t].spread, 0.0, joint);
+        ts_test_grid_centres(cases[t].cols, cases[t].rows, cases[t].cell,
+                             cases[t].cell, c);
+        ts_test_mi_joint(rng, c, n, K, cases[t].spread, 0.0, joint);
         ts_mi_problem pb = { .cells = n, .centres = c, .users = K,
                              .joint = joint, .distortion_m = cases[t].L,
                              .geoind_epsilon = cases[t].eps };
@@ -195,7 +169,7 @@ TS_TEST(test_solver_choice_by_size)
     ck_assert(N > TS_MI_GEOIND_MAX_CELLS);
     static double C[N * N], joint[K * N];
     static ts_vec2 c[N];
-    grid(SIDE, SIDE, 100.0, 100.0, c);
+    ts_test_grid_centres(SIDE, SIDE, 100.0, 100.0, c);
     for (size_t i = 0; i < K * N; i++)
         joint[i] = 1.0 / (K * N);
     ts_mi_problem pb = { .cells = N, .centres = c, .users = K,
