@@ -698,8 +698,16 @@ int mi_geoind_pd_solve(mi_solver *s, const ts_mi_params *params, double *out,
         w.lc[i] = log(w.C[i]);
     }
     memset(w.H, 0, nn * sizeof *w.H);
-    double target = L * (1.0 - PD_HEADROOM), t = 0.0;
     double best_upper = INFINITY, best_lower = plain_lower, best_beta = 0.0;
+    if (theta < 1.0 || w.D0 < target0) {
+        /* The start is a mix of two exactly feasible channels: the first
+         * upper bound, once repaired against the rounding of the mix. */
+        memcpy(w.best, w.C, nn * sizeof *w.best);
+        best_beta = mi_geoind_repair(&w.g, w.eps_edge, w.best);
+        if (mi_channel_distortion(s, w.best) <= L)
+            best_upper = ts_mi_bits(s->pb, w.best) * M_LN2;
+    }
+    double target = L * (1.0 - PD_HEADROOM), t = 0.0;
     double least = w.D0;
     unsigned it = 0, max_it = params->max_iterations;
     /* A certificate costs about as much as n / 10 steps (the repair's
@@ -765,10 +773,12 @@ int mi_geoind_pd_solve(mi_solver *s, const ts_mi_params *params, double *out,
     result->least_distortion_m = least;
     result->least_distortion_lower_m = NAN;
     if (!isfinite(best_upper)) {
-        rc = ts_fail(err, errlen, "mi-optimal: no channel with geo-ind "
-                     "epsilon %g per m within E[d] <= %g m was found: the "
-                     "least held is %.9g m (the exponential channel at half "
-                     "the edge epsilon)", s->pb->geoind_epsilon, L, w.D0);
+        rc = ts_fail(err, errlen, "mi-optimal: no exactly geo-ind channel "
+                     "(epsilon %g per m) within E[d] <= %g m was found in %u "
+                     "steps: the least held is %.9g m (more steps, a larger "
+                     "L, or the lp solver up to %u cells)",
+                     s->pb->geoind_epsilon, L, it, least,
+                     (unsigned)TS_MI_GEOIND_MAX_CELLS);
         goto out;
     }
     memcpy(out, w.best, nn * sizeof *out);
