@@ -75,7 +75,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Entries stay at or above exp(PD_LOG_FLOOR), as in mi_plain.c. */
+/* Entries stay at or above exp(PD_LOG_FLOOR), the floor of mi_tilt_rows. */
 #define PD_LOG_FLOOR (-600.0)
 /* The primal step (1: Blahut-Arimoto's) and the dual's relative step. */
 #define PD_ETA 1.0
@@ -94,7 +94,6 @@
 #define PD_ROW_FLOOR 0.1
 /* A certificate every this many steps (and at the last). */
 #define PD_CERT_EVERY 10
-#define PD_MU_STEPS 200
 /* Golden-section steps over the multipliers' scale in the bound. */
 #define PD_SCALE_STEPS 12
 /* The repair's envelope-and-normalise rounds, and the relative slack of
@@ -102,7 +101,6 @@
 #define PD_ENVELOPE_ROUNDS 4
 #define PD_SLACK 0.2
 static const double PD_LEAST_SLACK[3] = { 0.02, 0.1, 0.3 };
-#define PD_TILT_PRECISION 1e-12
 
 typedef struct pd {
     mi_geograph g;
@@ -113,6 +111,7 @@ typedef struct pd {
     double *lc, *lcn;   /* n x n: log channel, current and next */
     double *C, *Cn;     /* n x n: channel, current and next */
     double *a;          /* n x n: the untilted step */
+    double *d;          /* n x n: cost(x, z) on visited rows, 0 on others */
     double *lam;        /* 2 edges x n multipliers */
     double *H;          /* n x n: A^T lambda */
     double *F;          /* n x n: the repaired iterate */
@@ -134,6 +133,7 @@ static void pd_free(pd *w)
     free(w->C);
     free(w->Cn);
     free(w->a);
+    free(w->d);
     free(w->lam);
     free(w->H);
     free(w->F);
@@ -160,6 +160,7 @@ static int pd_init(pd *w, const mi_solver *s, char *err, size_t errlen)
     w->C = malloc(nn * sizeof *w->C);
     w->Cn = malloc(nn * sizeof *w->Cn);
     w->a = malloc(nn * sizeof *w->a);
+    w->d = calloc(nn, sizeof *w->d);
     w->lam = calloc(2 * E * n + 1, sizeof *w->lam);
     w->H = malloc(nn * sizeof *w->H);
     w->F = malloc(nn * sizeof *w->F);
@@ -169,7 +170,7 @@ static int pd_init(pd *w, const mi_solver *s, char *err, size_t errlen)
     w->best = malloc(nn * sizeof *w->best);
     w->S0 = malloc(nn * sizeof *w->S0);
     if (!w->ratio || !w->pt || !w->lc || !w->lcn || !w->C || !w->Cn ||
-        !w->a || !w->lam || !w->H || !w->F || !w->lF || !w->lab ||
+        !w->a || !w->d || !w->lam || !w->H || !w->F || !w->lF || !w->lab ||
         !w->heap || !w->best || !w->S0) {
         pd_free(w);
         return ts_fail(err, errlen, "mi-optimal: out of memory for the "
@@ -177,6 +178,13 @@ static int pd_init(pd *w, const mi_solver *s, char *err, size_t errlen)
     }
     for (size_t e = 0; e < E; e++)
         w->ratio[e] = exp(w->eps_edge * w->g.len[e]);
+    /* The tilt's costs: rows nobody visits carry no distortion, so they
+     * are not tilted. */
+    for (size_t i = 0; i < s->m; i++) {
+        size_t x = s->visited[i];
+        for (size_t z = 0; z < n; z++)
+            w->d[x * n + z] = mi_cost(s->pb, x, z);
+    }
     /* Rows nobody visits have no gradient of their own; their steps are
      * weighted like the lightest visited row's. */
     double pmin = INFINITY;
@@ -210,102 +218,6 @@ static void pd_exponential_channel(pd *w, const mi_solver *s)
     }
     mi_geoind_repair(&w->g, w->eps_edge, w->S0);
     w->D0 = mi_channel_distortion(s, w->S0);
-}
-
-/* Rows C(x, z) ∝ exp(a(x, z) - t cost(x, z)) (visited rows; the others
- * are only normalised, as they carry no distortion) into w->Cn and their
- * logs into w->lcn; returns E[d] and its slope in t. */
-static double pd_tilt(pd *w, const mi_solver *s, double t, double *slope)
-{
-    size_t n = w->n;
-    double D = 0.0, dD = 0.0, floor_value = exp(PD_LOG_FLOOR);
-    for (size_t x = 0; x < n; x++) {
-        uint32_t i = s->row_of[x];
-        const double *wr = i == UINT32_MAX ? NULL : s->W + (size_t)i * n;
-        double px = s->px[x], tt = wr != NULL ? t / px : 0.0;
-        const double *a = w->a + x * n;
-        double *row = w->Cn + x * n, *lrow = w->lcn + x * n;
-        double top = -INFINITY;
-        for (size_t z = 0; z < n; z++) {
-            double e = wr != NULL ? a[z] - tt * wr[z] : a[z];
-            lrow[z] = e;
-            if (e > top)
-                top = e;
-        }
-        double s0 = 0.0, s1 = 0.0, s2 = 0.0;
-        for (size_t z = 0; z < n; z++) {
-            double e = exp(lrow[z] - top);
-            row[z] = e;
-            s0 += e;
-            if (wr != NULL) {
-                s1 += e * wr[z];
-                s2 += e * wr[z] * wr[z] / px;
-            }
-        }
-        if (wr != NULL) {
-            /* In units of W = p(x) cost: E[d] = sum_x mean W, and its
-             * slope is minus the p(x)-weighted variance of the cost. */
-            double mean = s1 / s0;
-            D += mean;
-            double var = s2 / s0 - mean * mean / px;
-            dD -= var > 0.0 ? var : 0.0;
-        }
-        double shift = top + log(s0), inv = 1.0 / s0;
-        for (size_t z = 0; z < n; z++) {
-            double l = lrow[z] - shift;
-            if (l < PD_LOG_FLOOR) {
-                lrow[z] = PD_LOG_FLOOR;
-                row[z] = floor_value;
-            } else {
-                lrow[z] = l;
-                row[z] *= inv;
-            }
-        }
-    }
-    *slope = dD;
-    return D;
-}
-
-/* t >= 0 with E[d] = target (0 if slack), by Newton kept in a bisection
- * bracket, warm from the last t; ends on the feasible side. -1 if no t
- * reaches the target. */
-static int pd_solve_tilt(pd *w, const mi_solver *s, double target,
-                         double *t_io)
-{
-    double lo = 0.0, hi = INFINITY, t = *t_io, slope;
-    for (int it = 0;; it++) {
-        double D = pd_tilt(w, s, t, &slope);
-        if (fabs(D - target) <= PD_TILT_PRECISION * target)
-            break;
-        if (D > target) {
-            lo = t;
-        } else {
-            hi = t;
-            if (t == 0.0)
-                break;
-        }
-        int capped = it + 1 >= PD_MU_STEPS;
-        if (capped && !isfinite(hi))
-            return -1;
-        if (capped || (isfinite(hi) && hi - lo <= 1e-15 * hi)) {
-            if (D > target)
-                pd_tilt(w, s, hi, &slope);
-            t = hi;
-            break;
-        }
-        double next = slope < 0.0 ? t - (D - target) / slope : NAN;
-        if (!(next > lo && next < hi)) {
-            if (lo == 0.0 && t > 0.0 && !(next > lo))
-                next = 0.0;
-            else if (isfinite(hi))
-                next = 0.5 * (lo + hi);
-            else
-                next = 2.0 * t + 1.0 / target;
-        }
-        t = next;
-    }
-    *t_io = t;
-    return 0;
 }
 
 /* H = A^T lambda. */
@@ -755,7 +667,8 @@ int mi_geoind_pd_solve(mi_solver *s, const ts_mi_params *params, double *out,
             for (size_t z = 0; z < n; z++)
                 a[z] = l[z] - step * ((g != NULL ? g[z] : 0.0) + h[z]);
         }
-        if (pd_solve_tilt(&w, s, target, &t) != 0) {
+        mi_tilt tl = { n, NULL, w.d, s->px, w.a };
+        if (mi_tilt_solve(&tl, n, target, t, w.lcn, w.Cn, &t) != 0) {
             /* The rows collapsed (a step too long for them): the best
              * certified channel so far stands, and the gap says how good
              * it is. */

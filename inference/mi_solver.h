@@ -95,6 +95,30 @@ int mi_frank_wolfe(mi_solver *s, const mi_fw_oracle *oracle, double *A,
                    unsigned *iterations, ts_mi_result *result, char *err,
                    size_t errlen);
 
+/* The rows' tilt towards E[d] = L, shared by the mirror steps of both
+ * mi_plain.c and mi_geoind_pd.c: row i (of cell cell[i], or i itself when
+ * cell is NULL) becomes C(x, z) ∝ exp(a(i, z) - t d(i, z)), entries
+ * floored at exp(-600); E[d] = sum_i px[x] sum_z d(i, z) C(x, z). */
+typedef struct mi_tilt {
+    size_t rows;
+    const uint32_t *cell;    /* NULL: row i is cell i */
+    const double *d;         /* rows x n: cost of each entry, metres */
+    const double *px;        /* by cell: the weight of its row in E[d] */
+    const double *a;         /* rows x n: the untilted logs */
+} mi_tilt;
+
+/* Writes the tilted rows to A (at their cells' rows) and their logs to la
+ * (rows x n); returns E[d] and its slope in t (minus the px-weighted
+ * variance of d under the rows). */
+double mi_tilt_rows(const mi_tilt *tl, size_t n, double t, double *la,
+                    double *A, double *slope);
+/* The tilt t >= 0 that makes E[d] = L (0 if L is slack there), writing
+ * its channel: Newton kept in a bisection bracket, warm from t; past the
+ * step cap it settles on the feasible end of its bracket; -1 if it has
+ * none (L below what any tilt reaches). */
+int mi_tilt_solve(const mi_tilt *tl, size_t n, double L, double t,
+                  double *la, double *A, double *tilt);
+
 /* ---------------------------------------------------- the plain polytope */
 
 /* Without geo-ind: the best channel by mirror descent (and Frank-Wolfe if
