@@ -47,13 +47,7 @@ static int compare_u64(const void *p, const void *q)
     return (a > b) - (a < b);
 }
 
-/* A binary min-heap of (distance, cell) with lazy deletion. */
-typedef struct heap_item {
-    double d;
-    uint32_t v;
-} heap_item;
-
-static void heap_push(heap_item *h, size_t *len, heap_item it)
+void mi_heap_push(mi_heap_item *h, size_t *len, mi_heap_item it)
 {
     size_t i = (*len)++;
     while (i > 0) {
@@ -66,9 +60,9 @@ static void heap_push(heap_item *h, size_t *len, heap_item it)
     h[i] = it;
 }
 
-static heap_item heap_pop(heap_item *h, size_t *len)
+mi_heap_item mi_heap_pop(mi_heap_item *h, size_t *len)
 {
-    heap_item top = h[0], last = h[--(*len)];
+    mi_heap_item top = h[0], last = h[--(*len)];
     size_t i = 0;
     for (;;) {
         size_t c = 2 * i + 1;
@@ -88,22 +82,22 @@ static heap_item heap_pop(heap_item *h, size_t *len)
 
 /* max over y of sp(src, y) / d(src, y); INFINITY if some y is unreached. */
 static double stretch_from(const mi_geograph *g, const ts_vec2 *c,
-                           size_t src, double *sp, heap_item *heap)
+                           size_t src, double *sp, mi_heap_item *heap)
 {
     size_t n = g->n, len = 0;
     for (size_t y = 0; y < n; y++)
         sp[y] = INFINITY;
     sp[src] = 0.0;
-    heap_push(heap, &len, (heap_item){ 0.0, (uint32_t)src });
+    mi_heap_push(heap, &len, (mi_heap_item){ 0.0, (uint32_t)src });
     while (len > 0) {
-        heap_item it = heap_pop(heap, &len);
+        mi_heap_item it = mi_heap_pop(heap, &len);
         if (it.d > sp[it.v])
             continue;
         for (size_t t = g->start[it.v]; t < g->start[it.v + 1]; t++) {
             double nd = it.d + g->len[g->edge_of[t]];
             if (nd < sp[g->to[t]]) {
                 sp[g->to[t]] = nd;
-                heap_push(heap, &len, (heap_item){ nd, g->to[t] });
+                mi_heap_push(heap, &len, (mi_heap_item){ nd, g->to[t] });
             }
         }
     }
@@ -172,7 +166,7 @@ int mi_geograph_init(mi_geograph *g, const ts_vec2 *c, size_t n, char *err,
     g->to = malloc((2 * edges + 1) * sizeof *g->to);
     g->edge_of = malloc((2 * edges + 1) * sizeof *g->edge_of);
     double *sp = malloc(n * sizeof *sp);
-    heap_item *heap = malloc((2 * edges + n + 1) * sizeof *heap);
+    mi_heap_item *heap = malloc((2 * edges + n + 1) * sizeof *heap);
     if (!g->a || !g->b || !g->len || !g->start || !g->to || !g->edge_of ||
         !sp || !heap) {
         free(pairs);

@@ -1,5 +1,5 @@
 /* The geo-ind MI-optimal channel by Frank-Wolfe over GLPK's LP: exact
- * linear steps, so the reference the first-order solver (mi_geoind.c) is
+ * linear steps, so the reference the first-order solver (mi_geoind_pd.c) is
  * tested against; limited to TS_MI_GEOIND_MAX_CELLS cells because each
  * step is an LP over all n^2 entries with about 8 n^2 neighbour
  * constraints (mi_geograph.c), solved by GLPK's simplex, warm-started from

@@ -119,10 +119,15 @@ int ts_mi_optimize(const ts_mi_problem *problem, const ts_mi_params *params,
     if (validate(problem, params, &total, err, errlen) != 0)
         return -1;
     int geo = problem->geoind_epsilon > 0.0;
-    if (geo && problem->cells > TS_MI_GEOIND_MAX_CELLS)
+    int first_order =
+        params->geoind_solver == TS_MI_GEOIND_FIRST_ORDER ||
+        (params->geoind_solver == TS_MI_GEOIND_AUTO &&
+         problem->cells > TS_MI_GEOIND_MAX_CELLS);
+    if (geo && !first_order && problem->cells > TS_MI_GEOIND_MAX_CELLS)
         return ts_fail(err, errlen, "mi-optimal: with geoind_epsilon the "
-                       "linear steps are LPs over cells^2 entries; %zu cells "
-                       "exceed the limit of %u (use larger cells)",
+                       "exact LP solver's linear steps are LPs over cells^2 "
+                       "entries; %zu cells exceed its limit of %u (use the "
+                       "first-order solver or larger cells)",
                        problem->cells, (unsigned)TS_MI_GEOIND_MAX_CELLS);
     if (geo && problem->distortion_m == 0.0)
         return ts_fail(err, errlen, "mi-optimal: no geo-indistinguishable "
@@ -135,6 +140,9 @@ int ts_mi_optimize(const ts_mi_problem *problem, const ts_mi_params *params,
         rc = mi_plain_solve(&s, params, channel, result, err, errlen);
         if (rc == 0)
             fill_unvisited(&s, channel);
+    } else if (first_order) {
+        result->solver_first_order = 1;
+        rc = mi_geoind_pd_solve(&s, params, channel, result, err, errlen);
     } else {
         rc = mi_geoind_lp_solve(&s, params, channel, result, err, errlen);
     }

@@ -33,15 +33,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Entries of the mirror-descent channel stay at or above exp(LOG_FLOOR)
- * (about 1e-261): a hard zero could never grow back under a
- * multiplicative update, and a column some users reach and others not
- * would have an infinite gradient. Times p(u, x) this is still a normal
- * double, so J never underflows. The floor moves E[d] by at most
- * n exp(LOG_FLOOR) times the largest cost, far below the 1e-9 allowed. */
-#define LOG_FLOOR (-600.0)
-/* The multiplier is solved to this relative precision on E[d]. */
-#define MU_PRECISION 1e-12
+/* Entries of the mirror-descent channel stay at or above exp(-600), the
+ * floor of mi_tilt_rows (mi_solver.c): a hard zero could never grow back
+ * under a multiplicative update, and a column some users reach and others
+ * not would have an infinite gradient. Times p(u, x) this is still a
+ * normal double, so J never underflows. The floor moves E[d] by at most
+ * n exp(-600) times the largest cost, far below the 1e-9 allowed. The
+ * multiplier's steps are capped at MU_MAX_STEPS there too. */
 #define MU_MAX_STEPS 200
 #define ETA_MAX 1024.0
 
@@ -326,102 +324,6 @@ static int md_init(md *w, const mi_solver *s, char *err, size_t errlen)
     return 0;
 }
 
-/* The tilted rows C(x, z) ∝ exp(a(x, z) - t d(x, z)): writes them to A
- * (visited rows) and their logs to la, returns E[d] and its derivative in
- * t (minus the p(x)-weighted variance of d under the rows). */
-static double md_tilt(const md *w, const mi_solver *s, double t, double *la,
-                      double *A, double *slope)
-{
-    size_t n = s->n;
-    double D = 0.0, dD = 0.0;
-    double floor_value = exp(LOG_FLOOR);
-    for (size_t i = 0; i < s->m; i++) {
-        size_t x = s->visited[i];
-        const double *a = w->a + i * n, *d = w->d + i * n;
-        double *row = A + x * n, *lrow = la + i * n;
-        double top = -INFINITY;
-        for (size_t z = 0; z < n; z++) {
-            double e = a[z] - t * d[z];
-            lrow[z] = e;
-            if (e > top)
-                top = e;
-        }
-        double s0 = 0.0, s1 = 0.0, s2 = 0.0;
-        for (size_t z = 0; z < n; z++) {
-            double e = exp(lrow[z] - top);
-            row[z] = e;
-            s0 += e;
-            s1 += e * d[z];
-            s2 += e * d[z] * d[z];
-        }
-        double mean = s1 / s0;
-        double var = s2 / s0 - mean * mean;
-        D += s->px[x] * mean;
-        dD -= s->px[x] * (var > 0.0 ? var : 0.0);
-        double shift = top + log(s0), inv = 1.0 / s0;
-        for (size_t z = 0; z < n; z++) {
-            double l = lrow[z] - shift;
-            if (l < LOG_FLOOR) {
-                lrow[z] = LOG_FLOOR;
-                row[z] = floor_value;
-            } else {
-                lrow[z] = l;
-                row[z] *= inv;
-            }
-        }
-    }
-    *slope = dD;
-    return D;
-}
-
-/* The tilt t >= 0 that makes E[d] = L (0 if L is slack there), writing
- * its channel. E[d] falls as t grows (its slope is minus a variance), so
- * a Newton iteration kept in a bisection bracket, started from the last
- * step's multiplier, takes two or three passes once warm. Past the step
- * cap it settles on the feasible end of its bracket; -1 if it has none
- * (L below what any tilt reaches). */
-static int md_solve_tilt(const md *w, const mi_solver *s, double L,
-                         double t, double *la, double *A, double *tilt)
-{
-    double lo = 0.0, hi = INFINITY, slope;
-    int tried_zero = 0;
-    for (int it = 0;; it++) {
-        tried_zero |= t == 0.0;
-        double D = md_tilt(w, s, t, la, A, &slope);
-        if (fabs(D - L) <= MU_PRECISION * L)
-            break;
-        if (D > L) {
-            lo = t;
-        } else {
-            hi = t;
-            if (t == 0.0)
-                break;   /* the bound is slack: no tilt */
-        }
-        int capped = it + 1 >= MU_MAX_STEPS;
-        if (capped && !isfinite(hi))
-            return -1;
-        if (capped || (isfinite(hi) && hi - lo <= 1e-15 * hi)) {
-            /* Rounding floor, or the cap: settle on the feasible side. */
-            if (D > L)
-                md_tilt(w, s, hi, la, A, &slope);
-            t = hi;
-            break;
-        }
-        double next = slope < 0.0 ? t - (D - L) / slope : NAN;
-        if (!(next > lo && next < hi)) {
-            if (!(next > lo) && lo == 0.0 && !tried_zero)
-                next = 0.0;
-            else if (isfinite(hi))
-                next = 0.5 * (lo + hi);
-            else
-                next = 2.0 * t + 1.0 / L;
-        }
-        t = next;
-    }
-    *tilt = t;
-    return 0;
-}
-
 /* sum_x p(x) sum_z C log C over the visited rows (<= 0). */
 static double row_entropy(const mi_solver *s, const double *C)
 {
@@ -573,7 +475,8 @@ static int md_solve(mi_solver *s, plain_oracle *o, double tol,
                 a[z] = (l[z] - g[z] * step) * shrink;
         }
         double t;
-        if (md_solve_tilt(&w, s, L, eta * w.mu * shrink, w.lb, cand,
+        mi_tilt tl = { m, s->visited, w.d, s->px, w.a };
+        if (mi_tilt_solve(&tl, n, L, eta * w.mu * shrink, w.lb, cand,
                           &t) != 0) {
             rc = ts_fail(err, errlen, "mi-optimal: the distortion "
                          "multiplier did not converge in %d steps",

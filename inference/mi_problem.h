@@ -12,10 +12,20 @@
 /* The channel and the optimizer's workspaces are cells x cells. */
 #define TS_MI_MAX_CELLS 4096u
 #define TS_MI_MAX_USERS 100000u
-/* With geoind_epsilon each linear step is an LP over cells^2 entries and
- * about 8 cells^2 neighbour constraints (mi_geoind_lp.c); beyond this
- * many cells ts_mi_optimize refuses instead of weakening the guarantee. */
+/* With geoind_epsilon the exact solver's linear steps are LPs over
+ * cells^2 entries and about 8 cells^2 neighbour constraints
+ * (mi_geoind_lp.c): it takes at most this many cells. */
 #define TS_MI_GEOIND_MAX_CELLS 144u
+/* The first-order geo-ind solver (mi_geoind_pd.c) keeps 8 cells^2
+ * multipliers and about 10 cells^2 other doubles: 330 MB at this many. */
+#define TS_MI_GEOIND_PD_MAX_CELLS 1600u
+
+/* Which geo-ind solver ts_mi_optimize runs. */
+typedef enum ts_mi_geoind_solver {
+    TS_MI_GEOIND_AUTO = 0,      /* the LP up to TS_MI_GEOIND_MAX_CELLS */
+    TS_MI_GEOIND_LP,            /* Frank-Wolfe over GLPK's LP (exact) */
+    TS_MI_GEOIND_FIRST_ORDER,   /* the primal-dual method, any size */
+} ts_mi_geoind_solver;
 
 typedef struct ts_mi_problem {
     size_t cells;               /* n: inputs and outputs are the same cells */
@@ -52,6 +62,7 @@ typedef struct ts_mi_params {
      * stalls; 1 runs Frank-Wolfe alone (for comparison). The result's
      * guarantees are the same either way. */
     int frank_wolfe_only;
+    ts_mi_geoind_solver geoind_solver;
 } ts_mi_params;
 
 typedef struct ts_mi_result {
@@ -72,6 +83,11 @@ typedef struct ts_mi_result {
      * value of that least, a hair below (GLPK's tolerance). */
     double least_distortion_m;
     double least_distortion_lower_m;
+    /* The certificate's lower bound on the optimum, bits: mi_bits -
+     * gap_bits when the gap is positive (the first-order geo-ind solver,
+     * which names the solver it was in solver_first_order = 1). */
+    double lower_bound_bits;
+    int solver_first_order;
 } ts_mi_result;
 
 /* I(U; Z) in bits and E[d(X, Z)] in metres of a channel for a problem. */

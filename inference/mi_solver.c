@@ -35,6 +35,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The tilt's entries stay at or above exp(TILT_LOG_FLOOR) (about
+ * 1e-261): a hard zero could never grow back under a multiplicative
+ * update (mi_plain.c, mi_geoind_pd.c). */
+#define TILT_LOG_FLOOR (-600.0)
+/* The multiplier is solved to this relative precision on E[d]. */
+#define MU_PRECISION 1e-12
+#define MU_MAX_STEPS 200
 /* alpha of C = alpha * A is folded into A below this. */
 #define ALPHA_FLOOR 1e-150
 /* Caps of the line search's Newton-bisection. */
@@ -409,4 +416,90 @@ double ts_mi_distortion(const ts_mi_problem *problem, const double *channel)
         D += px / total * r;
     }
     return D;
+}
+
+double mi_tilt_rows(const mi_tilt *tl, size_t n, double t, double *la,
+                    double *A, double *slope)
+{
+    double D = 0.0, dD = 0.0;
+    double floor_value = exp(TILT_LOG_FLOOR);
+    for (size_t i = 0; i < tl->rows; i++) {
+        size_t x = tl->cell != NULL ? tl->cell[i] : i;
+        const double *a = tl->a + i * n, *d = tl->d + i * n;
+        double *row = A + x * n, *lrow = la + i * n;
+        double top = -INFINITY;
+        for (size_t z = 0; z < n; z++) {
+            double e = a[z] - t * d[z];
+            lrow[z] = e;
+            if (e > top)
+                top = e;
+        }
+        double s0 = 0.0, s1 = 0.0, s2 = 0.0;
+        for (size_t z = 0; z < n; z++) {
+            double e = exp(lrow[z] - top);
+            row[z] = e;
+            s0 += e;
+            s1 += e * d[z];
+            s2 += e * d[z] * d[z];
+        }
+        double mean = s1 / s0;
+        double var = s2 / s0 - mean * mean;
+        D += tl->px[x] * mean;
+        dD -= tl->px[x] * (var > 0.0 ? var : 0.0);
+        double shift = top + log(s0), inv = 1.0 / s0;
+        for (size_t z = 0; z < n; z++) {
+            double l = lrow[z] - shift;
+            if (l < TILT_LOG_FLOOR) {
+                lrow[z] = TILT_LOG_FLOOR;
+                row[z] = floor_value;
+            } else {
+                lrow[z] = l;
+                row[z] *= inv;
+            }
+        }
+    }
+    *slope = dD;
+    return D;
+}
+
+int mi_tilt_solve(const mi_tilt *tl, size_t n, double L, double t,
+                  double *la, double *A, double *tilt)
+{
+    double lo = 0.0, hi = INFINITY, slope;
+    int tried_zero = 0;
+    for (int it = 0;; it++) {
+        tried_zero |= t == 0.0;
+        double D = mi_tilt_rows(tl, n, t, la, A, &slope);
+        if (fabs(D - L) <= MU_PRECISION * L)
+            break;
+        if (D > L) {
+            lo = t;
+        } else {
+            hi = t;
+            if (t == 0.0)
+                break;   /* the bound is slack: no tilt */
+        }
+        int capped = it + 1 >= MU_MAX_STEPS;
+        if (capped && !isfinite(hi))
+            return -1;
+        if (capped || (isfinite(hi) && hi - lo <= 1e-15 * hi)) {
+            /* Rounding floor, or the cap: settle on the feasible side. */
+            if (D > L)
+                mi_tilt_rows(tl, n, hi, la, A, &slope);
+            t = hi;
+            break;
+        }
+        double next = slope < 0.0 ? t - (D - L) / slope : NAN;
+        if (!(next > lo && next < hi)) {
+            if (!(next > lo) && lo == 0.0 && !tried_zero)
+                next = 0.0;
+            else if (isfinite(hi))
+                next = 0.5 * (lo + hi);
+            else
+                next = 2.0 * t + 1.0 / L;
+        }
+        t = next;
+    }
+    *tilt = t;
+    return 0;
 }

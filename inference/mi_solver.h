@@ -8,7 +8,10 @@
  *   mi_plain.c       without geo-ind: exact linear step and mirror descent
  *   mi_geograph.c    the neighbour (Yao) graph and its exact stretch
  *   mi_geoind_lp.c   with geo-ind: Frank-Wolfe over GLPK's LP (at most
- *                    TS_MI_GEOIND_MAX_CELLS cells)
+ *                    TS_MI_GEOIND_MAX_CELLS cells), the exact reference
+ *   mi_geoind_pd.c   with geo-ind at city scale: a primal-dual method,
+ *                    repaired to exact feasibility and certified by a
+ *                    Lagrangian bound
  *
  * Notation. n cells, k users, m visited cells (p(x) > 0). C is n x n,
  * row-major, C[x * n + z] = P(z | x). J(u, z) = sum_x p(u, x) C(x, z),
@@ -92,6 +95,30 @@ int mi_frank_wolfe(mi_solver *s, const mi_fw_oracle *oracle, double *A,
                    unsigned *iterations, ts_mi_result *result, char *err,
                    size_t errlen);
 
+/* The rows' tilt towards E[d] = L, shared by the mirror steps of both
+ * mi_plain.c and mi_geoind_pd.c: row i (of cell cell[i], or i itself when
+ * cell is NULL) becomes C(x, z) ∝ exp(a(i, z) - t d(i, z)), entries
+ * floored at exp(-600); E[d] = sum_i px[x] sum_z d(i, z) C(x, z). */
+typedef struct mi_tilt {
+    size_t rows;
+    const uint32_t *cell;    /* NULL: row i is cell i */
+    const double *d;         /* rows x n: cost of each entry, metres */
+    const double *px;        /* by cell: the weight of its row in E[d] */
+    const double *a;         /* rows x n: the untilted logs */
+} mi_tilt;
+
+/* Writes the tilted rows to A (at their cells' rows) and their logs to la
+ * (rows x n); returns E[d] and its slope in t (minus the px-weighted
+ * variance of d under the rows). */
+double mi_tilt_rows(const mi_tilt *tl, size_t n, double t, double *la,
+                    double *A, double *slope);
+/* The tilt t >= 0 that makes E[d] = L (0 if L is slack there), writing
+ * its channel: Newton kept in a bisection bracket, warm from t; past the
+ * step cap it settles on the feasible end of its bracket; -1 if it has
+ * none (L below what any tilt reaches). */
+int mi_tilt_solve(const mi_tilt *tl, size_t n, double L, double t,
+                  double *la, double *A, double *tilt);
+
 /* ---------------------------------------------------- the plain polytope */
 
 /* Without geo-ind: the best channel by mirror descent (and Frank-Wolfe if
@@ -114,6 +141,16 @@ typedef struct mi_geograph {
     double stretch;
 } mi_geograph;
 
+/* A binary min-heap of (distance, cell) with lazy deletion (Dijkstra's
+ * queue); room for every push must be allocated by the caller. */
+typedef struct mi_heap_item {
+    double d;
+    uint32_t v;
+} mi_heap_item;
+
+void mi_heap_push(mi_heap_item *h, size_t *len, mi_heap_item it);
+mi_heap_item mi_heap_pop(mi_heap_item *h, size_t *len);
+
 int mi_geograph_init(mi_geograph *g, const ts_vec2 *centres, size_t n,
                      char *err, size_t errlen);
 void mi_geograph_free(mi_geograph *g);
@@ -132,6 +169,10 @@ double mi_geoind_repair_weight(const mi_geograph *g, double eps_edge,
 
 /* With geo-ind, by Frank-Wolfe over GLPK's LP (mi_geoind_lp.c). */
 int mi_geoind_lp_solve(mi_solver *s, const ts_mi_params *params, double *C,
+                       ts_mi_result *result, char *err, size_t errlen);
+/* With geo-ind, by the primal-dual method (mi_geoind_pd.c): all n rows of
+ * C, exactly feasible, the gap a certified bound. */
+int mi_geoind_pd_solve(mi_solver *s, const ts_mi_params *params, double *C,
                        ts_mi_result *result, char *err, size_t errlen);
 
 #endif

@@ -14,40 +14,12 @@
 #include "inference/mi_smooth.h"
 #include "mechanisms/rng.h"
 #include "tests/support/check_run.h"
-
-static void grid(size_t cols, size_t rows, double dx, double dy,
-                 ts_vec2 *centres)
-{
-    for (size_t r = 0; r < rows; r++)
-        for (size_t c = 0; c < cols; c++)
-            centres[r * cols + c] =
-                (ts_vec2){ (double)c * dx + dx / 2, (double)r * dy + dy / 2 };
-}
+#include "tests/support/grid_centres.h"
+#include "tests/support/mi_joint.h"
 
 static double d2(ts_vec2 a, ts_vec2 b)
 {
     return hypot(a.x - b.x, a.y - b.y);
-}
-
-/* Each user a cloud around its own home cell; `zero_share` of the cells
- * each user never visits. */
-static void random_joint(ts_rng *rng, const ts_vec2 *c, size_t n, size_t k,
-                         double spread_m, double zero_share, double *joint)
-{
-    double total = 0.0;
-    for (size_t u = 0; u < k; u++) {
-        size_t home = (size_t)(ts_rng_uniform_open(rng) * (double)n) % n;
-        for (size_t x = 0; x < n; x++) {
-            double w = exp(-d2(c[x], c[home]) / spread_m) *
-                       (0.2 + ts_rng_uniform_open(rng));
-            if (x != home && ts_rng_uniform_open(rng) < zero_share)
-                w = 0.0;
-            joint[u * n + x] = w;
-            total += w;
-        }
-    }
-    for (size_t i = 0; i < n * k; i++)
-        joint[i] /= total;
 }
 
 /* I(U; X): the MI of the identity channel, from the joint alone. */
@@ -120,13 +92,13 @@ TS_TEST(test_certificate_and_constraint_on_random_instances)
 {
     enum { COLS = 7, ROWS = 6, N = COLS * ROWS, K = 5 };
     ts_vec2 c[N];
-    grid(COLS, ROWS, 200.0, 150.0, c);
+    ts_test_grid_centres(COLS, ROWS, 200.0, 150.0, c);
     double joint[K * N];
     static double C[N * N];
     ts_rng *rng = ts_rng_new_seeded(1301);
     const double Ls[] = { 30.0, 120.0, 400.0 };
     for (int trial = 0; trial < 3; trial++) {
-        random_joint(rng, c, N, K, 300.0, 0.4, joint);
+        ts_test_mi_joint(rng, c, N, K, 300.0, 0.4, joint);
         double mi_x = mi_of_joint_bits(joint, N, K);
         double prev = INFINITY;
         for (size_t l = 0; l < sizeof Ls / sizeof Ls[0]; l++) {
@@ -151,13 +123,13 @@ TS_TEST(test_mirror_descent_and_frank_wolfe_agree)
 {
     enum { COLS = 6, ROWS = 5, N = COLS * ROWS, K = 6 };
     ts_vec2 c[N];
-    grid(COLS, ROWS, 100.0, 100.0, c);
+    ts_test_grid_centres(COLS, ROWS, 100.0, 100.0, c);
     double joint[K * N];
     static double A[N * N], B[N * N];
     ts_rng *rng = ts_rng_new_seeded(1303);
     const double Ls[] = { 20.0, 80.0, 150.0 };
     for (int trial = 0; trial < 3; trial++) {
-        random_joint(rng, c, N, K, 200.0, 0.5, joint);
+        ts_test_mi_joint(rng, c, N, K, 200.0, 0.5, joint);
         for (size_t l = 0; l < sizeof Ls / sizeof Ls[0]; l++) {
             ts_mi_problem pb = { .cells = N, .centres = c, .users = K,
                                  .joint = joint, .distortion_m = Ls[l] };
@@ -254,7 +226,7 @@ TS_TEST(test_tiny_instance_matches_independent_solver)
 {
     enum { N = 9, K = 3 };
     ts_vec2 c[N];
-    grid(3, 3, 100.0, 100.0, c);
+    ts_test_grid_centres(3, 3, 100.0, 100.0, c);
     /* Three users on overlapping corners of the 3 x 3 grid. */
     const double w[K][N] = {
         { 4, 3, 0, 3, 2, 0, 0, 0, 0 },
@@ -314,11 +286,11 @@ TS_TEST(test_loose_bound_gives_constant_channel)
 {
     enum { COLS = 5, ROWS = 4, N = COLS * ROWS, K = 4 };
     ts_vec2 c[N];
-    grid(COLS, ROWS, 100.0, 100.0, c);
+    ts_test_grid_centres(COLS, ROWS, 100.0, 100.0, c);
     double joint[K * N];
     static double C[N * N];
     ts_rng *rng = ts_rng_new_seeded(7);
-    random_joint(rng, c, N, K, 150.0, 0.3, joint);
+    ts_test_mi_joint(rng, c, N, K, 150.0, 0.3, joint);
     double dmax = 0.0;
     for (size_t a = 0; a < N; a++)
         for (size_t b = 0; b < N; b++)
@@ -354,11 +326,11 @@ TS_TEST(test_zero_bound_gives_identity)
 {
     enum { COLS = 4, ROWS = 3, N = COLS * ROWS, K = 3 };
     ts_vec2 c[N];
-    grid(COLS, ROWS, 100.0, 120.0, c);
+    ts_test_grid_centres(COLS, ROWS, 100.0, 120.0, c);
     double joint[K * N];
     double C[N * N];
     ts_rng *rng = ts_rng_new_seeded(8);
-    random_joint(rng, c, N, K, 150.0, 0.0, joint);
+    ts_test_mi_joint(rng, c, N, K, 150.0, 0.0, joint);
     ts_mi_problem pb = { .cells = N, .centres = c, .users = K,
                          .joint = joint, .distortion_m = 0.0 };
     ts_mi_result r = solve(&pb, 1e-9, C);
@@ -376,11 +348,11 @@ TS_TEST(test_unvisited_cells_copy_nearest_visited_row)
 {
     enum { COLS = 5, ROWS = 5, N = COLS * ROWS, K = 3 };
     ts_vec2 c[N];
-    grid(COLS, ROWS, 100.0, 100.0, c);
+    ts_test_grid_centres(COLS, ROWS, 100.0, 100.0, c);
     double joint[K * N];
     static double C[N * N];
     ts_rng *rng = ts_rng_new_seeded(9);
-    random_joint(rng, c, N, K, 100.0, 0.0, joint);
+    ts_test_mi_joint(rng, c, N, K, 100.0, 0.0, joint);
     /* Nobody visits the right-hand column. */
     double total = 0.0;
     for (size_t u = 0; u < K; u++)
@@ -436,8 +408,9 @@ TS_TEST(test_geoind_ratio_exact_on_every_triple)
     };
     for (size_t t = 0; t < sizeof cases / sizeof cases[0]; t++) {
         size_t n = cases[t].cols * cases[t].rows;
-        grid(cases[t].cols, cases[t].rows, cases[t].dx, cases[t].dy, c);
-        random_joint(rng, c, n, K, 150.0, 0.5, joint);
+        ts_test_grid_centres(cases[t].cols, cases[t].rows, cases[t].dx,
+                             cases[t].dy, c);
+        ts_test_mi_joint(rng, c, n, K, 150.0, 0.5, joint);
         ts_mi_problem pb = { .cells = n, .centres = c, .users = K,
                              .joint = joint, .distortion_m = cases[t].L,
                              .geoind_epsilon = cases[t].eps };
@@ -519,8 +492,9 @@ TS_TEST(test_geoind_tight_epsilon_on_coarse_sparse_grid)
     };
     for (size_t t = 0; t < sizeof cases / sizeof cases[0]; t++) {
         size_t n = cases[t].cols * cases[t].rows;
-        grid(cases[t].cols, cases[t].rows, cases[t].dx, cases[t].dy, c);
-        random_joint(rng, c, n, K, 1500.0, 0.7, joint);
+        ts_test_grid_centres(cases[t].cols, cases[t].rows, cases[t].dx,
+                             cases[t].dy, c);
+        ts_test_mi_joint(rng, c, n, K, 1500.0, 0.7, joint);
         ts_mi_problem pb = { .cells = n, .centres = c, .users = K,
                              .joint = joint, .distortion_m = cases[t].L,
                              .geoind_epsilon = cases[t].eps };
@@ -559,8 +533,9 @@ TS_TEST(test_geoind_repair_within_bound_near_least)
     const double above[] = { 1e-7, 1e-4, 0.05 };
     for (size_t t = 0; t < sizeof cases / sizeof cases[0]; t++) {
         size_t n = cases[t].cols * cases[t].rows;
-        grid(cases[t].cols, cases[t].rows, cases[t].dx, cases[t].dy, c);
-        random_joint(rng, c, n, K, 2.0 * cases[t].dx, 0.5, joint);
+        ts_test_grid_centres(cases[t].cols, cases[t].rows, cases[t].dx,
+                             cases[t].dy, c);
+        ts_test_mi_joint(rng, c, n, K, 2.0 * cases[t].dx, 0.5, joint);
         ts_mi_problem pb = { .cells = n, .centres = c, .users = K,
                              .joint = joint, .distortion_m = 1.0,
                              .geoind_epsilon = cases[t].eps };
@@ -586,7 +561,7 @@ TS_TEST(test_bad_input)
 {
     enum { N = 4, K = 2 };
     ts_vec2 c[N];
-    grid(2, 2, 100.0, 100.0, c);
+    ts_test_grid_centres(2, 2, 100.0, 100.0, c);
     double joint[K * N] = { 0.25, 0.25, 0, 0, 0, 0, 0.25, 0.25 };
     double C[N * N];
     ts_mi_params params = { .gap_tolerance_bits = 1e-6,
@@ -654,12 +629,15 @@ TS_TEST(test_bad_input)
     pb.distortion_m = 0.0;
     ck_assert(ts_mi_optimize(&pb, &params, C, &r, err, sizeof err) == -1);
 
-    /* Geo-ind above its size limit: refused, naming the limit. */
+    /* Geo-ind above the LP solver's size limit, that solver asked for:
+     * refused, naming the limit (auto takes the first-order solver there,
+     * tests/check_mi_geoind_pd). */
+    params.geoind_solver = TS_MI_GEOIND_LP;
     enum { BIG = TS_MI_GEOIND_MAX_CELLS + 1 };
     ts_vec2 *bc = malloc(BIG * sizeof *bc);
     double *bj = calloc(BIG, sizeof *bj);
     ck_assert(bc != NULL && bj != NULL);
-    grid(BIG, 1, 100.0, 100.0, bc);
+    ts_test_grid_centres(BIG, 1, 100.0, 100.0, bc);
     bj[0] = 1.0;
     ts_mi_problem big = { .cells = BIG, .centres = bc, .users = 1,
                           .joint = bj, .distortion_m = 100.0,
@@ -687,7 +665,7 @@ TS_TEST(test_smooth_keeps_mass_and_backs_off_to_the_population)
 {
     enum { COLS = 12, ROWS = 6, N = COLS * ROWS, K = 3 };
     ts_vec2 c[N];
-    grid(COLS, ROWS, 100.0, 100.0, c);
+    ts_test_grid_centres(COLS, ROWS, 100.0, 100.0, c);
     double counts[K * N] = { 0 }, out[K * N];
     /* Users on the west side only: columns 0-2; the east is empty. */
     counts[0 * N + 0] = 5;
@@ -775,7 +753,7 @@ TS_TEST(test_guard_empty_rows_no_more_identifying_than_population)
 {
     enum { COLS = 8, ROWS = 4, N = COLS * ROWS, K = 3 };
     ts_vec2 c[N];
-    grid(COLS, ROWS, 100.0, 100.0, c);
+    ts_test_grid_centres(COLS, ROWS, 100.0, 100.0, c);
     /* Three users, each at home in one corner, and a shared cell. */
     double joint[K * N] = { 0 };
     joint[0 * N + 0] = 0.30;
@@ -836,7 +814,7 @@ TS_TEST(test_distortion_bound_holds_over_true_points)
 {
     enum { COLS = 6, ROWS = 6, N = COLS * ROWS, K = 4, P = 400 };
     ts_vec2 c[N];
-    grid(COLS, ROWS, 100.0, 100.0, c);
+    ts_test_grid_centres(COLS, ROWS, 100.0, 100.0, c);
     ts_rng *rng = ts_rng_new_seeded(2801);
     static double cost[N * N], C[N * N];
     double joint[K * N] = { 0 };
@@ -909,10 +887,10 @@ TS_TEST(test_row_entropy_certified_and_spreads_rows)
 {
     enum { N = 25, K = 4 };
     ts_vec2 c[N];
-    grid(5, 5, 100.0, 100.0, c);
+    ts_test_grid_centres(5, 5, 100.0, 100.0, c);
     ts_rng *rng = ts_rng_new_seeded(2802);
     double joint[K * N];
-    random_joint(rng, c, N, K, 150.0, 0.3, joint);
+    ts_test_mi_joint(rng, c, N, K, 150.0, 0.3, joint);
     static double C0[N * N], Ct[N * N];
     ts_mi_problem pb = { .cells = N, .centres = c, .users = K,
                          .joint = joint, .distortion_m = 120.0 };
