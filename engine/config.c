@@ -12,6 +12,7 @@
 #include "engine/config_file.h"
 #include "engine/config_override.h"
 #include "engine/log.h"
+#include "engine/profile_params.h"
 #include "inference/channel_file.h"
 #include "inference/model_cache.h"
 
@@ -353,130 +354,6 @@ static void load_settings(ts_config *config)
 
 /* ---------------------------------------------------------- profiles */
 
-/* ts_params over one profile group. */
-typedef struct param_source {
-    config_setting_t *group;
-    ts_model_cache *models;
-    int model_empty;             /* the mechanism asked for a file: "" */
-    ts_channel_file *channel;    /* opened for profile_new, closed after */
-} param_source;
-
-static config_setting_t *param_lookup(param_source *src, const char *key)
-{
-    return config_setting_get_member(src->group, key);
-}
-
-static int param_get_double(void *ctx, const char *key, double *out)
-{
-    config_setting_t *s = param_lookup(ctx, key);
-    if (s == NULL)
-        return 0;
-    if (config_setting_type(s) == CONFIG_TYPE_FLOAT)
-        *out = config_setting_get_float(s);
-    else if (ts_libconfig_is_integer(config_setting_type(s)))
-        *out = (double)config_setting_get_int64(s);
-    else
-        return -1;
-    return 1;
-}
-
-static int param_get_int(void *ctx, const char *key, long long *out)
-{
-    config_setting_t *s = param_lookup(ctx, key);
-    if (s == NULL)
-        return 0;
-    if (!ts_libconfig_is_integer(config_setting_type(s)))
-        return -1;
-    *out = config_setting_get_int64(s);
-    return 1;
-}
-
-static int param_get_bool(void *ctx, const char *key, int *out)
-{
-    config_setting_t *s = param_lookup(ctx, key);
-    if (s == NULL)
-        return 0;
-    if (config_setting_type(s) != CONFIG_TYPE_BOOL)
-        return -1;
-    *out = config_setting_get_bool(s) ? 1 : 0;
-    return 1;
-}
-
-static int param_get_string(void *ctx, const char *key, const char **out)
-{
-    config_setting_t *s = param_lookup(ctx, key);
-    if (s == NULL)
-        return 0;
-    if (config_setting_type(s) != CONFIG_TYPE_STRING)
-        return -1;
-    *out = config_setting_get_string(s);
-    return 1;
-}
-
-/* Errors start with the key name so the error points at the
- * profile's `model` line. */
-static const void *param_get_model(void *ctx, const char *key, char *err,
-                                   size_t errlen)
-{
-    param_source *src = ctx;
-    const char *path = NULL;
-    int found = param_get_string(ctx, key, &path);
-    if (found <= 0) {
-        snprintf(err, errlen, found < 0 ? "%s must be a string (a model "
-                 "file path)" : "%s is required (a model file path, see "
-                 "`tracesan learn`)", key);
-        return NULL;
-    }
-    if (path[0] == '\0') {
-        /* The shipped configuration lists the model-based profiles with
-         * an empty path so that `-o profiles.NAME.model=PATH` can enable
-         * them; the caller turns this failure into a disabled profile. */
-        src->model_empty = 1;
-        snprintf(err, errlen, "%s is empty (no model configured)", key);
-        return NULL;
-    }
-    char reason[256] = "";
-    const ts_model *model =
-        src->models != NULL
-            ? ts_model_cache_get(src->models, path, reason, sizeof reason)
-            : NULL;
-    if (model == NULL)
-        snprintf(err, errlen, "%s: %s", key,
-                 reason[0] != '\0' ? reason : "out of memory");
-    return model;
-}
-
-/* A channel file is opened for the mechanism to copy from and closed as
- * soon as profile_new returns; unlike models, nothing shares it. */
-static const void *param_get_channel(void *ctx, const char *key, char *err,
-                                     size_t errlen)
-{
-    param_source *src = ctx;
-    const char *path = NULL;
-    int found = param_get_string(ctx, key, &path);
-    if (found <= 0) {
-        snprintf(err, errlen, found < 0 ? "%s must be a string (a channel "
-                 "file path)" : "%s is required (a channel file of `tracesan "
-                 "optimize`)", key);
-        return NULL;
-    }
-    if (path[0] == '\0') {
-        src->model_empty = 1;
-        snprintf(err, errlen, "%s is empty (no channel configured)", key);
-        return NULL;
-    }
-    if (src->channel != NULL) {
-        snprintf(err, errlen, "%s: one channel file per profile", key);
-        return NULL;
-    }
-    char reason[512];
-    if (ts_channel_open(path, &src->channel, reason, sizeof reason) != 0) {
-        snprintf(err, errlen, "%s: %s", key, reason);
-        return NULL;
-    }
-    return src->channel;
-}
-
 /* The key of a mechanism's file parameter (model or channel): what a
  * disabled profile's messages tell the operator to set. */
 static const char *file_key(const ts_mechanism_ops *ops)
@@ -533,25 +410,17 @@ static void *instantiate_profile(ts_config *config, const profile_desc *desc,
     *disabled = 0;
     if (check_profile_keys(config, desc) < 0)
         return NULL;
-    param_source source = { .group = desc->group,
-                            .models = config->models };
-    ts_params params = {
-        .ctx = &source,
-        .get_double = param_get_double,
-        .get_int = param_get_int,
-        .get_bool = param_get_bool,
-        .get_string = param_get_string,
-        .get_model = param_get_model,
-        .get_channel = param_get_channel,
-    };
+    ts_profile_params source = { .group = desc->group,
+                                 .models = config->models };
+    ts_params params = ts_profile_params_bind(&source);
     char message[256] = "";
     void *mech = NULL;
     int created = desc->ops->profile_new(&params, &mech, message,
                                          sizeof message) >= 0;
-    ts_channel_close(source.channel);
+    ts_profile_params_close(&source);
     /* The parser opens models after every other row, so a disabled
      * profile's parameters have all been checked. */
-    if (!created && source.model_empty) {
+    if (!created && source.file_empty) {
         *disabled = 1;
     } else if (!created) {
         if (message[0] == '\0')
