@@ -561,7 +561,7 @@ static int read_ledger(ts_js_conn *conn, int changelog, char *err,
     ledger_ctx ctx = { replicas, changelog };
     puts(changelog ? CHANGELOG_HEADER : LEDGER_HEADER);
     int rc = ts_js_read_stream(conn->js, TS_JS_STREAM_STATE, NULL, 0,
-                               ledger_record, &ctx, err, errlen);
+                               ledger_record, &ctx, NULL, err, errlen);
     for (uint32_t p = 0; p < MAX_PARTITIONS; p++) {
         if (replicas[p].records == NULL)
             continue;
@@ -644,7 +644,7 @@ int cmd_jetstream(int argc, char **argv)
     } else if (which == 1) {
         puts(OUTPUTS_HEADER);
         rc = ts_js_read_stream(conn.js, TS_JS_STREAM_OUT, NULL, 0,
-                               print_output, NULL, err, sizeof err);
+                               print_output, NULL, NULL, err, sizeof err);
     } else {
         rc = read_ledger(&conn, which == 3, err, sizeof err);
     }

@@ -21,6 +21,9 @@
 #define IDLE_WAIT_MS 2
 /* How often standby copies that stopped are started again. */
 #define STANDBY_CHECK_MS 5000
+/* How long an unsubscribed subscription waits for its destroy
+ * (sub_graveyard.h): far beyond the reader thread's few instructions. */
+#define GRAVE_AGE_MS 2000
 /* A starting instance waits this long for a forming cluster's JetStream
  * to accept the streams. */
 #define SETUP_PATIENCE_MS 60000
@@ -109,6 +112,7 @@ static void *jetstream_thread(void *arg)
         note_health(m);
         if (ts_js_connected(m))
             ts_js_refresh_lag(m);
+        ts_sub_graveyard_sweep(&m->graveyard, GRAVE_AGE_MS);
         if (ts_js_mono_ms() >= next_standby_ms) {
             ts_js_standby_keep(m);
             next_standby_ms = ts_js_mono_ms() + STANDBY_CHECK_MS;
@@ -174,6 +178,8 @@ static void js_close(ts_jetstream *m)
     ts_js_close(&m->commit_conn);
     ts_js_close(&m->lease_conn);
     ts_js_close(&m->conn);
+    /* The reader threads are joined: nothing can route to them now. */
+    ts_sub_graveyard_free(&m->graveyard);
     if (m->tick_event != NULL)
         event_free(m->tick_event);
     ts_observer_relay_free(m->relay);
@@ -295,6 +301,7 @@ static int js_open(ts_driver **out, const ts_driver_env *env, char *err,
     pthread_mutex_init(&m->restore_lock, NULL);
     pthread_cond_init(&m->restore_cond, NULL);
     pthread_mutex_init(&m->lease_lock, NULL);
+    ts_sub_graveyard_init(&m->graveyard);
     m->env = *env;
     m->template = env->pipeline;
     m->settings = ts_config_settings(env->config);

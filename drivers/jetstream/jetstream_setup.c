@@ -460,7 +460,7 @@ int ts_js_partition_backlog(jsCtx *js, uint32_t partitions, int work_queue,
 
 int ts_js_read_stream(jsCtx *js, const char *stream, const char *subject,
                       uint64_t from_seq, ts_js_visit_fn visit, void *ctx,
-                      char *err, size_t errlen)
+                      ts_sub_graveyard *graveyard, char *err, size_t errlen)
 {
     uint64_t last = 0;
     jsErrCode code = 0;
@@ -533,7 +533,6 @@ int ts_js_read_stream(jsCtx *js, const char *stream, const char *subject,
         if (rc != 0 || seq >= last || pending == 0)
             break;
     }
-    natsSubscription_Unsubscribe(sub);
-    natsSubscription_Destroy(sub);
+    ts_sub_graveyard_bury(graveyard, sub);
     return rc;
 }

@@ -11,6 +11,8 @@
 
 #include <nats/nats.h>
 
+#include "drivers/jetstream/sub_graveyard.h"
+
 #include "drivers/jetstream/nats_settings.h"
 
 #define TS_JS_STREAM_IN "TRACESAN_IN"
@@ -75,10 +77,12 @@ natsStatus ts_js_next_stream_msg(natsSubscription *sub, int64_t timeout_ms,
 /* Visits every message of `stream` on `subject` (a filter; NULL = all)
  * from stream sequence from_seq on (0 or 1: from the first), in sequence
  * order, up to the stream's last sequence when the call starts. A nonzero
- * return from visit stops and is returned; -1 on an error. */
+ * return from visit stops and is returned; -1 on an error. The reading
+ * subscription goes to `graveyard` when the connection lives on (NULL:
+ * destroyed at once, for a caller that closes the connection next). */
 typedef int (*ts_js_visit_fn)(void *ctx, natsMsg *msg, uint64_t seq);
 int ts_js_read_stream(jsCtx *js, const char *stream, const char *subject,
                       uint64_t from_seq, ts_js_visit_fn visit, void *ctx,
-                      char *err, size_t errlen);
+                      ts_sub_graveyard *graveyard, char *err, size_t errlen);
 
 #endif

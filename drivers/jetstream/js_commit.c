@@ -154,6 +154,9 @@ int ts_js_commit_open(ts_jetstream *m, char *err, size_t errlen)
     const char *hook = getenv("TRACESAND_TEST_EXIT_BEFORE_PUBLISH");
     if (hook != NULL)
         m->exit_before_publish = strtoull(hook, NULL, 10);
+    hook = getenv("TRACESAND_TEST_GAP_EVERY");
+    if (hook != NULL)
+        m->gap_every = strtoull(hook, NULL, 10);
     return 0;
 }
 
@@ -215,6 +218,23 @@ js_flight *ts_js_open_flight(ts_jetstream *m, partition *p)
     m->stats[p->index].in_flight = p->count;
     pthread_mutex_unlock(&m->lock);
     return f;
+}
+
+void ts_js_close_empty_flight(ts_jetstream *m, partition *p)
+{
+    if (p->count == 0)
+        return;
+    js_flight *f = flight_at(p, p->count - 1);
+    if (f->stage != FLIGHT_OPEN || f->n_inputs > 0)
+        return;
+    clear_flight(f);
+    pthread_mutex_lock(&m->flight_lock);
+    f->stage = FLIGHT_FREE;
+    p->count--;
+    pthread_mutex_unlock(&m->flight_lock);
+    pthread_mutex_lock(&m->lock);
+    m->stats[p->index].in_flight = p->count;
+    pthread_mutex_unlock(&m->lock);
 }
 
 void ts_js_drop_flights(ts_jetstream *m, partition *p)

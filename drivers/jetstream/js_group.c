@@ -220,7 +220,8 @@ int ts_js_fill(ts_jetstream *m, partition *p)
      * the group stops there and the partition is rebuilt once what is in
      * flight retired, which recreates the consumer at the first input
      * not acknowledged. */
-    int gap = 0, taken = 0;
+    int gap = m->gap_every > 0 && ++m->fetches_seen % m->gap_every == 0;
+    int taken = 0;
     for (int i = 0; i < list.Count && !gap; i++) {
         jsMsgMetaData *meta = NULL;
         if (natsMsg_GetMetaData(&meta, list.Msgs[i]) != NATS_OK) {
@@ -255,7 +256,9 @@ int ts_js_fill(ts_jetstream *m, partition *p)
                "done", p->index);
         p->rebuild_due = 1;
     }
-    if (f->last_input_seq == 0)
+    if (f->n_inputs == 0)
+        ts_js_close_empty_flight(m, p);
+    else if (f->last_input_seq == 0)
         f->last_input_seq = committed;
     pthread_mutex_lock(&m->lock);
     m->stats[p->index].messages += (uint64_t)taken;

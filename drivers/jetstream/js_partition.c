@@ -20,10 +20,8 @@ void ts_js_drop_state(ts_jetstream *m, partition *p)
     ts_js_count_pipeline(m, p);
     memset(&p->counted, 0, sizeof p->counted);
     ts_js_drop_flights(m, p);
-    if (p->sub != NULL) {
-        natsSubscription_Destroy(p->sub);
-        p->sub = NULL;
-    }
+    ts_sub_graveyard_bury(&m->graveyard, p->sub);
+    p->sub = NULL;
     if (p->pipeline != NULL)
         ts_pipeline_free(p->pipeline);
     p->pipeline = NULL;

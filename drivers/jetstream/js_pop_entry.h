@@ -18,6 +18,7 @@
 #include <nats/nats.h>
 
 #include "drivers/jetstream/partition_lease.h"
+#include "drivers/jetstream/sub_graveyard.h"
 #include "mechanisms/population.h"
 #include "wire/density.h"
 #include "wire/format.h"
@@ -39,6 +40,7 @@ typedef struct ts_js_pop_ctx {
     int64_t ttl_ms;              /* nats.lease_ttl_s */
     int64_t publish_ms;          /* output.density_publish_s */
     pthread_mutex_t lock;        /* every entry's shared part */
+    ts_sub_graveyard *graveyard; /* the driver's (sub_graveyard.h) */
 } ts_js_pop_ctx;
 
 typedef struct ts_js_pop_held {

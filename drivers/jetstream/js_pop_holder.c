@@ -67,14 +67,12 @@ static void drop_job(ts_js_pop_holder *h)
 
 /* Drops the loop, its job and its reading; the next turn resumes from
  * the bucket (the lease stays). */
-static void restart(ts_js_pop_holder *h)
+static void restart(ts_js_pop_entry *e)
 {
+    ts_js_pop_holder *h = &e->holder;
     drop_job(h);
-    if (h->sub != NULL) {
-        natsSubscription_Unsubscribe(h->sub);
-        natsSubscription_Destroy(h->sub);
-        h->sub = NULL;
-    }
+    ts_sub_graveyard_bury(e->ctx->graveyard, h->sub);
+    h->sub = NULL;
     ts_population_loop_free(&h->loop);
     h->ready = 0;
 }
@@ -102,7 +100,7 @@ static void start_job(ts_js_pop_entry *e)
 void ts_js_pop_holder_stop(ts_js_pop_entry *e, int release, const char *why)
 {
     ts_js_pop_holder *h = &e->holder;
-    restart(h);
+    restart(e);
     if (h->holding) {
         uint64_t rev = 0;
         if (release &&
@@ -327,7 +325,7 @@ void ts_js_pop_holder_moved(ts_js_pop_entry *e, uint64_t revision)
     ts_log(TS_LOG_WARN, "profile %s: the population bucket moved on to "
            "revision %" PRIu64 " without this holder; resuming from it",
            e->name, revision);
-    restart(h);
+    restart(e);
 }
 
 /* ----------------------------------------------------------- counting */
@@ -386,7 +384,7 @@ static void read_reports(ts_js_pop_entry *e)
             ts_log(TS_LOG_WARN, "profile %s: reading TRACESAN_OUT: %s; "
                    "resuming from the bucket", e->name,
                    natsStatus_GetText(s));
-            restart(h);
+            restart(e);
             break;
         }
         if (seq > h->last_seq) {
@@ -419,7 +417,7 @@ static void write_done(ts_js_pop_entry *e, const ts_population_record *r,
          ts_population_shift(&h->loop, channel, r->version) != 0)) {
         /* Written but not counted under here: resume from the record. */
         e->ops->channel_free(channel);
-        restart(h);
+        restart(e);
         return;
     }
     if (channel != NULL)
@@ -513,7 +511,7 @@ static void write_result(ts_js_pop_entry *e)
            s == NATS_OK ? "deadline passed" : natsStatus_GetText(s));
     ts_population_job_free(job);
     h->loop.job_running = 0;
-    restart(h);
+    restart(e);
 }
 
 /* --------------------------------------------------------- the density */

@@ -216,6 +216,7 @@ int ts_js_population_open(ts_js_population **out, struct ts_driver *m,
     const ts_format_settings *format =
         ts_config_section(config, &ts_format_setting_section);
     pop->ctx.m = m;
+    pop->ctx.graveyard = &m->graveyard;
     pop->ctx.format = ts_format_of(format);
     pop->ctx.batch = format->batch;
     pop->ctx.ttl_ms = m->nats->lease_ttl_ms;

@@ -72,7 +72,7 @@ static int read_tail(js_worker *w, tail_ctx *ctx)
     snprintf(subj, sizeof subj, TS_JS_SUBJECT_STATE ".%u", p->index);
     int rc = ts_js_read_stream(w->js, TS_JS_STREAM_STATE, subj,
                                p->replica.changelog_seq + 1, apply_record,
-                               ctx, err, sizeof err);
+                               ctx, &ctx->m->graveyard, err, sizeof err);
     if (rc != 0) {
         /* A record that cannot be applied leaves the replica half
          * changed: from the start next time. */
@@ -477,9 +477,7 @@ void ts_js_standby_stop(partition *p)
     pthread_mutex_lock(&p->standby_lock);
     p->standby_live = 0;
     pthread_mutex_unlock(&p->standby_lock);
-    if (p->standby != NULL) {
-        natsSubscription_Unsubscribe(p->standby);
-        natsSubscription_Destroy(p->standby);
-        p->standby = NULL;
-    }
+    ts_jetstream *m = (ts_jetstream *)p->mode;
+    ts_sub_graveyard_bury(&m->graveyard, p->standby);
+    p->standby = NULL;
 }

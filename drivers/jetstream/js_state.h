@@ -33,6 +33,7 @@
 #include "drivers/jetstream/jetstream_setup.h"
 #include "drivers/jetstream/nats_settings.h"
 #include "drivers/jetstream/partition_lease.h"
+#include "drivers/jetstream/sub_graveyard.h"
 #include "state/changelog.h"
 
 #define ERR_MAX 512
@@ -254,6 +255,13 @@ struct ts_driver {
      * publish, as a kill -9 there would. 0: off. */
     uint64_t exit_before_publish;
     uint64_t commits_seen;
+    /* Test hook (TRACESAND_TEST_GAP_EVERY=N): every Nth fetch that brings
+     * input takes its first message as a delivery lost on its way, as a
+     * server that went away with a pull request's answer does. 0: off. */
+    uint64_t gap_every;
+    uint64_t fetches_seen;
+    /* Subscriptions on the live connections, destroyed later. */
+    ts_sub_graveyard graveyard;
     /* shared with the loop */
     pthread_t thread;
     int thread_started;
@@ -360,6 +368,10 @@ js_verdict ts_js_advance(ts_jetstream *m, partition *p, const char **why);
 js_flight *ts_js_open_flight(ts_jetstream *m, partition *p);
 /* Drops every group (inputs unacknowledged; uncommitted ones undone). */
 void ts_js_drop_flights(ts_jetstream *m, partition *p);
+/* A group opened for a fetch that took no input (its first message was a
+ * gap) gives its slot back: left open and empty it would never be sealed,
+ * and the rebuild that the gap asks for waits for no group in flight. */
+void ts_js_close_empty_flight(ts_jetstream *m, partition *p);
 /* Waits until libnats' callbacks or a restore worker moved something on
  * (m->wakeups is no longer `seen`), wait_ms at most. */
 void ts_js_wait_news(ts_jetstream *m, uint64_t seen, long wait_ms);
