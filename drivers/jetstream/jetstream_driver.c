@@ -166,6 +166,8 @@ static void js_close(ts_jetstream *m)
                 ts_buf_free(&f->records);
                 ts_buf_free(&f->seqs);
                 free(f->inputs);
+                free(f->outcome_keys);
+                free(f->outcome_acked);
             }
             pthread_mutex_destroy(&p->standby_lock);
         }

@@ -34,8 +34,23 @@
  * groups in flight; this only bounds a runaway). */
 #define MAX_PENDING_PUBLISHES 262144
 /* A group whose outcomes are not all acknowledged after this many publish
- * waits (ts_js_wait_ms) is given up on: rebuilt, which republishes. */
-#define GROUP_PUBLISH_PATIENCE 4
+ * waits (ts_js_wait_ms), or some refused, sends those not acknowledged
+ * again (a refusal after a pause doubling from PUBLISH_RESEND_FIRST_MS up
+ * to PUBLISH_RESEND_MAX_MS); after PUBLISH_ROUNDS sends the partition is
+ * rebuilt, which republishes. */
+#define PUBLISH_PATIENCE_WAITS 2
+#define PUBLISH_ROUNDS 6
+#define PUBLISH_RESEND_FIRST_MS 100
+#define PUBLISH_RESEND_MAX_MS 2000
+/* An append that failed without an answer that settles it (a timeout, no
+ * responders: a stream electing its leader after a node's loss) is sent
+ * again, the same record expecting the same sequence, this many times at
+ * most, the pause doubling from APPEND_RESEND_FIRST_MS up to
+ * APPEND_RESEND_MAX_MS (about 20 s in all, a leader election's length);
+ * then the partition is rebuilt as before. */
+#define APPEND_ATTEMPTS 12
+#define APPEND_RESEND_FIRST_MS 100
+#define APPEND_RESEND_MAX_MS 2000
 
 /* ----------------------------------------- libnats' threads: record */
 
@@ -71,7 +86,11 @@ static void on_append_ack(jsCtx *js, natsMsg *msg, jsPubAck *pa,
      * expects another sequence, or finds nothing appending. */
     if (f != NULL && f->stage == FLIGHT_APPENDING &&
         f->append_result == APPEND_PENDING && f->append_expect == expect) {
-        if (pa != NULL) {
+        if (pa != NULL && m->drop_append_every > 0 &&
+            ++m->appends_answered % m->drop_append_every == 0) {
+            /* Test hook: as an answer lost on its way. */
+            f->append_result = APPEND_FAILED;
+        } else if (pa != NULL) {
             f->append_result = APPEND_STORED;
             f->append_seq = pa->Sequence;
         } else {
@@ -88,7 +107,8 @@ static void on_append_ack(jsCtx *js, natsMsg *msg, jsPubAck *pa,
 }
 
 /* "<p>.<input seq>.<index>" */
-static int parse_msg_id(const char *id, unsigned long *p, uint64_t *seq)
+static int parse_msg_id(const char *id, unsigned long *p, uint64_t *seq,
+                        unsigned long *index)
 {
     char *end = NULL;
     if (id == NULL)
@@ -98,7 +118,38 @@ static int parse_msg_id(const char *id, unsigned long *p, uint64_t *seq)
         return -1;
     const char *at = end + 1;
     *seq = strtoull(at, &end, 10);
-    return end == at || *end != '.' ? -1 : 0;
+    if (end == at || *end != '.')
+        return -1;
+    at = end + 1;
+    *index = strtoul(at, &end, 10);
+    return end == at || *end != '\0' ? -1 : 0;
+}
+
+static int key_cmp(const js_outcome_key *a, const js_outcome_key *b)
+{
+    if (a->input_seq != b->input_seq)
+        return a->input_seq < b->input_seq ? -1 : 1;
+    return a->index < b->index ? -1 : a->index > b->index;
+}
+
+static int key_qsort_cmp(const void *a, const void *b)
+{
+    return key_cmp(a, b);
+}
+
+/* Where `key` is among the group's outcomes, or -1. */
+static long find_outcome(const js_flight *f, const js_outcome_key *key)
+{
+    size_t lo = 0, hi = f->n_outcomes;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (key_cmp(&f->outcome_keys[mid], key) < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < f->n_outcomes && key_cmp(&f->outcome_keys[lo], key) == 0
+               ? (long)lo : -1;
 }
 
 static void on_outcome_ack(jsCtx *js, natsMsg *msg, jsPubAck *pa,
@@ -108,20 +159,32 @@ static void on_outcome_ack(jsCtx *js, natsMsg *msg, jsPubAck *pa,
     (void)pae;
     ts_jetstream *m = closure;
     const char *id = NULL;
-    unsigned long index = 0;
+    unsigned long partition_index = 0, index = 0;
     uint64_t seq = 0;
     natsMsgHeader_Get(msg, "Nats-Msg-Id", &id);
-    if (parse_msg_id(id, &index, &seq) == 0 && index < m->n_partitions) {
-        partition *p = &m->parts[index];
+    if (parse_msg_id(id, &partition_index, &seq, &index) == 0 &&
+        partition_index < m->n_partitions && index <= UINT32_MAX) {
+        partition *p = &m->parts[partition_index];
+        js_outcome_key key = { seq, (uint32_t)index };
         pthread_mutex_lock(&m->flight_lock);
         for (size_t i = 0; i < MAX_FLIGHTS; i++) {
             js_flight *f = &p->flights[i];
             if (f->stage != FLIGHT_PUBLISHING || f->outcomes_pending == 0 ||
                 seq < f->first_input_seq || seq > f->last_input_seq)
                 continue;
-            if (pa == NULL)
+            long at = find_outcome(f, &key);
+            if (at < 0 || f->outcome_acked[at])
+                break;
+            if (pa == NULL) {
                 f->publish_failed = 1;
-            if (--f->outcomes_pending == 0 || pa == NULL) {
+            } else if (m->drop_outcome_every > 0 &&
+                       ++m->outcomes_answered % m->drop_outcome_every == 0) {
+                /* Test hook: as an answer lost on its way (stored). */
+            } else {
+                f->outcome_acked[at] = 1;
+                f->outcomes_pending--;
+            }
+            if (f->outcomes_pending == 0 || pa == NULL) {
                 m->wakeups++;
                 pthread_cond_signal(&m->flight_cond);
             }
@@ -154,6 +217,12 @@ int ts_js_commit_open(ts_jetstream *m, char *err, size_t errlen)
     const char *hook = getenv("TRACESAND_TEST_EXIT_BEFORE_PUBLISH");
     if (hook != NULL)
         m->exit_before_publish = strtoull(hook, NULL, 10);
+    hook = getenv("TRACESAND_TEST_DROP_APPEND_ANSWER_EVERY");
+    if (hook != NULL)
+        m->drop_append_every = strtoull(hook, NULL, 10);
+    hook = getenv("TRACESAND_TEST_DROP_OUTCOME_ANSWER_EVERY");
+    if (hook != NULL)
+        m->drop_outcome_every = strtoull(hook, NULL, 10);
     hook = getenv("TRACESAND_TEST_GAP_EVERY");
     if (hook != NULL)
         m->gap_every = strtoull(hook, NULL, 10);
@@ -192,6 +261,9 @@ static void clear_flight(js_flight *f)
     ts_buf_reset(&f->records);
     ts_buf_reset(&f->seqs);
     f->next_record = f->records_left = 0;
+    f->sending_record = 0;
+    f->append_attempts = 0;
+    f->resend_at_ms = 0;
     f->first_input_seq = f->last_input_seq = 0;
     f->input_bytes = 0;
     f->n_outcomes = 0;
@@ -199,6 +271,7 @@ static void clear_flight(js_flight *f)
     f->append_expect = f->append_seq = 0;
     f->outcomes_pending = 0;
     f->publish_failed = 0;
+    f->publish_rounds = 0;
 }
 
 js_flight *ts_js_open_flight(ts_jetstream *m, partition *p)
@@ -263,13 +336,15 @@ void ts_js_drop_flights(ts_jetstream *m, partition *p)
 
 /* -------------------------------------------------------- 1. commit */
 
-/* Sends the group's next record, expecting the sequence of the one
- * before it on the partition's changelog subject. */
-static void append_next(ts_jetstream *m, partition *p, js_flight *f)
+/* Sends the record at f->sending_record, expecting the sequence of the
+ * one before it on the partition's changelog subject. */
+static void append_sending(ts_jetstream *m, partition *p, js_flight *f)
 {
     const void *record = NULL;
     size_t len = 0;
-    ts_changelog_next_split(&f->records, &f->next_record, &record, &len);
+    size_t at = f->sending_record;
+    ts_changelog_next_split(&f->records, &at, &record, &len);
+    f->append_attempts++;
     char subj[SUBJECT_MAX];
     snprintf(subj, sizeof subj, TS_JS_SUBJECT_STATE ".%u", p->index);
     natsMsg *msg = NULL;
@@ -294,6 +369,58 @@ static void append_next(ts_jetstream *m, partition *p, js_flight *f)
         f->append_result = APPEND_FAILED;
         pthread_mutex_unlock(&m->flight_lock);
     }
+}
+
+/* Sends the group's next record (its first attempt). */
+static void append_next(ts_jetstream *m, partition *p, js_flight *f)
+{
+    f->sending_record = f->next_record;
+    const void *record = NULL;
+    size_t len = 0;
+    ts_changelog_next_split(&f->records, &f->next_record, &record, &len);
+    f->append_attempts = 0;
+    f->resend_at_ms = 0;
+    append_sending(m, p, f);
+}
+
+/* A send of the record on its way was refused because the subject's last
+ * sequence is not the one it expects. After an earlier send of the same
+ * record went unanswered, that can be the earlier send itself, stored:
+ * then the subject's last record is byte for byte the one on its way
+ * (the chained expectation lets at most one copy in, and no other writer
+ * sends this owner's records). Anything else there is a newer owner's.
+ * APPEND_STORED (*seq set), APPEND_FENCED, or APPEND_FAILED when the
+ * stream could not be read (the caller rebuilds). */
+static int settle_refusal(ts_jetstream *m, partition *p, js_flight *f,
+                          uint64_t *seq)
+{
+    if (f->append_attempts < 2)
+        return APPEND_FENCED;
+    const void *record = NULL;
+    size_t len = 0;
+    size_t at = f->sending_record;
+    ts_changelog_next_split(&f->records, &at, &record, &len);
+    char subj[SUBJECT_MAX];
+    snprintf(subj, sizeof subj, TS_JS_SUBJECT_STATE ".%u", p->index);
+    natsMsg *last = NULL;
+    jsErrCode code = 0;
+    natsStatus s = js_GetLastMsg(&last, m->conn.js, TS_JS_STREAM_STATE, subj,
+                                 NULL, &code);
+    if (s != NATS_OK)
+        return s == NATS_NOT_FOUND ? APPEND_FENCED : APPEND_FAILED;
+    if (natsMsg_GetSequence(last) == p->chain_seq) {
+        /* What the send expects is there after all: not settled. */
+        natsMsg_Destroy(last);
+        return APPEND_FAILED;
+    }
+    int ours = (size_t)natsMsg_GetDataLength(last) == len &&
+               memcmp(natsMsg_GetData(last), record, len) == 0;
+    *seq = natsMsg_GetSequence(last);
+    natsMsg_Destroy(last);
+    if (ours)
+        ts_log(TS_LOG_INFO, "partition %u: a changelog append answered "
+               "late was stored (sequence %" PRIu64 ")", p->index, *seq);
+    return ours ? APPEND_STORED : APPEND_FENCED;
 }
 
 /* The group's debits, saved into its record(s), go to the changelog. */
@@ -354,7 +481,10 @@ void ts_js_wait_news(ts_jetstream *m, uint64_t seen, long wait_ms)
 
 typedef struct async_publish {
     ts_jetstream *m;
+    js_flight *f;
     uint32_t partition;
+    int collecting;              /* the keys pass, not a send */
+    size_t keyed;
     size_t unsent;
 } async_publish;
 
@@ -363,9 +493,23 @@ static int publish_async_one(void *arg, uint64_t input_seq, uint32_t index,
                              const void *payload, size_t len)
 {
     async_publish *ctx = arg;
+    js_flight *f = ctx->f;
+    js_outcome_key key = { input_seq, index };
+    if (ctx->collecting) {
+        if (ctx->keyed < f->n_outcomes)
+            f->outcome_keys[ctx->keyed] = key;
+        ctx->keyed++;
+        return 0;
+    }
+    pthread_mutex_lock(&ctx->m->flight_lock);
+    long at = find_outcome(f, &key);
+    int acked = at >= 0 && f->outcome_acked[at];
+    pthread_mutex_unlock(&ctx->m->flight_lock);
+    if (acked)
+        return 0;
     /* No per-message MaxWait: libnats would keep a timer entry per
      * outcome (and wake for each at its deadline); the group as a whole
-     * is given up on instead (GROUP_PUBLISH_PATIENCE). */
+     * is sent again instead (PUBLISH_PATIENCE_WAITS). */
     natsStatus s = ts_js_publish_outcome(ctx->m->publish_js, ctx->partition,
                                          input_seq, index, subject,
                                          subject_len, payload, len);
@@ -374,29 +518,78 @@ static int publish_async_one(void *arg, uint64_t input_seq, uint32_t index,
     return 0;
 }
 
-/* Only for a group whose every record the quorum stored: its outcomes
- * go to TRACESAN_OUT, each under its message id. */
-static void publish_outcomes(ts_jetstream *m, partition *p, js_flight *f)
+static void visit_outcomes(js_flight *f, async_publish *ctx)
 {
-    pthread_mutex_lock(&m->flight_lock);
-    f->outcomes_pending = f->n_outcomes;
-    f->publish_failed = 0;
-    pthread_mutex_unlock(&m->flight_lock);
-    f->published_ms = ts_js_mono_ms();
-    async_publish ctx = { m, p->index, 0 };
-    ts_changelog_visitor visitor = { &ctx, NULL, publish_async_one };
+    ts_changelog_visitor visitor = { ctx, NULL, publish_async_one };
     const void *record;
     size_t len, at = 0;
     ts_changelog_header header;
     while (ts_changelog_next_split(&f->records, &at, &record, &len))
         ts_changelog_decode(record, len, &header, &visitor);
+}
+
+/* The group's outcome keys, sorted, none acknowledged. 0, or -1. */
+static int collect_keys(ts_jetstream *m, partition *p, js_flight *f)
+{
+    if (f->outcome_cap < f->n_outcomes) {
+        js_outcome_key *keys = realloc(f->outcome_keys,
+                                       f->n_outcomes * sizeof *keys);
+        if (keys != NULL)
+            f->outcome_keys = keys;
+        unsigned char *acked = realloc(f->outcome_acked, f->n_outcomes);
+        if (acked != NULL)
+            f->outcome_acked = acked;
+        if (keys == NULL || acked == NULL)
+            return -1;
+        f->outcome_cap = f->n_outcomes;
+    }
+    async_publish ctx = { m, f, p->index, 1, 0, 0 };
+    visit_outcomes(f, &ctx);
+    if (ctx.keyed != f->n_outcomes)
+        return -1;
+    if (f->n_outcomes > 0) {
+        qsort(f->outcome_keys, f->n_outcomes, sizeof *f->outcome_keys,
+              key_qsort_cmp);
+        memset(f->outcome_acked, 0, f->n_outcomes);
+    }
+    return 0;
+}
+
+/* Sends every outcome of the group the stream has not acknowledged. */
+static void send_outcomes(ts_jetstream *m, partition *p, js_flight *f)
+{
+    pthread_mutex_lock(&m->flight_lock);
+    f->publish_failed = 0;
+    pthread_mutex_unlock(&m->flight_lock);
+    f->publish_rounds++;
+    f->published_ms = ts_js_mono_ms();
+    async_publish ctx = { m, f, p->index, 0, 0, 0 };
+    visit_outcomes(f, &ctx);
     if (ctx.unsent > 0) {
         pthread_mutex_lock(&m->flight_lock);
         f->publish_failed = 1;
-        f->outcomes_pending -= ctx.unsent < f->outcomes_pending
-                                   ? ctx.unsent : f->outcomes_pending;
         pthread_mutex_unlock(&m->flight_lock);
     }
+}
+
+/* Only for a group whose every record the quorum stored: its outcomes
+ * go to TRACESAN_OUT, each under its message id (so a second send of one
+ * the stream stored is dropped there as a duplicate). */
+static void publish_outcomes(ts_jetstream *m, partition *p, js_flight *f)
+{
+    if (collect_keys(m, p, f) != 0) {
+        /* Out of memory: the rebuild republishes. */
+        f->publish_rounds = PUBLISH_ROUNDS;
+        pthread_mutex_lock(&m->flight_lock);
+        f->outcomes_pending = f->n_outcomes;
+        f->publish_failed = 1;
+        pthread_mutex_unlock(&m->flight_lock);
+        return;
+    }
+    pthread_mutex_lock(&m->flight_lock);
+    f->outcomes_pending = f->n_outcomes;
+    pthread_mutex_unlock(&m->flight_lock);
+    send_outcomes(m, p, f);
 }
 
 /* The group's last record is stored: it is committed. */
@@ -476,35 +669,78 @@ static void retire(ts_jetstream *m, partition *p, js_flight *f)
 
 /* ------------------------------------------------------- moving on */
 
+/* The group being appended: its record stored (the next sent, or the
+ * group committed), refused (settled: ours stored late, or fenced), or
+ * failed (sent again after a pause, or, past patience, a rebuild). */
+static js_verdict move_append(ts_jetstream *m, partition *p, js_flight *f,
+                              const char **why)
+{
+    pthread_mutex_lock(&m->flight_lock);
+    int result = f->append_result;
+    uint64_t seq = f->append_seq;
+    pthread_mutex_unlock(&m->flight_lock);
+    if (result == APPEND_FENCED) {
+        result = settle_refusal(m, p, f, &seq);
+        pthread_mutex_lock(&m->flight_lock);
+        f->append_result = result;
+        f->append_seq = seq;
+        pthread_mutex_unlock(&m->flight_lock);
+    }
+    switch (result) {
+    case APPEND_FENCED:
+        return JS_FENCED;
+    case APPEND_FAILED:
+        if (f->resend_at_ms == 0) {
+            if (f->append_attempts >= APPEND_ATTEMPTS) {
+                *why = "a changelog append failed";
+                return JS_REBUILD;
+            }
+            int64_t pause = APPEND_RESEND_FIRST_MS;
+            for (int i = 1; i < f->append_attempts &&
+                            pause < APPEND_RESEND_MAX_MS; i++)
+                pause *= 2;
+            if (pause > APPEND_RESEND_MAX_MS)
+                pause = APPEND_RESEND_MAX_MS;
+            if (f->append_attempts == 1)
+                ts_log(TS_LOG_WARN, "partition %u: a changelog append went "
+                       "unanswered or failed; sending it again", p->index);
+            f->resend_at_ms = ts_js_mono_ms() + pause;
+        }
+        if (ts_js_mono_ms() < f->resend_at_ms)
+            return JS_IDLE;
+        if (!ts_js_lease_ok(m, p)) {
+            *why = "lease lost";
+            return JS_STOP;
+        }
+        f->resend_at_ms = 0;
+        append_sending(m, p, f);
+        return JS_MOVED;
+    case APPEND_STORED:
+        p->chain_seq = seq;
+        ts_buf_append(&f->seqs, &seq, sizeof seq);
+        if (--f->records_left > 0) {
+            if (!ts_js_lease_ok(m, p)) {
+                *why = "lease lost";
+                return JS_STOP;
+            }
+            append_next(m, p, f);
+        } else {
+            committed(m, p, f);
+        }
+        return JS_MOVED;
+    default:
+        return JS_IDLE;
+    }
+}
+
 js_verdict ts_js_advance(ts_jetstream *m, partition *p, const char **why)
 {
     js_verdict moved = JS_IDLE;
     js_flight *f = p->appending;
     if (f != NULL) {
-        pthread_mutex_lock(&m->flight_lock);
-        int result = f->append_result;
-        uint64_t seq = f->append_seq;
-        pthread_mutex_unlock(&m->flight_lock);
-        if (result == APPEND_FENCED)
-            return JS_FENCED;
-        if (result == APPEND_FAILED) {
-            *why = "a changelog append failed";
-            return JS_REBUILD;
-        }
-        if (result == APPEND_STORED) {
-            p->chain_seq = seq;
-            ts_buf_append(&f->seqs, &seq, sizeof seq);
-            if (--f->records_left > 0) {
-                if (!ts_js_lease_ok(m, p)) {
-                    *why = "lease lost";
-                    return JS_STOP;
-                }
-                append_next(m, p, f);
-            } else {
-                committed(m, p, f);
-            }
-            moved = JS_MOVED;
-        }
+        moved = move_append(m, p, f, why);
+        if (moved != JS_IDLE && moved != JS_MOVED)
+            return moved;
     }
     while (p->count > 0) {
         f = flight_at(p, 0);
@@ -514,15 +750,34 @@ js_verdict ts_js_advance(ts_jetstream *m, partition *p, const char **why)
         size_t pending = f->outcomes_pending;
         int failed = f->publish_failed;
         pthread_mutex_unlock(&m->flight_lock);
-        if (failed) {
-            /* Committed, not all published: the rebuild republishes. */
-            *why = "publishing outcomes failed";
-            return JS_REBUILD;
-        }
-        if (pending > 0 && ts_js_mono_ms() - f->published_ms >
-                               GROUP_PUBLISH_PATIENCE * ts_js_wait_ms(m)) {
-            *why = "publishing outcomes went unanswered";
-            return JS_REBUILD;
+        int64_t waited = ts_js_mono_ms() - f->published_ms;
+        int unanswered = pending > 0 &&
+                         waited > PUBLISH_PATIENCE_WAITS * ts_js_wait_ms(m);
+        if (failed || unanswered) {
+            /* Committed, not all stored: sent again (a duplicate of one
+             * stored is dropped by its message id), or rebuilt. */
+            if (f->publish_rounds >= PUBLISH_ROUNDS) {
+                *why = failed ? "publishing outcomes failed"
+                              : "publishing outcomes went unanswered";
+                return JS_REBUILD;
+            }
+            int64_t pause = PUBLISH_RESEND_FIRST_MS;
+            for (int i = 1; i < f->publish_rounds &&
+                            pause < PUBLISH_RESEND_MAX_MS; i++)
+                pause *= 2;
+            if (!unanswered && waited < pause)
+                break;
+            if (!ts_js_lease_ok(m, p)) {
+                *why = "lease lost";
+                return JS_STOP;
+            }
+            if (f->publish_rounds == 1)
+                ts_log(TS_LOG_WARN, "partition %u: outcomes %s; sending "
+                       "those not acknowledged again", p->index,
+                       failed ? "refused" : "unanswered");
+            send_outcomes(m, p, f);
+            moved = JS_MOVED;
+            break;
         }
         if (pending > 0)
             break;

@@ -96,6 +96,9 @@ typedef struct js_flight {
     ts_buf records;                  /* the split record, length-prefixed */
     ts_buf seqs;                     /* where each stored one went (u64) */
     size_t next_record;              /* offset of the next to append */
+    size_t sending_record;           /* offset of the one on its way */
+    int append_attempts;             /* sends of the one on its way */
+    int64_t resend_at_ms;            /* 0: not waiting to send again */
     size_t records_left;
     uint64_t last_input_seq;         /* the group's last input */
     uint64_t first_input_seq;        /* processed (0: none) */
@@ -111,7 +114,19 @@ typedef struct js_flight {
     size_t outcomes_pending;
     int publish_failed;
     int64_t published_ms;            /* when its outcomes were sent */
+    /* Each outcome's key, ascending, and whether the stream acknowledged
+     * it: a late answer to an earlier send counts once, whichever send it
+     * answers. */
+    struct js_outcome_key *outcome_keys;
+    unsigned char *outcome_acked;
+    size_t outcome_cap;
+    int publish_rounds;              /* sends of the group's outcomes */
 } js_flight;
+
+typedef struct js_outcome_key {
+    uint64_t input_seq;
+    uint32_t index;
+} js_outcome_key;
 
 enum { APPEND_PENDING = 0, APPEND_STORED, APPEND_FENCED, APPEND_FAILED };
 
@@ -260,6 +275,17 @@ struct ts_driver {
      * server that went away with a pull request's answer does. 0: off. */
     uint64_t gap_every;
     uint64_t fetches_seen;
+    /* Test hook (TRACESAND_TEST_DROP_APPEND_ANSWER_EVERY=N): every Nth
+     * changelog append the server stored is taken as unanswered, so the
+     * record is sent again and the refusal settled (js_commit.c). 0: off.
+     * Counted under flight_lock. */
+    uint64_t drop_append_every;
+    uint64_t appends_answered;
+    /* Test hook (TRACESAND_TEST_DROP_OUTCOME_ANSWER_EVERY=N): every Nth
+     * outcome the stream stored is taken as unanswered, so the group's
+     * unacknowledged outcomes are sent again. 0: off. Under flight_lock. */
+    uint64_t drop_outcome_every;
+    uint64_t outcomes_answered;
     /* Subscriptions on the live connections, destroyed later. */
     ts_sub_graveyard graveyard;
     /* shared with the loop */
