@@ -39,7 +39,7 @@
  * to PUBLISH_RESEND_MAX_MS); after PUBLISH_ROUNDS sends the partition is
  * rebuilt, which republishes. */
 #define PUBLISH_PATIENCE_WAITS 2
-#define PUBLISH_ROUNDS 6
+#define PUBLISH_ROUNDS 12
 #define PUBLISH_RESEND_FIRST_MS 100
 #define PUBLISH_RESEND_MAX_MS 2000
 /* An append that failed without an answer that settles it (a timeout, no
