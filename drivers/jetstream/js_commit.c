@@ -404,8 +404,12 @@ static int settle_refusal(ts_jetstream *m, partition *p, js_flight *f,
     snprintf(subj, sizeof subj, TS_JS_SUBJECT_STATE ".%u", p->index);
     natsMsg *last = NULL;
     jsErrCode code = 0;
+    /* The JetStream thread waits here: no longer than an append would. */
+    jsOptions jo;
+    jsOptions_Init(&jo);
+    jo.Wait = ts_js_wait_ms(m);
     natsStatus s = js_GetLastMsg(&last, m->conn.js, TS_JS_STREAM_STATE, subj,
-                                 NULL, &code);
+                                 &jo, &code);
     if (s != NATS_OK)
         return s == NATS_NOT_FOUND ? APPEND_FENCED : APPEND_FAILED;
     if (natsMsg_GetSequence(last) == p->chain_seq) {
