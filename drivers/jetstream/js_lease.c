@@ -28,6 +28,8 @@
 #define RETRY_MS 100
 /* The thread looks at the watcher and the partitions this often. */
 #define TICK_MS 20
+/* Pause after a take that failed (the bucket electing its leader). */
+#define TAKE_RETRY_MS 500
 
 /* Under lease_lock: what the current round asked, and the answers. */
 enum { RENEW_NONE = 0, RENEW_PENDING, RENEW_OK, RENEW_TAKEN, RENEW_FAILED };
@@ -86,6 +88,9 @@ int ts_js_lease_open(ts_jetstream *m, char *err, size_t errlen)
                                               : 250;
     jo.PublishAsync.AckHandler = on_lease_ack;
     jo.PublishAsync.AckHandlerClosure = m;
+    const char *hook = getenv("TRACESAND_TEST_FAIL_TAKES");
+    if (hook != NULL)
+        m->fail_takes = strtoull(hook, NULL, 10);
     if (m->renewals == NULL ||
         natsConnection_JetStream(&m->lease_js, m->lease_conn.nc, &jo) !=
             NATS_OK ||
@@ -257,6 +262,8 @@ static void balance(ts_jetstream *m, int64_t now)
         pthread_mutex_lock(&m->lease_lock);
         int busy = p->held || p->release_rev != 0;
         pthread_mutex_unlock(&m->lease_lock);
+        if (now < m->take_retry_ms)
+            break;
         if (busy || p->view.seen_ms == 0 ||
             !ts_lease_takeable(&p->view, m->self, now, ttl))
             continue;
@@ -264,14 +271,26 @@ static void balance(ts_jetstream *m, int64_t now)
         ts_js_lease_key(key, sizeof key, i);
         int64_t sent = ts_js_mono_ms();
         uint64_t rev = 0;
-        natsStatus s = p->view.revision == 0
-                           ? kvStore_CreateString(&rev, m->lease_kv, key,
-                                                  m->self)
-                           : kvStore_UpdateString(&rev, m->lease_kv, key,
-                                                  m->self, p->view.revision);
+        natsStatus s;
+        if (m->fail_takes > 0) {
+            m->fail_takes--;  /* test hook: as a bucket without a leader */
+            s = NATS_TIMEOUT;
+        } else {
+            s = p->view.revision == 0
+                    ? kvStore_CreateString(&rev, m->lease_kv, key, m->self)
+                    : kvStore_UpdateString(&rev, m->lease_kv, key, m->self,
+                                           p->view.revision);
+        }
         if (s != NATS_OK) {
-            memset(&p->view, 0, sizeof p->view);  /* seen again first */
-            continue;
+            /* Tried again later from the same view: a write that did
+             * happen shows in the watcher as a newer revision (the next
+             * compare then fails or waits a ttl), and one that did not
+             * (a bucket electing its leader) changes nothing the watcher
+             * would deliver, so forgetting the view here left the lease
+             * untaken for good. One failed take a pause: each waits up to
+             * ttl/8, and renewals of the leases held come between. */
+            m->take_retry_ms = ts_js_mono_ms() + TAKE_RETRY_MS;
+            break;
         }
         const char *why = p->view.revision == 0 || ts_lease_is_free(&p->view)
                               ? "free" : "expired";

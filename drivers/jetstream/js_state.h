@@ -279,6 +279,11 @@ struct ts_driver {
      * changelog append the server stored is taken as unanswered, so the
      * record is sent again and the refusal settled (js_commit.c). 0: off.
      * Counted under flight_lock. */
+    /* The lease thread's: after a take failed, none before this. */
+    int64_t take_retry_ms;
+    /* Test hook (TRACESAND_TEST_FAIL_TAKES=N): the first N takes of a
+     * lease fail as if the bucket had no leader. 0: off. */
+    uint64_t fail_takes;
     uint64_t drop_append_every;
     uint64_t appends_answered;
     /* Test hook (TRACESAND_TEST_DROP_OUTCOME_ANSWER_EVERY=N): every Nth
