@@ -30,7 +30,7 @@ static const ts_setting_def nats_rows[] = {
             RESTART, "changelog records between two snapshots"),
     INT_ROW("nats.groups_in_flight", groups_in_flight, 1, 16, 1, "4",
             RESTART, "groups of a partition between fetch and input ack"),
-    INT_ROW("nats.restores_at_once", restores_at_once, 1, 64, 1, "4",
+    INT_ROW("nats.restores_at_once", restores_at_once, 1, 64, 1, "8",
             RESTART, "partitions rebuilt concurrently"),
     BOOL_ROW("nats.standby", standby, "false", RESTART,
              "keep warm copies of the partitions others own"),
