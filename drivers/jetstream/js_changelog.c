@@ -291,6 +291,11 @@ int ts_js_sink_put(void *arg, const void *topic, size_t topic_len,
                sink->partition);
         return -1;
     }
-    sink->flight->n_outcomes++;
+    if (ts_js_note_outcome(sink->flight, sink->input_seq, sink->index - 1)
+        != 0) {
+        ts_log(TS_LOG_ERROR, "partition %u: out of memory for an outcome",
+               sink->partition);
+        return -1;
+    }
     return 0;
 }

@@ -487,8 +487,7 @@ typedef struct async_publish {
     ts_jetstream *m;
     js_flight *f;
     uint32_t partition;
-    int collecting;              /* the keys pass, not a send */
-    size_t keyed;
+    int again;                   /* a later send: skip what is stored */
     size_t unsent;
 } async_publish;
 
@@ -497,20 +496,15 @@ static int publish_async_one(void *arg, uint64_t input_seq, uint32_t index,
                              const void *payload, size_t len)
 {
     async_publish *ctx = arg;
-    js_flight *f = ctx->f;
-    js_outcome_key key = { input_seq, index };
-    if (ctx->collecting) {
-        if (ctx->keyed < f->n_outcomes)
-            f->outcome_keys[ctx->keyed] = key;
-        ctx->keyed++;
-        return 0;
+    if (ctx->again) {
+        js_outcome_key key = { input_seq, index };
+        pthread_mutex_lock(&ctx->m->flight_lock);
+        long at = find_outcome(ctx->f, &key);
+        int acked = at >= 0 && ctx->f->outcome_acked[at];
+        pthread_mutex_unlock(&ctx->m->flight_lock);
+        if (acked)
+            return 0;
     }
-    pthread_mutex_lock(&ctx->m->flight_lock);
-    long at = find_outcome(f, &key);
-    int acked = at >= 0 && f->outcome_acked[at];
-    pthread_mutex_unlock(&ctx->m->flight_lock);
-    if (acked)
-        return 0;
     /* No per-message MaxWait: libnats would keep a timer entry per
      * outcome (and wake for each at its deadline); the group as a whole
      * is sent again instead (PUBLISH_PATIENCE_WAITS). */
@@ -522,40 +516,21 @@ static int publish_async_one(void *arg, uint64_t input_seq, uint32_t index,
     return 0;
 }
 
-static void visit_outcomes(js_flight *f, async_publish *ctx)
+int ts_js_note_outcome(js_flight *f, uint64_t input_seq, uint32_t index)
 {
-    ts_changelog_visitor visitor = { ctx, NULL, publish_async_one };
-    const void *record;
-    size_t len, at = 0;
-    ts_changelog_header header;
-    while (ts_changelog_next_split(&f->records, &at, &record, &len))
-        ts_changelog_decode(record, len, &header, &visitor);
-}
-
-/* The group's outcome keys, sorted, none acknowledged. 0, or -1. */
-static int collect_keys(ts_jetstream *m, partition *p, js_flight *f)
-{
-    if (f->outcome_cap < f->n_outcomes) {
-        js_outcome_key *keys = realloc(f->outcome_keys,
-                                       f->n_outcomes * sizeof *keys);
-        if (keys != NULL)
-            f->outcome_keys = keys;
-        unsigned char *acked = realloc(f->outcome_acked, f->n_outcomes);
-        if (acked != NULL)
-            f->outcome_acked = acked;
-        if (keys == NULL || acked == NULL)
+    if (f->n_outcomes == f->outcome_cap) {
+        size_t cap = f->outcome_cap > 0 ? f->outcome_cap * 2 : 64;
+        js_outcome_key *keys = realloc(f->outcome_keys, cap * sizeof *keys);
+        if (keys == NULL)
             return -1;
-        f->outcome_cap = f->n_outcomes;
+        f->outcome_keys = keys;
+        unsigned char *acked = realloc(f->outcome_acked, cap);
+        if (acked == NULL)
+            return -1;
+        f->outcome_acked = acked;
+        f->outcome_cap = cap;
     }
-    async_publish ctx = { m, f, p->index, 1, 0, 0 };
-    visit_outcomes(f, &ctx);
-    if (ctx.keyed != f->n_outcomes)
-        return -1;
-    if (f->n_outcomes > 0) {
-        qsort(f->outcome_keys, f->n_outcomes, sizeof *f->outcome_keys,
-              key_qsort_cmp);
-        memset(f->outcome_acked, 0, f->n_outcomes);
-    }
+    f->outcome_keys[f->n_outcomes++] = (js_outcome_key){ input_seq, index };
     return 0;
 }
 
@@ -565,10 +540,15 @@ static void send_outcomes(ts_jetstream *m, partition *p, js_flight *f)
     pthread_mutex_lock(&m->flight_lock);
     f->publish_failed = 0;
     pthread_mutex_unlock(&m->flight_lock);
+    async_publish ctx = { m, f, p->index, f->publish_rounds > 0, 0 };
     f->publish_rounds++;
     f->published_ms = ts_js_mono_ms();
-    async_publish ctx = { m, f, p->index, 0, 0, 0 };
-    visit_outcomes(f, &ctx);
+    ts_changelog_visitor visitor = { &ctx, NULL, publish_async_one };
+    const void *record;
+    size_t len, at = 0;
+    ts_changelog_header header;
+    while (ts_changelog_next_split(&f->records, &at, &record, &len))
+        ts_changelog_decode(record, len, &header, &visitor);
     if (ctx.unsent > 0) {
         pthread_mutex_lock(&m->flight_lock);
         f->publish_failed = 1;
@@ -581,15 +561,16 @@ static void send_outcomes(ts_jetstream *m, partition *p, js_flight *f)
  * the stream stored is dropped there as a duplicate). */
 static void publish_outcomes(ts_jetstream *m, partition *p, js_flight *f)
 {
-    if (collect_keys(m, p, f) != 0) {
-        /* Out of memory: the rebuild republishes. */
-        f->publish_rounds = PUBLISH_ROUNDS;
-        pthread_mutex_lock(&m->flight_lock);
-        f->outcomes_pending = f->n_outcomes;
-        f->publish_failed = 1;
-        pthread_mutex_unlock(&m->flight_lock);
-        return;
-    }
+    /* Noted in processing order (inputs by sequence, each one's outcomes
+     * by index): ascending already, unless that order ever changes. */
+    for (size_t i = 1; i < f->n_outcomes; i++)
+        if (key_cmp(&f->outcome_keys[i - 1], &f->outcome_keys[i]) >= 0) {
+            qsort(f->outcome_keys, f->n_outcomes, sizeof *f->outcome_keys,
+                  key_qsort_cmp);
+            break;
+        }
+    if (f->n_outcomes > 0)
+        memset(f->outcome_acked, 0, f->n_outcomes);
     pthread_mutex_lock(&m->flight_lock);
     f->outcomes_pending = f->n_outcomes;
     pthread_mutex_unlock(&m->flight_lock);
@@ -673,6 +654,16 @@ static void retire(ts_jetstream *m, partition *p, js_flight *f)
 
 /* ------------------------------------------------------- moving on */
 
+/* The pause before the next send after `sends` sends: first_ms, doubling
+ * with each send, max_ms at most. */
+static int64_t doubling_pause(int sends, int64_t first_ms, int64_t max_ms)
+{
+    int64_t pause = first_ms;
+    for (int i = 1; i < sends && pause < max_ms; i++)
+        pause *= 2;
+    return pause < max_ms ? pause : max_ms;
+}
+
 /* The group being appended: its record stored (the next sent, or the
  * group committed), refused (settled: ours stored late, or fenced), or
  * failed (sent again after a pause, or, past patience, a rebuild). */
@@ -699,12 +690,9 @@ static js_verdict move_append(ts_jetstream *m, partition *p, js_flight *f,
                 *why = "a changelog append failed";
                 return JS_REBUILD;
             }
-            int64_t pause = APPEND_RESEND_FIRST_MS;
-            for (int i = 1; i < f->append_attempts &&
-                            pause < APPEND_RESEND_MAX_MS; i++)
-                pause *= 2;
-            if (pause > APPEND_RESEND_MAX_MS)
-                pause = APPEND_RESEND_MAX_MS;
+            int64_t pause = doubling_pause(f->append_attempts,
+                                           APPEND_RESEND_FIRST_MS,
+                                           APPEND_RESEND_MAX_MS);
             if (f->append_attempts == 1)
                 ts_log(TS_LOG_WARN, "partition %u: a changelog append went "
                        "unanswered or failed; sending it again", p->index);
@@ -765,10 +753,9 @@ js_verdict ts_js_advance(ts_jetstream *m, partition *p, const char **why)
                               : "publishing outcomes went unanswered";
                 return JS_REBUILD;
             }
-            int64_t pause = PUBLISH_RESEND_FIRST_MS;
-            for (int i = 1; i < f->publish_rounds &&
-                            pause < PUBLISH_RESEND_MAX_MS; i++)
-                pause *= 2;
+            int64_t pause = doubling_pause(f->publish_rounds,
+                                           PUBLISH_RESEND_FIRST_MS,
+                                           PUBLISH_RESEND_MAX_MS);
             if (!unanswered && waited < pause)
                 break;
             if (!ts_js_lease_ok(m, p)) {

@@ -399,6 +399,9 @@ js_verdict ts_js_advance(ts_jetstream *m, partition *p, const char **why);
 js_flight *ts_js_open_flight(ts_jetstream *m, partition *p);
 /* Drops every group (inputs unacknowledged; uncommitted ones undone). */
 void ts_js_drop_flights(ts_jetstream *m, partition *p);
+/* Counts an outcome added to f's record, keyed for its acknowledgement.
+ * 0, or -1 out of memory. */
+int ts_js_note_outcome(js_flight *f, uint64_t input_seq, uint32_t index);
 /* A group opened for a fetch that took no input (its first message was a
  * gap) gives its slot back: left open and empty it would never be sealed,
  * and the rebuild that the gap asks for waits for no group in flight. */
