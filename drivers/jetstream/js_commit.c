@@ -293,23 +293,6 @@ js_flight *ts_js_open_flight(ts_jetstream *m, partition *p)
     return f;
 }
 
-void ts_js_close_empty_flight(ts_jetstream *m, partition *p)
-{
-    if (p->count == 0)
-        return;
-    js_flight *f = flight_at(p, p->count - 1);
-    if (f->stage != FLIGHT_OPEN || f->n_inputs > 0)
-        return;
-    clear_flight(f);
-    pthread_mutex_lock(&m->flight_lock);
-    f->stage = FLIGHT_FREE;
-    p->count--;
-    pthread_mutex_unlock(&m->flight_lock);
-    pthread_mutex_lock(&m->lock);
-    m->stats[p->index].in_flight = p->count;
-    pthread_mutex_unlock(&m->lock);
-}
-
 void ts_js_drop_flights(ts_jetstream *m, partition *p)
 {
     /* Newest first: a user saved by two groups gets back what it had

@@ -211,7 +211,11 @@ int ts_js_fill(ts_jetstream *m, partition *p)
     p->idle_backoff_ms = 0;
     p->next_fetch_ms = 0;
     p->input_seen_ms = now;
-    js_flight *f = ts_js_open_flight(m, p);
+    /* The open group, or a new one opened with its first input: a fetch
+     * that takes none (a gap at once) must leave no empty group behind,
+     * which nothing would ever seal, while the rebuild the gap asks for
+     * waits for no group in flight (CI lost a whole partition so). */
+    js_flight *f = NULL;
     uint64_t committed = p->replica.last_input_seq;
     /* A delivery lost on its way (a server went away with our pull
      * request's answer) shows as a gap in the consumer's sequence, and a
@@ -231,9 +235,11 @@ int ts_js_fill(ts_jetstream *m, partition *p)
         uint64_t seq = meta->Sequence.Stream;
         uint64_t delivery = meta->Sequence.Consumer;
         jsMsgMetaData_Destroy(meta);
-        if (delivery != p->last_delivery + 1 ||
-            (seq <= p->fetched_seq && seq > committed) ||
-            add_input(f, list.Msgs[i]) != 0) {
+        int lost = delivery != p->last_delivery + 1 ||
+                   (seq <= p->fetched_seq && seq > committed);
+        if (!lost && f == NULL)
+            f = ts_js_open_flight(m, p);
+        if (lost || f == NULL || add_input(f, list.Msgs[i]) != 0) {
             gap = 1;
             break;
         }
@@ -256,9 +262,7 @@ int ts_js_fill(ts_jetstream *m, partition *p)
                "done", p->index);
         p->rebuild_due = 1;
     }
-    if (f->n_inputs == 0)
-        ts_js_close_empty_flight(m, p);
-    else if (f->last_input_seq == 0)
+    if (f != NULL && f->last_input_seq == 0)
         f->last_input_seq = committed;
     pthread_mutex_lock(&m->lock);
     m->stats[p->index].messages += (uint64_t)taken;

@@ -402,10 +402,6 @@ void ts_js_drop_flights(ts_jetstream *m, partition *p);
 /* Counts an outcome added to f's record, keyed for its acknowledgement.
  * 0, or -1 out of memory. */
 int ts_js_note_outcome(js_flight *f, uint64_t input_seq, uint32_t index);
-/* A group opened for a fetch that took no input (its first message was a
- * gap) gives its slot back: left open and empty it would never be sealed,
- * and the rebuild that the gap asks for waits for no group in flight. */
-void ts_js_close_empty_flight(ts_jetstream *m, partition *p);
 /* Waits until libnats' callbacks or a restore worker moved something on
  * (m->wakeups is no longer `seen`), wait_ms at most. */
 void ts_js_wait_news(ts_jetstream *m, uint64_t seen, long wait_ms);
