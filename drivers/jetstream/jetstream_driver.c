@@ -97,6 +97,7 @@ static void *jetstream_thread(void *arg)
         int64_t now = ts_js_mono_ms();
         if (now >= next_expiry_ms) {
             ts_js_expire_users(m);
+            ts_sub_graveyard_sweep(&m->graveyard, GRAVE_AGE_MS);
             next_expiry_ms = now + (m->settings->expire_interval_ms > 0
                                         ? m->settings->expire_interval_ms
                                         : 1000);
@@ -112,7 +113,6 @@ static void *jetstream_thread(void *arg)
         note_health(m);
         if (ts_js_connected(m))
             ts_js_refresh_lag(m);
-        ts_sub_graveyard_sweep(&m->graveyard, GRAVE_AGE_MS);
         if (ts_js_mono_ms() >= next_standby_ms) {
             ts_js_standby_keep(m);
             next_standby_ms = ts_js_mono_ms() + STANDBY_CHECK_MS;
