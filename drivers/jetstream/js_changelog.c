@@ -277,6 +277,27 @@ int ts_js_append_sync(ts_jetstream *m, jsCtx *js, partition *p,
 
 /* ------------------------------------------------------------ the sink */
 
+/* Counts an outcome added to f's record, keyed for its acknowledgement
+ * (js_commit.c). 0, or -1 out of memory. */
+static int note_outcome(js_flight *f, uint64_t input_seq, uint32_t index)
+{
+    if (f->n_outcomes == f->outcome_cap) {
+        size_t cap = f->outcome_cap > 0 ? f->outcome_cap * 2 : 64;
+        js_outcome_key *keys = realloc(f->outcome_keys, cap * sizeof *keys);
+        if (keys == NULL)
+            return -1;
+        f->outcome_keys = keys;
+        unsigned char *acked = realloc(f->outcome_acked, cap);
+        if (acked == NULL)
+            return -1;
+        f->outcome_acked = acked;
+        f->outcome_cap = cap;
+    }
+    f->outcome_keys[f->n_outcomes++] = (js_outcome_key){ input_seq, index };
+    return 0;
+}
+
+
 int ts_js_sink_put(void *arg, const void *topic, size_t topic_len,
                    const void *payload, size_t len)
 {
@@ -291,7 +312,7 @@ int ts_js_sink_put(void *arg, const void *topic, size_t topic_len,
                sink->partition);
         return -1;
     }
-    if (ts_js_note_outcome(sink->flight, sink->input_seq, sink->index - 1)
+    if (note_outcome(sink->flight, sink->input_seq, sink->index - 1)
         != 0) {
         ts_log(TS_LOG_ERROR, "partition %u: out of memory for an outcome",
                sink->partition);

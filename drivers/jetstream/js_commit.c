@@ -499,24 +499,6 @@ static int publish_async_one(void *arg, uint64_t input_seq, uint32_t index,
     return 0;
 }
 
-int ts_js_note_outcome(js_flight *f, uint64_t input_seq, uint32_t index)
-{
-    if (f->n_outcomes == f->outcome_cap) {
-        size_t cap = f->outcome_cap > 0 ? f->outcome_cap * 2 : 64;
-        js_outcome_key *keys = realloc(f->outcome_keys, cap * sizeof *keys);
-        if (keys == NULL)
-            return -1;
-        f->outcome_keys = keys;
-        unsigned char *acked = realloc(f->outcome_acked, cap);
-        if (acked == NULL)
-            return -1;
-        f->outcome_acked = acked;
-        f->outcome_cap = cap;
-    }
-    f->outcome_keys[f->n_outcomes++] = (js_outcome_key){ input_seq, index };
-    return 0;
-}
-
 /* Sends every outcome of the group the stream has not acknowledged. */
 static void send_outcomes(ts_jetstream *m, partition *p, js_flight *f)
 {

@@ -399,9 +399,6 @@ js_verdict ts_js_advance(ts_jetstream *m, partition *p, const char **why);
 js_flight *ts_js_open_flight(ts_jetstream *m, partition *p);
 /* Drops every group (inputs unacknowledged; uncommitted ones undone). */
 void ts_js_drop_flights(ts_jetstream *m, partition *p);
-/* Counts an outcome added to f's record, keyed for its acknowledgement.
- * 0, or -1 out of memory. */
-int ts_js_note_outcome(js_flight *f, uint64_t input_seq, uint32_t index);
 /* Waits until libnats' callbacks or a restore worker moved something on
  * (m->wakeups is no longer `seen`), wait_ms at most. */
 void ts_js_wait_news(ts_jetstream *m, uint64_t seen, long wait_ms);
