@@ -305,15 +305,10 @@ int ts_js_sink_put(void *arg, const void *topic, size_t topic_len,
     char subj[SUBJECT_MAX];
     size_t n = ts_changelog_output_subject(topic, topic_len, subj,
                                            sizeof subj);
+    uint32_t index = sink->index++;
     if (ts_changelog_add_outcome(&sink->flight->builder, sink->input_seq,
-                                 sink->index++, subj, n, payload,
-                                 len) != 0) {
-        ts_log(TS_LOG_ERROR, "partition %u: out of memory for an outcome",
-               sink->partition);
-        return -1;
-    }
-    if (note_outcome(sink->flight, sink->input_seq, sink->index - 1)
-        != 0) {
+                                 index, subj, n, payload, len) != 0 ||
+        note_outcome(sink->flight, sink->input_seq, index) != 0) {
         ts_log(TS_LOG_ERROR, "partition %u: out of memory for an outcome",
                sink->partition);
         return -1;
