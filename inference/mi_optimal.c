@@ -7,6 +7,7 @@
  * reported gap bounds how far the channel is from optimal whatever the
  * iteration count. */
 #include "inference/mi_optimal.h"
+#include "inference/mi_remap.h"
 #include "inference/error.h"
 #include "inference/mi_solver.h"
 
@@ -132,11 +133,23 @@ int ts_mi_optimize(const ts_mi_problem *problem, const ts_mi_params *params,
     if (geo && problem->distortion_m == 0.0)
         return ts_fail(err, errlen, "mi-optimal: no geo-indistinguishable "
                        "channel has zero distortion");
+    if (params->family == TS_MI_REMAPPED_LAPLACE && geo)
+        return ts_fail(err, errlen, "mi-optimal: the remapped Laplace "
+                       "channel is not built with geoind_epsilon");
     mi_solver s;
     if (mi_solver_init(&s, problem, total, err, errlen) != 0)
         return -1;
     int rc;
-    if (!geo) {
+    if (params->family == TS_MI_REMAPPED_LAPLACE) {
+        double gap = 0.0;
+        rc = ts_mi_remap_laplace(problem, channel,
+                                 &result->laplace_epsilon_per_m, err,
+                                 errlen);
+        if (rc == 0)
+            rc = mi_plain_gap(&s, channel, &gap, err, errlen);
+        result->gap_bits = gap / M_LN2;
+        result->converged = result->gap_bits <= params->gap_tolerance_bits;
+    } else if (!geo) {
         rc = mi_plain_solve(&s, params, channel, result, err, errlen);
         if (rc == 0)
             fill_unvisited(&s, channel);

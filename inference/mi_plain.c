@@ -687,3 +687,25 @@ out:
     }
     return rc;
 }
+
+int mi_plain_gap(mi_solver *s, const double *C, double *gap, char *err,
+                 size_t errlen)
+{
+    plain_oracle o = { .L = s->pb->distortion_m };
+    o.v.z_of = malloc((s->m + 1) * sizeof *o.v.z_of);
+    if (o.v.z_of == NULL)
+        return ts_fail(err, errlen, "mi-optimal: out of memory");
+    if (envelope_init(&o.ev, s, err, errlen) != 0) {
+        free(o.v.z_of);
+        return -1;
+    }
+    mi_joint_of(s, C, 1.0, s->J, s->Pz);
+    mi_logratio(s);
+    mi_gradient_rows(s);
+    /* <G, C> = f(C): f is positively homogeneous in each column. */
+    double g = mi_objective(s) - plain_lmo(s, &o.ev, o.L, &o.v);
+    *gap = g > 0.0 ? g : 0.0;
+    envelope_free(&o.ev);
+    free(o.v.z_of);
+    return 0;
+}

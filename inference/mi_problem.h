@@ -27,6 +27,15 @@ typedef enum ts_mi_geoind_solver {
     TS_MI_GEOIND_FIRST_ORDER,   /* the primal-dual method, any size */
 } ts_mi_geoind_solver;
 
+/* Which channel ts_mi_optimize builds (without geo-ind). */
+typedef enum ts_mi_family {
+    TS_MI_OPTIMAL = 0,          /* the MI-optimal channel */
+    /* planar Laplace on the grid remapped to the location prior
+     * (inference/mi_remap.h), scaled to E[d] = L; the gap certifies how
+     * far its I(U; Z) is above the optimum */
+    TS_MI_REMAPPED_LAPLACE,
+} ts_mi_family;
+
 typedef struct ts_mi_problem {
     size_t cells;               /* n: inputs and outputs are the same cells */
     const ts_vec2 *centres;     /* n cell centres, metres of a plane */
@@ -63,6 +72,7 @@ typedef struct ts_mi_params {
      * guarantees are the same either way. */
     int frank_wolfe_only;
     ts_mi_geoind_solver geoind_solver;
+    ts_mi_family family;
 } ts_mi_params;
 
 typedef struct ts_mi_result {
@@ -88,6 +98,8 @@ typedef struct ts_mi_result {
      * which names the solver it was in solver_first_order = 1). */
     double lower_bound_bits;
     int solver_first_order;
+    /* TS_MI_REMAPPED_LAPLACE: the Laplace scale used, per metre. */
+    double laplace_epsilon_per_m;
 } ts_mi_result;
 
 /* I(U; Z) in bits and E[d(X, Z)] in metres of a channel for a problem. */

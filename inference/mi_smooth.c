@@ -287,3 +287,69 @@ out:
     free(block);
     return rc;
 }
+
+/* Grid Laplace rows at eps for the cells the joint visits (others 0);
+ * returns their mean distortion over the joint. */
+static double laplace_rows_of(const double *joint, size_t n, size_t k,
+                              const ts_vec2 *centres, const double *cost,
+                              double eps, double *C)
+{
+    double D = 0.0, total = 0.0;
+    for (size_t x = 0; x < n; x++) {
+        double px = 0.0, *row = C + x * n;
+        for (size_t u = 0; u < k; u++)
+            px += joint[u * n + x];
+        if (px == 0.0) {
+            memset(row, 0, n * sizeof *row);
+            continue;
+        }
+        double sum = 0.0, r = 0.0;
+        for (size_t z = 0; z < n; z++)
+            sum += row[z] = exp(-eps * dist(centres, x, z));
+        for (size_t z = 0; z < n; z++) {
+            row[z] /= sum;
+            r += row[z] * (cost != NULL ? cost[x * n + z]
+                                        : dist(centres, x, z));
+        }
+        D += px * r;
+        total += px;
+    }
+    return D / total;
+}
+
+int ts_mi_laplace_reference(const double *joint, size_t n, size_t k,
+                            const ts_vec2 *centres, const double *cost,
+                            double distortion_m, ts_mi_figures *out,
+                            double *epsilon_per_m, char *err, size_t errlen)
+{
+    if (joint == NULL || centres == NULL || out == NULL || n < 2 || k == 0)
+        return ts_fail(err, errlen, "laplace reference: missing input");
+    double *C = malloc(n * n * sizeof *C);
+    if (C == NULL)
+        return ts_fail(err, errlen, "laplace reference: out of memory");
+    double extent = 0.0, side = INFINITY;
+    for (size_t x = 0; x < n; x++)
+        for (size_t z = x + 1; z < n; z++) {
+            double d = dist(centres, x, z);
+            extent = fmax(extent, d);
+            side = fmin(side, d);
+        }
+    /* Bisection on log eps between nearly uniform rows and rows that
+     * stay in their cell: E[d] falls with eps. */
+    double lo = log(0.01 / extent), hi = log(40.0 / side);
+    for (int i = 0; i < 60; i++) {
+        double mid = 0.5 * (lo + hi);
+        if (laplace_rows_of(joint, n, k, centres, cost, exp(mid), C) >
+            distortion_m)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    laplace_rows_of(joint, n, k, centres, cost, exp(hi), C);
+    int rc = ts_mi_figures_of(joint, n, k, centres, cost, C, out, err,
+                              errlen);
+    if (epsilon_per_m != NULL)
+        *epsilon_per_m = exp(hi);
+    free(C);
+    return rc;
+}

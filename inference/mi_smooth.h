@@ -56,6 +56,17 @@ int ts_mi_figures_of(const double *joint, size_t cells, size_t users,
                      const double *channel, ts_mi_figures *out, char *err,
                      size_t errlen);
 
+/* The reference a channel is judged against at equal distortion: planar
+ * Laplace on the grid (rows exp(-eps d(x, z)) normalised over the cells)
+ * at the eps whose mean distortion over the joint's points (cost as for
+ * ts_mi_figures_of) is distortion_m (or the nearest it reaches), and its
+ * figures on that joint. epsilon_per_m may be NULL. -1 with err on bad
+ * input or when memory runs out. */
+int ts_mi_laplace_reference(const double *joint, size_t cells, size_t users,
+                            const ts_vec2 *centres, const double *cost,
+                            double distortion_m, ts_mi_figures *out,
+                            double *epsilon_per_m, char *err, size_t errlen);
+
 /* The guard on rows of cells without training mass (train_joint(., x) all
  * 0): such a row must tell an adversary who knows the training joint and
  * the channel no more about who sent a report, on average, than a report

@@ -126,6 +126,12 @@ int mi_tilt_solve(const mi_tilt *tl, size_t n, double L, double t,
 int mi_plain_solve(mi_solver *s, const ts_mi_params *params, double *C,
                    ts_mi_result *result, char *err, size_t errlen);
 
+/* The Frank-Wolfe gap of a channel C (all n rows, E[d] <= L) for the plain
+ * problem, row entropy aside: <G, C> - min_S <G, S> >= f(C) - f*, in
+ * nats: how far any feasible channel is above the optimum. */
+int mi_plain_gap(mi_solver *s, const double *C, double *gap, char *err,
+                 size_t errlen);
+
 /* ------------------------------------------------------- the geo-ind set */
 
 /* The 8-cone Yao graph of the centres, symmetric, as undirected edges
