@@ -126,16 +126,18 @@ done
 
 # --- optimize --validate-split: held-out figures next to in-sample ones ----
 # The four users' first 70 % of check-ins fit, the last 30 % are held out
-# (issue 28). Two candidates (no smoothing, no back-off, with and without
-# row entropy): each prints its in-sample and held-out I(U;Z), Bayes error
-# and mean distortion; the chosen one is refitted on every row. Without
-# smoothing the bound holds over the fitted points themselves, so the
-# in-sample distortion is at most L. The trace is stationary (each user
-# at the same nine places throughout), so the held-out figures estimate
-# the in-sample ones: the held-out Bayes error is a mean over 1200 rows,
-# standard deviation at most sqrt(0.25 / 1200) = 0.0144; allowed 5 of
-# them (0.072). Four users: the Bayes error is at most 3/4, I(U;Z) at
-# most 2 bits.
+# (issue 28). Three candidates (no smoothing, no back-off): the MI channel
+# with and without row entropy, and the remapped Laplace. Each prints its
+# in-sample and held-out I(U;Z), Bayes error and mean distortion, and the
+# held-out Bayes error of planar Laplace on the grid at its own held-out
+# distortion; the one furthest above that reference is refitted on every
+# row. Without smoothing the bound holds over the fitted points
+# themselves (the guard's rows included), so the in-sample distortion is
+# at most L. The trace is stationary (each user at the same nine places
+# throughout), so the held-out figures estimate the in-sample ones: the
+# held-out Bayes error is a mean over 1200 rows, standard deviation at
+# most sqrt(0.25 / 1200) = 0.0144; allowed 5 of them (0.072). Four users:
+# the Bayes error is at most 3/4, I(U;Z) at most 2 bits.
 BOX=48.80,2.28,48.92,2.43
 rc=0
 "$TRACESAN" optimize --region "$BOX" --cell-m 1000 --distortion-m 1000 \
@@ -147,21 +149,29 @@ check "optimize --validate-split: says what it held out" \
     grep -q "validation: 2800 rows fitted, the last 1200 held out (30 % of each user's, by ts)" \
     "$TMPD/split.log"
 check "optimize --validate-split: names in-sample and held-out columns" \
-    grep -q '^optimize: smooth_m,backoff,row_entropy,in_mi_bits,in_bayes_error,in_distortion_m,held_mi_bits,held_bayes_error,held_distortion_m,' \
+    grep -q '^optimize: smooth_m,backoff,row_entropy,in_mi_bits,in_bayes_error,in_distortion_m,held_mi_bits,held_bayes_error,held_distortion_m,guarded_rows,gap_bits,seconds,channel,held_laplace_bayes_error$' \
     "$TMPD/split.log"
-check_eq "optimize --validate-split: one line per candidate" 2 \
-    "$(grep -c '^optimize: 0,0,0[.0-9]*,[0-9]' "$TMPD/split.log")"
+check_eq "optimize --validate-split: one line per candidate, two families" \
+    "2 mi
+1 remapped-laplace" \
+    "$(grep '^optimize: 0,0,0[.0-9]*,[0-9]' "$TMPD/split.log" | cut -d, -f13 | sort | uniq -c | sed 's/^ *//')"
 check "optimize --validate-split: figures in range, in-sample distortion <= L" \
     awk -F, '/^optimize: 0,0,/ { n++
         if (!($5 >= 0 && $5 <= 0.75 && $8 >= 0 && $8 <= 0.75 &&
               $4 >= 0 && $4 <= 2 && $7 >= 0 && $7 <= 2 &&
-              $6 <= 1000 * 1.000001 && $9 > 0)) bad = 1 }
-        END { exit bad || n != 2 }' "$TMPD/split.log"
+              $6 <= 1000 * 1.000001 && $9 > 0 && $14 >= 0 && $14 <= 0.75))
+            bad = 1 }
+        END { exit bad || n != 3 }' "$TMPD/split.log"
 check "optimize --validate-split: held-out Bayes error within 0.072 of in-sample (stationary trace)" \
     awk -F, '/^optimize: 0,0,/ { n++; d = $8 - $5; if (d < 0) d = -d; if (d > 0.072) bad = 1 }
-        END { exit bad || n != 2 }' "$TMPD/split.log"
-check "optimize --validate-split: the chosen candidate, refitted on every row" \
-    grep -q '^optimize: chosen smooth_m=0 backoff=0 row_entropy=0' "$TMPD/split.log"
+        END { exit bad || n != 3 }' "$TMPD/split.log"
+# The chosen candidate is the one whose held-out Bayes error is furthest
+# above the Laplace reference's.
+best=$(awk -F, '/^optimize: 0,0,/ { e = $8 - $14
+        if (n++ == 0 || e > best) { best = e; pick = $3 "," $13 } }
+    END { print pick }' "$TMPD/split.log")
+check_eq "optimize --validate-split: the chosen candidate, the furthest above Laplace, refitted on every row" \
+    "$best" "$(sed -n 's/^optimize: chosen smooth_m=0 backoff=0 row_entropy=\([^ ]*\) channel=\([^ ]*\) .*/\1,\2/p' "$TMPD/split.log")"
 check "optimize: refuses --validate-split 1" \
     sh -c '! "$1" optimize --region "$2" --cell-m 1000 --distortion-m 300 --validate-split 1 -o "$3/x" "$4" 2>/dev/null' \
     _ "$TRACESAN" "$BOX" "$TMPD" "$TRUE_CSV"

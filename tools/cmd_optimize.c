@@ -41,6 +41,8 @@
 /* Cells without points of a set are costed as a uniform point of the
  * cell: the mean over SUBCELLS x SUBCELLS sub-cell centres. */
 #define SUBCELLS 4
+/* Solves per candidate when the guard takes E[d] past L (see fit). */
+#define GUARD_ROUNDS 6
 
 static void usage(FILE *out)
 {
@@ -50,6 +52,7 @@ static void usage(FILE *out)
         "                         [--distortion-on points|centres]\n"
         "                         [--smooth-m H[,H..]] [--backoff B[,B..]]\n"
         "                         [--row-entropy T[,T..]]\n"
+        "                         [--channel mi|remapped-laplace[,..]]\n"
         "                         [--validate-split F] [--geoind-epsilon E]\n"
         "                         [--gap-bits T] [--max-iterations N]\n"
         "                         -o CHANNEL.bin TRAIN.csv\n"
@@ -81,6 +84,14 @@ static void usage(FILE *out)
         "                          I(U;Z) + T sum p(x) C log C (candidates as\n"
         "                          for --smooth-m; default 0,0.3; not with\n"
         "                          --geoind-epsilon)\n"
+        "      --channel mi|remapped-laplace[,..]\n"
+        "                          the channel families tried: the MI-optimal\n"
+        "                          channel (mi), and planar Laplace on the grid\n"
+        "                          remapped to the smoothed population's\n"
+        "                          locations at E[d] = L (remapped-laplace),\n"
+        "                          each a candidate per smoothing, chosen by\n"
+        "                          held-out Bayes error (default both; only\n"
+        "                          mi with --geoind-epsilon)\n"
         "      --validate-split F  hold out the last F of each user's rows\n"
         "                          (by ts, else file order) to choose the\n"
         "                          smoothing and report held-out figures;\n"
@@ -151,6 +162,32 @@ static const char *take_list(void *dest, const char *text)
         p = end;
     }
     return list->n == 0 ? "needs at least one number" : NULL;
+}
+
+/* Which channel families are tried (bits of ts_mi_family). */
+#define FAMILY_BIT(f) (1u << (unsigned)(f))
+static const char *const family_names[] = { "mi", "remapped-laplace" };
+
+static const char *take_families(void *dest, const char *text)
+{
+    unsigned *mask = dest;
+    *mask = 0;
+    for (const char *p = text; *p != '\0';) {
+        size_t len = strcspn(p, ",");
+        int found = 0;
+        for (unsigned f = 0; f < 2; f++)
+            if (strlen(family_names[f]) == len &&
+                strncmp(p, family_names[f], len) == 0) {
+                *mask |= FAMILY_BIT(f);
+                found = 1;
+            }
+        if (!found)
+            return "needs mi and/or remapped-laplace, separated by commas";
+        p += len;
+        if (*p == ',')
+            p++;
+    }
+    return *mask == 0 ? "needs at least one family" : NULL;
 }
 
 /* One training row: who, which cell, where on the plane, when. */
@@ -260,10 +297,16 @@ typedef struct fit_setup {
     ts_mi_geoind_solver geoind_solver;
 } fit_setup;
 
-/* Smooths counts, optimizes, guards; the channel in C. */
+/* Smooths counts, optimizes, guards; the channel in C. The guard moves
+ * mass in rows the smoothed joint weighs (its back-off gives every cell
+ * some), which can take E[d] past L: the bound is then tightened by the
+ * overshoot and the channel solved again, so that the channel written,
+ * guard included, meets L on the joint it was fitted to. result's I(U;Z)
+ * and E[d] are the guarded channel's; its gap is the solver's, before the
+ * guard. */
 static int fit(const fit_setup *fs, const double *counts, const double *cost,
-               double smooth_m, double backoff, double tau, double gap_bits,
-               double *C,
+               double smooth_m, double backoff, double tau,
+               ts_mi_family family, double gap_bits, double *C,
                double *joint, ts_mi_result *result, size_t *guarded,
                char *err, size_t errlen)
 {
@@ -285,22 +328,78 @@ static int fit(const fit_setup *fs, const double *counts, const double *cost,
         .gap_tolerance_bits = gap_bits,
         .max_iterations = fs->max_iterations,
         .geoind_solver = fs->geoind_solver,
+        .family = family,
     };
-    if (ts_mi_optimize(&problem, &params, C, result, err, errlen) != 0)
-        return -1;
     *guarded = 0;
-    if (fs->geoind_epsilon > 0.0)
-        return 0;   /* its rows are tied to their neighbours' */
-    /* The guard judges against the unsmoothed training joint. */
-    double *raw = malloc(fs->users * g->cells * sizeof *raw);
-    if (raw == NULL)
-        return snprintf(err, errlen, "out of memory"), -1;
-    memcpy(raw, counts, fs->users * g->cells * sizeof *raw);
-    normalise(raw, fs->users * g->cells);
-    int rc = ts_mi_guard_rows(raw, g->cells, fs->users, g->centres, C,
-                              guarded, err, errlen);
+    double *raw = NULL;
+    int rc = -1;
+    for (int round = 0;; round++) {
+        if (ts_mi_optimize(&problem, &params, C, result, err, errlen) != 0)
+            goto out;
+        if (fs->geoind_epsilon > 0.0)
+            break;  /* its rows are tied to their neighbours' */
+        /* The guard judges against the unsmoothed training joint. */
+        if (raw == NULL) {
+            raw = malloc(fs->users * g->cells * sizeof *raw);
+            if (raw == NULL) {
+                snprintf(err, errlen, "out of memory");
+                goto out;
+            }
+            memcpy(raw, counts, fs->users * g->cells * sizeof *raw);
+            normalise(raw, fs->users * g->cells);
+        }
+        if (ts_mi_guard_rows(raw, g->cells, fs->users, g->centres, C,
+                             guarded, err, errlen) != 0)
+            goto out;
+        double D = ts_mi_distortion(&problem, C);
+        result->distortion_m = D;
+        result->mi_bits = ts_mi_bits(&problem, C);
+        if (D <= fs->distortion_m * (1.0 + 1e-9))
+            break;
+        if (round + 1 == GUARD_ROUNDS) {
+            snprintf(err, errlen, "the guarded rows keep E[d] at %.1f m, "
+                     "above L = %.1f m, after %d rounds", D,
+                     fs->distortion_m, GUARD_ROUNDS);
+            goto out;
+        }
+        /* Aim below by the overshoot and a fifth more (the guard's own
+         * share moves a little with the channel), and 10^-4 of L. */
+        problem.distortion_m -= 1.2 * (D - fs->distortion_m) +
+                                1e-4 * fs->distortion_m;
+    }
+    rc = 0;
+out:
     free(raw);
     return rc;
+}
+
+static int laplace_reference(const double *counts, const double *cost,
+                             const fit_setup *fs, double distortion_m,
+                             ts_mi_figures *out, char *err, size_t errlen)
+{
+    size_t len = fs->users * fs->grid->cells;
+    double *joint = malloc(len * sizeof *joint);
+    if (joint == NULL)
+        return snprintf(err, errlen, "out of memory"), -1;
+    memcpy(joint, counts, len * sizeof *joint);
+    normalise(joint, len);
+    int rc = ts_mi_laplace_reference(joint, fs->grid->cells, fs->users,
+                                     fs->grid->centres, cost, distortion_m,
+                                     out, NULL, err, errlen);
+    free(joint);
+    return rc;
+}
+
+/* One candidate of the validation: a smoothing, a row entropy (mi), a
+ * family. */
+typedef struct candidate {
+    size_t smooth, backoff, entropy;    /* entropy SIZE_MAX: none */
+    ts_mi_family family;
+} candidate;
+
+static double tau_of(const candidate *c, const number_list *entropy)
+{
+    return c->entropy == SIZE_MAX ? 0.0 : entropy->v[c->entropy];
 }
 
 static int figures(const double *counts, const double *cost,
@@ -333,6 +432,9 @@ int cmd_optimize(int argc, char **argv)
     static const char *const solver_choices[] = { "auto", "lp", "first-order",
                                                   NULL };
     int geoind_solver = 0;
+    unsigned families = FAMILY_BIT(TS_MI_OPTIMAL) |
+                        FAMILY_BIT(TS_MI_REMAPPED_LAPLACE);
+    int families_given = 0;
     const ts_tool_option options[] = {
         {"region", 0, TS_ARG_HANDLER, .dest = region, .handle = take_region},
         {"cell-m", 0, TS_ARG_POSITIVE, .dest = &cell_m},
@@ -343,6 +445,8 @@ int cmd_optimize(int argc, char **argv)
         {"backoff", 0, TS_ARG_HANDLER, .dest = &backoff, .handle = take_list},
         {"row-entropy", 0, TS_ARG_HANDLER, .dest = &entropy,
          .handle = take_list},
+        {"channel", 0, TS_ARG_HANDLER, .dest = &families,
+         .handle = take_families, .given = &families_given},
         {"validate-split", 0, TS_ARG_NON_NEGATIVE, .dest = &split},
         {"geoind-epsilon", 0, TS_ARG_NON_NEGATIVE, .dest = &geoind_epsilon},
         {"geoind-solver", 0, TS_ARG_CHOICE, .dest = &geoind_solver,
@@ -378,7 +482,15 @@ int cmd_optimize(int argc, char **argv)
             return 1;
         }
     if (geoind_epsilon > 0.0) {
-        /* The geo-ind solver takes no row entropy. */
+        /* The geo-ind solver takes no row entropy, and a remapped Laplace
+         * is not checked for geo-ind. */
+        if (families_given &&
+            (families & FAMILY_BIT(TS_MI_REMAPPED_LAPLACE))) {
+            fprintf(stderr, TS_TOOL_NAME " optimize: --channel "
+                    "remapped-laplace does not take --geoind-epsilon\n");
+            return 1;
+        }
+        families = FAMILY_BIT(TS_MI_OPTIMAL);
         entropy.v[0] = 0.0;
         entropy.n = 1;
     }
@@ -531,11 +643,24 @@ int cmd_optimize(int argc, char **argv)
         fprintf(stderr, "optimize: guarantee: information-theoretic (not "
                 "differential privacy): I(U;Z) about the training users\n");
 
-    size_t chosen_s = 0, chosen_b = 0, chosen_t = 0;
+    /* Each smoothing with each row entropy (mi), and each smoothing
+     * remapped (row entropy unused: 0). */
+    candidate cands[MAX_CANDIDATES * MAX_CANDIDATES * (MAX_CANDIDATES + 1)];
+    size_t candidates = 0;
+    for (size_t si = 0; si < smooth.n; si++)
+        for (size_t bi = 0; bi < backoff.n; bi++) {
+            if (families & FAMILY_BIT(TS_MI_OPTIMAL))
+                for (size_t ti = 0; ti < entropy.n; ti++)
+                    cands[candidates++] = (candidate){ si, bi, ti,
+                                                       TS_MI_OPTIMAL };
+            if (families & FAMILY_BIT(TS_MI_REMAPPED_LAPLACE))
+                cands[candidates++] = (candidate){ si, bi, SIZE_MAX,
+                                                   TS_MI_REMAPPED_LAPLACE };
+        }
+    candidate chosen = cands[0];
     ts_mi_result result;
     size_t guarded = 0;
     double optimize_s = 0.0;
-    size_t candidates = smooth.n * backoff.n * entropy.n;
     if (split > 0.0) {
         split_points(pts, np, split);
         size_t n_fit = counts_of(pts, np, 0, users, &grid, counts, cost,
@@ -548,49 +673,56 @@ int cmd_optimize(int argc, char **argv)
         fprintf(stderr, "optimize: smooth_m,backoff,row_entropy,in_mi_bits,"
                 "in_bayes_error,in_distortion_m,held_mi_bits,"
                 "held_bayes_error,held_distortion_m,guarded_rows,gap_bits,"
-                "seconds\n");
-        double best_error = -1.0, best_mi = INFINITY;
+                "seconds,channel,held_laplace_bayes_error\n");
+        /* Candidates are compared by how far their held-out Bayes error
+         * is above planar Laplace's at their own held-out distortion:
+         * comparing raw errors would favour whichever strays furthest
+         * past L on the held-out rows. */
+        double best_edge = -INFINITY, best_mi = INFINITY;
         for (size_t c = 0; c < candidates && n_held > 0; c++) {
-            size_t si = c / (backoff.n * entropy.n);
-            size_t bi = c / entropy.n % backoff.n, ti = c % entropy.n;
+            const candidate *cd = &cands[c];
             double t0 = ts_tool_now();
-            if (fit(&fs, counts, cost, smooth.v[si], backoff.v[bi],
-                    entropy.v[ti], gap_bits * (candidates > 1 ? SCREEN_GAP_FACTOR : 1.0),
+            if (fit(&fs, counts, cost, smooth.v[cd->smooth],
+                    backoff.v[cd->backoff], tau_of(cd, &entropy), cd->family,
+                    gap_bits * (candidates > 1 ? SCREEN_GAP_FACTOR : 1.0),
                     channel, joint, &result, &guarded, err,
                     sizeof err) != 0) {
                 fprintf(stderr, TS_TOOL_NAME " optimize: %s\n", err);
                 goto out;
             }
-            ts_mi_figures in, held;
+            ts_mi_figures in, held, ref;
             if (figures(counts, cost, &fs, channel, &in, err,
                         sizeof err) != 0 ||
                 figures(held_counts, held_cost, &fs, channel, &held, err,
-                        sizeof err) != 0) {
+                        sizeof err) != 0 ||
+                laplace_reference(held_counts, held_cost, &fs,
+                                  held.distortion_m, &ref, err,
+                                  sizeof err) != 0) {
                 fprintf(stderr, TS_TOOL_NAME " optimize: %s\n", err);
                 goto out;
             }
             fprintf(stderr, "optimize: %g,%g,%g,%.6f,%.4f,%.1f,%.6f,%.4f,"
-                    "%.1f,%zu,%.3g,%.1f\n", smooth.v[si], backoff.v[bi],
-                    entropy.v[ti],
+                    "%.1f,%zu,%.3g,%.1f,%s,%.4f\n", smooth.v[cd->smooth],
+                    backoff.v[cd->backoff], tau_of(cd, &entropy),
                     in.mi_bits, in.bayes_error, in.distortion_m,
                     held.mi_bits, held.bayes_error, held.distortion_m,
-                    guarded, result.gap_bits, ts_tool_now() - t0);
-            if (held.bayes_error > best_error + 1e-12 ||
-                (fabs(held.bayes_error - best_error) <= 1e-12 &&
-                 held.mi_bits < best_mi)) {
-                best_error = held.bayes_error;
+                    guarded, result.gap_bits, ts_tool_now() - t0,
+                    family_names[cd->family], ref.bayes_error);
+            double edge = held.bayes_error - ref.bayes_error;
+            if (edge > best_edge + 1e-12 ||
+                (fabs(edge - best_edge) <= 1e-12 && held.mi_bits < best_mi)) {
+                best_edge = edge;
                 best_mi = held.mi_bits;
-                chosen_s = si;
-                chosen_b = bi;
-                chosen_t = ti;
+                chosen = *cd;
             }
         }
     }
     /* The chosen smoothing, fitted on every row. */
     counts_of(pts, np, -1, users, &grid, counts, cost, per_cell);
     started = ts_tool_now();
-    if (fit(&fs, counts, cost, smooth.v[chosen_s], backoff.v[chosen_b],
-            entropy.v[chosen_t], gap_bits, channel, joint, &result, &guarded, err,
+    if (fit(&fs, counts, cost, smooth.v[chosen.smooth],
+            backoff.v[chosen.backoff], tau_of(&chosen, &entropy),
+            chosen.family, gap_bits, channel, joint, &result, &guarded, err,
             sizeof err) != 0) {
         fprintf(stderr, TS_TOOL_NAME " optimize: %s\n", err);
         goto out;
@@ -626,11 +758,11 @@ int cmd_optimize(int argc, char **argv)
     }
     fprintf(stderr,
             "optimize: chosen smooth_m=%g backoff=%g row_entropy=%g "
-            "guarded_rows=%zu "
+            "channel=%s guarded_rows=%zu "
             "in_sample_mi_bits=%.6f in_sample_bayes_error=%.4f "
             "in_sample_distortion_m=%.1f\n",
-            smooth.v[chosen_s], backoff.v[chosen_b], entropy.v[chosen_t],
-            guarded, in.mi_bits,
+            smooth.v[chosen.smooth], backoff.v[chosen.backoff],
+            tau_of(&chosen, &entropy), family_names[chosen.family], guarded, in.mi_bits,
             in.bayes_error, in.distortion_m);
     fprintf(stderr,
             "optimize: mi_bits=%.6f mean_distortion_m=%.1f gap_bits=%.3g "
@@ -658,6 +790,11 @@ int cmd_optimize(int argc, char **argv)
         fprintf(stderr, "optimize: loader_check=passed (%.3fs)\n",
                 ts_tool_now() - t0);
     }
+    if (chosen.family == TS_MI_REMAPPED_LAPLACE)
+        fprintf(stderr, "optimize: remapped-laplace laplace_epsilon_per_m=%.6g "
+                "(planar Laplace on the grid, each report remapped; the gap "
+                "is how far its I(U;Z) is above the MI optimum)\n",
+                result.laplace_epsilon_per_m);
     if (!result.converged)
         fprintf(stderr, TS_TOOL_NAME " optimize: the duality gap %.3g bits "
                 "is above --gap-bits %.3g after %u iterations: the channel "
