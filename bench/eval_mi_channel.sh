@@ -52,13 +52,15 @@ syn_ls=${SYN_LS-100 250 400 600}
 syn_cell=${SYN_CELL_M:-50}
 ny_box=${NY_BOX:-40.70,-74.02,40.78,-73.94}
 ny_users=${NY_USERS:-10}
-ny_cell=${NY_CELL_M:-250}
+# Cells of NY_CELL_M metres, or by default 250 m for L >= 400 m and 125 m
+# below (at 250 m cells the within-cell offset alone is about 96 m).
+ny_cell=${NY_CELL_M:-auto}
 ny_eval_cell=${NY_EVAL_CELL_M:-200}
 ny_ls=${NY_LS:-200 500 1000}
 ny_eps_cell=${NY_EPS_CELL_M:-2500}
 eps_max_it=${EPS_MAX_ITERATIONS:-100}
 seed=${SEED:-1}
-repeat=${REPEAT:-10}
+repeat=${REPEAT:-40}
 conf=$srcdir/conf/tracesand.conf
 eval_cells=(--cell-m 50 --cell-m 100 --cell-m 200 --cell-m 400)
 
@@ -193,20 +195,24 @@ done
 echo "Gowalla New York, time split: the $ny_users most active users in $ny_box," \
      "$(( $(wc -l <"$tmp/ny.train.csv") - 1 )) check-ins to fit (each user's first 70 %)," \
      "$(( $(wc -l <"$tmp/ny.eval.csv") - 1 )) to release (the last 30 %)," \
-     "cells of $ny_cell m, eval --identity cells of $ny_eval_cell m"
-echo "L_m,mechanism,eps_per_m,in_bayes_error,in_distortion_m,held_bayes_error,held_distortion_m,validation_held_bayes_error,chosen_smooth_m,chosen_backoff,chosen_row_entropy"
+     "cells of $ny_cell m (auto: 125 m below L = 400 m, else 250 m)," \
+     "eval --identity cells of $ny_eval_cell m"
+echo "L_m,mechanism,eps_per_m,in_bayes_error,in_distortion_m,held_bayes_error,held_distortion_m,validation_held_bayes_error,chosen_smooth_m,chosen_backoff,chosen_row_entropy,chosen_channel"
 read -r -a optimize_args <<<"${NY_OPTIMIZE_ARGS:-}"
 for l in $ny_ls; do
-    optimize "ny$l" "$ny_box" "$ny_cell" "$l" 0 "$tmp/ny.train.csv"
+    cell=$ny_cell
+    [ "$cell" != auto ] || cell=$(( l >= 400 ? 250 : 125 ))
+    optimize "ny$l" "$ny_box" "$cell" "$l" 0 "$tmp/ny.train.csv"
     echo "# ny$l: $(grep -v '^optimize: [0-9]' "$tmp/ny$l.opt" | tr '\n' ' ')"
     grep '^optimize: [0-9.]*,[0-9.]*,' "$tmp/ny$l.opt" | sed 's/^optimize: /# candidate: /'
     # The validation's held-out Bayes error of the chosen candidate (the
     # candidate lines' columns are named by their header line).
-    chosen=$(sed -n 's/.*chosen smooth_m=\([^ ]*\) backoff=\([^ ]*\) row_entropy=\([^ ]*\).*/\1,\2,\3/p' "$tmp/ny$l.opt")
+    chosen=$(sed -n 's/.*chosen smooth_m=\([^ ]*\) backoff=\([^ ]*\) row_entropy=\([^ ]*\) channel=\([^ ]*\).*/\1,\2,\3,\4/p' "$tmp/ny$l.opt")
     vheld=$(awk -v c="$chosen" '{ sub(/^optimize: /, "") }
         /^smooth_m,/ { for (i = 1; i <= split($0, h, ","); i++) col[h[i]] = i; next }
         ("held_bayes_error" in col) && /^[0-9]/ { split($0, f, ",")
-            if (f[1] "," f[2] "," f[3] == c) print f[col["held_bayes_error"]] }' "$tmp/ny$l.opt")
+            if (f[1] "," f[2] "," f[3] "," f[col["channel"]] == c)
+                print f[col["held_bayes_error"]] }' "$tmp/ny$l.opt")
     declare -A bayes dist
     for part in train eval; do
         repeated "$tmp/ny.$part.csv" "$tmp/ny$l.$part.rep.csv"
@@ -228,7 +234,7 @@ for l in $ny_ls; do
         done
     done
     echo "$l,mi-channel,0,${bayes[mi.train]},${dist[mi.train]},${bayes[mi.eval]},${dist[mi.eval]},$vheld,$chosen"
-    echo "$l,planar-laplace,$geo_eps,${bayes[geo.train]},${dist[geo.train]},${bayes[geo.eval]},${dist[geo.eval]},,"
+    echo "$l,planar-laplace,$geo_eps,${bayes[geo.train]},${dist[geo.train]},${bayes[geo.eval]},${dist[geo.eval]},,,"
 done
 echo
 [ -n "${NY_EPS_CELL_M-2500}" ] || exit 0
