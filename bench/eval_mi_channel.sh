@@ -15,9 +15,10 @@
 #              28's time split: the NY_USERS (default 10) most active users
 #              inside the box NY_BOX; the first 70 % of each user's
 #              check-ins (by time) fit the channel (tracesan optimize
-#              --cell-m NY_CELL_M, default 250, with its defaults: distortion
-#              on the true points, smoothing chosen on a held-out split of
-#              those 70 %), the last 30 % are released. For L in NY_LS
+#              --cell-m NY_CELL_M, default 125 m below L = 400 m and 250 m
+#              above, with its defaults: distortion on the true points, the
+#              MI channel and the remapped Laplace, smoothing, chosen on a
+#              held-out split of those 70 %), the last 30 % are released. For L in NY_LS
 #              (default 200 500 1000 m) both sets are released through the
 #              channel and through planar Laplace at eps = 2 / D, D the
 #              channel's measured mean distortion on the released (held-out)
@@ -29,10 +30,12 @@
 #              geo-ind optimizer is an LP per step: at most 144 cells, and
 #              EPS_MAX_ITERATIONS steps, default 100).
 #
-# The Bayes error is estimated from REPEAT (default 10) independent
+# The Bayes error is estimated from REPEAT (default 40) independent
 # sanitizations of every row (as later check-ins at the same places), so
 # that the adversary's table is filled: each is a fresh draw from the
-# joint P(U, Z) the error is defined on.
+# joint P(U, Z) the error is defined on. With 10 the table over 200 m
+# cells is thin and the estimate biased upwards, more for reports that
+# spread over many cells (planar Laplace's).
 #
 # Usage (from a build directory, or set BUILD_DIR / TRACESAN):
 #   bench/eval_mi_channel.sh [GOWALLA.csv.gz]

@@ -172,6 +172,16 @@ best=$(awk -F, '/^optimize: 0,0,/ { e = $8 - $14
     END { print pick }' "$TMPD/split.log")
 check_eq "optimize --validate-split: the chosen candidate, the furthest above Laplace, refitted on every row" \
     "$best" "$(sed -n 's/^optimize: chosen smooth_m=0 backoff=0 row_entropy=\([^ ]*\) channel=\([^ ]*\) .*/\1,\2/p' "$TMPD/split.log")"
+for bad in "--channel laplace" "--channel ," "--channel remapped-laplace --geoind-epsilon 0.01"; do
+    rc=0
+    # shellcheck disable=SC2086
+    "$TRACESAN" optimize --region "$BOX" --cell-m 1000 --distortion-m 1000 \
+        $bad -o "$TMPD/bad.channel" "$TRUE_CSV" 2>"$TMPD/bad.log" || rc=$?
+    check_eq "optimize: refuses $bad" 1 "$rc"
+    check "optimize: says why it refuses $bad, and writes nothing" \
+        sh -c 'grep -q -- "--channel" "$1" && [ ! -e "$2" ]' _ "$TMPD/bad.log" \
+        "$TMPD/bad.channel"
+done
 check "optimize: refuses --validate-split 1" \
     sh -c '! "$1" optimize --region "$2" --cell-m 1000 --distortion-m 300 --validate-split 1 -o "$3/x" "$4" 2>/dev/null' \
     _ "$TRACESAN" "$BOX" "$TMPD" "$TRUE_CSV"
