@@ -45,6 +45,24 @@ static void laplace_rows(remap_work *rw, double eps)
     }
 }
 
+/* E[d] of the current K with each report z' moved to target[z'] (NULL:
+ * left where it fell). */
+static double expected_cost(const remap_work *rw, const uint32_t *target)
+{
+    size_t n = rw->n;
+    double d = 0.0;
+    for (size_t x = 0; x < n; x++) {
+        if (rw->px[x] <= 0.0)
+            continue;
+        const double *k = rw->K + x * n, *c = rw->cost + x * n;
+        double r = 0.0;
+        for (size_t zp = 0; zp < n; zp++)
+            r += k[zp] * c[target != NULL ? target[zp] : zp];
+        d += rw->px[x] * r;
+    }
+    return d;
+}
+
 /* r(z') for every report z' of the current K, and the channel's E[d].
  * The target is searched among the cells within reach of the report and
  * of its posterior's mean: the expected-distance minimiser lies among
@@ -98,35 +116,14 @@ static double remap_targets(remap_work *rw, double eps)
         }
         rw->target[zp] = (uint32_t)best;
     }
-    double d = 0.0;
-    for (size_t x = 0; x < n; x++) {
-        if (rw->px[x] <= 0.0)
-            continue;
-        const double *k = rw->K + x * n, *c = rw->cost + x * n;
-        double r = 0.0;
-        for (size_t zp = 0; zp < n; zp++)
-            r += k[zp] * c[rw->target[zp]];
-        d += rw->px[x] * r;
-    }
-    return d;
+    return expected_cost(rw, rw->target);
 }
 
 /* E[d] of the grid Laplace at eps, every report left where it fell. */
 static double laplace_distortion(remap_work *rw, double eps)
 {
-    size_t n = rw->n;
     laplace_rows(rw, eps);
-    double d = 0.0;
-    for (size_t x = 0; x < n; x++) {
-        if (rw->px[x] <= 0.0)
-            continue;
-        const double *k = rw->K + x * n, *c = rw->cost + x * n;
-        double r = 0.0;
-        for (size_t z = 0; z < n; z++)
-            r += k[z] * c[z];
-        d += rw->px[x] * r;
-    }
-    return d;
+    return expected_cost(rw, NULL);
 }
 
 static double distortion_at(remap_work *rw, double eps)
