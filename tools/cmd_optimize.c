@@ -294,6 +294,17 @@ static void normalise(double *v, size_t len)
         v[i] /= total;
 }
 
+/* A copy of counts scaled to sum to 1; NULL when memory runs out. */
+static double *normalised_copy(const double *counts, size_t len)
+{
+    double *v = malloc(len * sizeof *v);
+    if (v != NULL) {
+        memcpy(v, counts, len * sizeof *v);
+        normalise(v, len);
+    }
+    return v;
+}
+
 typedef struct fit_setup {
     const ts_cell_grid *grid;
     size_t users;
@@ -361,14 +372,10 @@ static int fit(const fit_setup *fs, const double *counts, const double *cost,
         if (fs->geoind_epsilon > 0.0)
             break;  /* its rows are tied to their neighbours' */
         /* The guard judges against the unsmoothed training joint. */
-        if (raw == NULL) {
-            raw = malloc(fs->users * g->cells * sizeof *raw);
-            if (raw == NULL) {
-                snprintf(err, errlen, "out of memory");
-                goto out;
-            }
-            memcpy(raw, counts, fs->users * g->cells * sizeof *raw);
-            normalise(raw, fs->users * g->cells);
+        if (raw == NULL &&
+            (raw = normalised_copy(counts, fs->users * g->cells)) == NULL) {
+            snprintf(err, errlen, "out of memory");
+            goto out;
         }
         if (ts_mi_guard_rows(raw, g->cells, fs->users, g->centres, C,
                              guarded, err, errlen) != 0)
@@ -399,23 +406,6 @@ out:
     return rc;
 }
 
-static int laplace_reference(const double *counts, const double *cost,
-                             const fit_setup *fs, double distortion_m,
-                             ts_mi_figures *out, char *err, size_t errlen)
-{
-    size_t len = fs->users * fs->grid->cells;
-    double *joint = malloc(len * sizeof *joint);
-    if (joint == NULL)
-        return snprintf(err, errlen, "out of memory"), -1;
-    memcpy(joint, counts, len * sizeof *joint);
-    normalise(joint, len);
-    int rc = ts_mi_laplace_reference(joint, fs->grid->cells, fs->users,
-                                     fs->grid->centres, cost, distortion_m,
-                                     out, NULL, err, errlen);
-    free(joint);
-    return rc;
-}
-
 /* One candidate of the validation: a smoothing, a row entropy (mi), a
  * family. */
 typedef struct candidate {
@@ -428,18 +418,22 @@ static double tau_of(const candidate *c, const number_list *entropy)
     return c->entropy == SIZE_MAX ? 0.0 : entropy->v[c->entropy];
 }
 
+/* The figures of channel C on a set's counts and, when ref is not NULL,
+ * those of planar Laplace on the grid at the same mean distortion. */
 static int figures(const double *counts, const double *cost,
                    const fit_setup *fs, const double *C, ts_mi_figures *out,
-                   char *err, size_t errlen)
+                   ts_mi_figures *ref, char *err, size_t errlen)
 {
-    size_t len = fs->users * fs->grid->cells;
-    double *joint = malloc(len * sizeof *joint);
+    double *joint = normalised_copy(counts, fs->users * fs->grid->cells);
     if (joint == NULL)
         return snprintf(err, errlen, "out of memory"), -1;
-    memcpy(joint, counts, len * sizeof *joint);
-    normalise(joint, len);
     int rc = ts_mi_figures_of(joint, fs->grid->cells, fs->users,
                               fs->grid->centres, cost, C, out, err, errlen);
+    if (rc == 0 && ref != NULL)
+        rc = ts_mi_laplace_reference(joint, fs->grid->cells, fs->users,
+                                     fs->grid->centres, cost,
+                                     out->distortion_m, ref, NULL, err,
+                                     errlen);
     free(joint);
     return rc;
 }
@@ -717,13 +711,10 @@ int cmd_optimize(int argc, char **argv)
                 goto out;
             }
             ts_mi_figures in, held, ref;
-            if (figures(counts, cost, &fs, channel, &in, err,
+            if (figures(counts, cost, &fs, channel, &in, NULL, err,
                         sizeof err) != 0 ||
-                figures(held_counts, held_cost, &fs, channel, &held, err,
-                        sizeof err) != 0 ||
-                laplace_reference(held_counts, held_cost, &fs,
-                                  held.distortion_m, &ref, err,
-                                  sizeof err) != 0) {
+                figures(held_counts, held_cost, &fs, channel, &held, &ref,
+                        err, sizeof err) != 0) {
                 fprintf(stderr, TS_TOOL_NAME " optimize: %s\n", err);
                 goto out;
             }
@@ -755,7 +746,8 @@ int cmd_optimize(int argc, char **argv)
     }
     optimize_s = ts_tool_now() - started;
     ts_mi_figures in;
-    if (figures(counts, cost, &fs, channel, &in, err, sizeof err) != 0) {
+    if (figures(counts, cost, &fs, channel, &in, NULL, err,
+                sizeof err) != 0) {
         fprintf(stderr, TS_TOOL_NAME " optimize: %s\n", err);
         goto out;
     }
