@@ -50,6 +50,17 @@ typedef struct remap_case {
     double dx, dy, L, spread, zero_share;
 } remap_case;
 
+/* The case's grid in c, a random joint of K users in joint, and the
+ * problem over them (distortion between centres). */
+static ts_mi_problem problem_of(const remap_case *rc, ts_rng *rng,
+                                ts_vec2 *c, double *joint)
+{
+    size_t n = ts_test_grid_centres(rc->cols, rc->rows, rc->dx, rc->dy, c);
+    ts_test_mi_joint(rng, c, n, K, rc->spread, rc->zero_share, joint);
+    return (ts_mi_problem){ .cells = n, .centres = c, .users = K,
+                            .joint = joint, .distortion_m = rc->L };
+}
+
 static const remap_case cases[] = {
     { 6, 6, 100.0, 100.0, 150.0, 150.0, 0.0 },
     { 10, 10, 100.0, 100.0, 300.0, 200.0, 0.3 },
@@ -67,12 +78,8 @@ TS_TEST(test_channel_meets_and_uses_the_bound)
     ts_vec2 c[MAX_CELLS];
     ts_rng *rng = ts_rng_new_seeded(2811);
     for (size_t t = 0; t < sizeof cases / sizeof cases[0]; t++) {
-        size_t n = ts_test_grid_centres(cases[t].cols, cases[t].rows,
-                                        cases[t].dx, cases[t].dy, c);
-        ts_test_mi_joint(rng, c, n, K, cases[t].spread, cases[t].zero_share,
-                         joint);
-        ts_mi_problem pb = { .cells = n, .centres = c, .users = K,
-                             .joint = joint, .distortion_m = cases[t].L };
+        ts_mi_problem pb = problem_of(&cases[t], rng, c, joint);
+        size_t n = pb.cells;
         remap(&pb, C);
         for (size_t x = 0; x < n; x++) {
             double sum = 0.0;
@@ -107,12 +114,8 @@ TS_TEST(test_remap_is_post_processing_of_laplace)
     ts_vec2 c[MAX_CELLS];
     ts_rng *rng = ts_rng_new_seeded(2812);
     for (size_t t = 0; t < sizeof cases / sizeof cases[0]; t++) {
-        size_t n = ts_test_grid_centres(cases[t].cols, cases[t].rows,
-                                        cases[t].dx, cases[t].dy, c);
-        ts_test_mi_joint(rng, c, n, K, cases[t].spread, cases[t].zero_share,
-                         joint);
-        ts_mi_problem pb = { .cells = n, .centres = c, .users = K,
-                             .joint = joint, .distortion_m = cases[t].L };
+        ts_mi_problem pb = problem_of(&cases[t], rng, c, joint);
+        size_t n = pb.cells;
         double eps = remap(&pb, C);
         double S[MAX_CELLS];
         for (size_t x = 0; x < n; x++)
@@ -162,12 +165,7 @@ TS_TEST(test_certificate_bounds_the_mi_optimum)
         { 10, 10, 100.0, 100.0, 100.0, 200.0, 0.3 },
     };
     for (size_t t = 0; t < sizeof tight / sizeof tight[0]; t++) {
-        size_t n = ts_test_grid_centres(tight[t].cols, tight[t].rows,
-                                        tight[t].dx, tight[t].dy, c);
-        ts_test_mi_joint(rng, c, n, K, tight[t].spread, tight[t].zero_share,
-                         joint);
-        ts_mi_problem pb = { .cells = n, .centres = c, .users = K,
-                             .joint = joint, .distortion_m = tight[t].L };
+        ts_mi_problem pb = problem_of(&tight[t], rng, c, joint);
         ts_mi_params params = { .gap_tolerance_bits = 1e-6,
                                 .max_iterations = 20000 };
         ts_mi_result opt, rm;
