@@ -40,16 +40,22 @@ void ts_changelog_builder_reset(ts_changelog_builder *builder)
 {
     ts_buf_reset(&builder->users);
     ts_buf_reset(&builder->outcomes);
+    ts_buf_reset(&builder->producers);
     builder->n_users = 0;
     builder->n_outcomes = 0;
+    builder->n_producers = 0;
+    builder->last_producer = 0;
 }
 
 void ts_changelog_builder_free(ts_changelog_builder *builder)
 {
     ts_buf_free(&builder->users);
     ts_buf_free(&builder->outcomes);
+    ts_buf_free(&builder->producers);
     builder->n_users = 0;
     builder->n_outcomes = 0;
+    builder->n_producers = 0;
+    builder->last_producer = 0;
 }
 
 int ts_changelog_add_user(ts_changelog_builder *builder, const char *id,
@@ -86,6 +92,69 @@ int ts_changelog_add_outcome(ts_changelog_builder *builder,
     return 0;
 }
 
+static uint64_t le(const unsigned char *p, int bytes)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < bytes; i++)
+        v |= (uint64_t)p[i] << (8 * i);
+    return v;
+}
+
+static void set_le(unsigned char *p, uint64_t v, int bytes)
+{
+    for (int i = 0; i < bytes; i++)
+        p[i] = (unsigned char)(v >> (8 * i));
+}
+
+int ts_changelog_add_producer(ts_changelog_builder *builder, const char *id,
+                              size_t id_len, uint64_t number,
+                              uint64_t input_seq)
+{
+    if (id_len > TS_CHANGELOG_PRODUCER_MAX)
+        return -1;
+    if (builder->n_producers > 0) {
+        unsigned char *last = builder->producers.data +
+                              builder->last_producer;
+        if ((size_t)le(last, 2) == id_len &&
+            memcmp(last + 2, id, id_len) == 0) {
+            if (number > le(last + 2 + id_len, 8))
+                set_le(last + 2 + id_len, number, 8);
+            set_le(last + 10 + id_len, input_seq, 8);
+            return 0;
+        }
+    }
+    size_t before = builder->producers.len;
+    if (put_u16(&builder->producers, id_len) != 0 ||
+        ts_buf_append(&builder->producers, id, id_len) != 0 ||
+        put_u64(&builder->producers, number) != 0 ||
+        put_u64(&builder->producers, input_seq) != 0) {
+        builder->producers.len = before;
+        return -1;
+    }
+    builder->last_producer = before;
+    builder->n_producers++;
+    return 0;
+}
+
+int ts_changelog_builder_producer(const ts_changelog_builder *builder,
+                                  const char *id, size_t id_len,
+                                  uint64_t *number)
+{
+    int found = 0;
+    for (size_t at = 0; at < builder->producers.len;) {
+        const unsigned char *e = builder->producers.data + at;
+        size_t len = (size_t)le(e, 2);
+        if (len == id_len && memcmp(e + 2, id, id_len) == 0) {
+            uint64_t n = le(e + 2 + len, 8);
+            if (!found || n > *number)
+                *number = n;
+            found = 1;
+        }
+        at += 2 + len + 16;
+    }
+    return found;
+}
+
 static size_t header_size(const ts_changelog_header *header)
 {
     return sizeof MAGIC + 2 + 2 + header->owner_len + 8 + 8;
@@ -95,7 +164,7 @@ size_t ts_changelog_size(const ts_changelog_builder *builder,
                          const ts_changelog_header *header)
 {
     return header_size(header) + 4 + builder->users.len + 4 +
-           builder->outcomes.len;
+           builder->outcomes.len + 4 + builder->producers.len;
 }
 
 /* One record: the header with `kind`, then the given runs of user and
@@ -104,12 +173,14 @@ static int put_record(ts_buf *out, const ts_changelog_header *header,
                       ts_changelog_kind kind, const unsigned char *users,
                       size_t users_len, size_t n_users,
                       const unsigned char *outcomes, size_t outcomes_len,
-                      size_t n_outcomes)
+                      size_t n_outcomes, const ts_buf *producers,
+                      size_t n_producers)
 {
     unsigned char version_kind[2] = { TS_CHANGELOG_VERSION,
                                       (unsigned char)kind };
-    if (ts_buf_reserve(out, header_size(header) + 8 + users_len +
-                                outcomes_len) != 0 ||
+    size_t producers_len = producers != NULL ? producers->len : 0;
+    if (ts_buf_reserve(out, header_size(header) + 12 + users_len +
+                                outcomes_len + producers_len) != 0 ||
         ts_buf_append(out, MAGIC, sizeof MAGIC) != 0 ||
         ts_buf_append(out, version_kind, 2) != 0 ||
         put_u16(out, header->owner_len) != 0 ||
@@ -119,7 +190,10 @@ static int put_record(ts_buf *out, const ts_changelog_header *header,
         put_u32(out, n_users) != 0 ||
         ts_buf_append(out, users, users_len) != 0 ||
         put_u32(out, n_outcomes) != 0 ||
-        ts_buf_append(out, outcomes, outcomes_len) != 0)
+        ts_buf_append(out, outcomes, outcomes_len) != 0 ||
+        put_u32(out, n_producers) != 0 ||
+        (producers_len > 0 &&
+         ts_buf_append(out, producers->data, producers_len) != 0))
         return -1;
     return 0;
 }
@@ -131,18 +205,11 @@ int ts_changelog_finish(const ts_changelog_builder *builder,
     return put_record(out, header, header->kind, builder->users.data,
                       builder->users.len, builder->n_users,
                       builder->outcomes.data, builder->outcomes.len,
-                      builder->n_outcomes);
+                      builder->n_outcomes, &builder->producers,
+                      builder->n_producers);
 }
 
 /* ------------------------------------------------------------ splitting */
-
-static uint64_t le(const unsigned char *p, int bytes)
-{
-    uint64_t v = 0;
-    for (int i = 0; i < bytes; i++)
-        v |= (uint64_t)p[i] << (8 * i);
-    return v;
-}
 
 /* Bytes of the user or outcome entry at p (the builder wrote it, so its
  * lengths are whole). */
@@ -161,20 +228,24 @@ static size_t outcome_entry_size(const unsigned char *p)
 /* A record of the split, preceded by its length. */
 typedef struct split_state {
     const ts_changelog_header *header;
+    const ts_changelog_builder *builder;
     ts_buf *out;
     size_t n_records;
     const unsigned char *users, *outcomes;   /* the run being filled */
     size_t users_len, n_users, outcomes_len, n_outcomes;
 } split_state;
 
+/* The closing record (not a PART) carries every producer entry. */
 static int emit_split(split_state *st, ts_changelog_kind kind)
 {
     size_t at = st->out->len;
     uint32_t len = 0;
+    int closing = kind != TS_CHANGELOG_PART;
     if (ts_buf_append(st->out, &len, sizeof len) != 0 ||
         put_record(st->out, st->header, kind, st->users, st->users_len,
                    st->n_users, st->outcomes, st->outcomes_len,
-                   st->n_outcomes) != 0)
+                   st->n_outcomes, closing ? &st->builder->producers : NULL,
+                   closing ? st->builder->n_producers : 0) != 0)
         return -1;
     len = (uint32_t)(st->out->len - at - sizeof len);
     memcpy(st->out->data + at, &len, sizeof len);
@@ -192,9 +263,9 @@ int ts_changelog_finish_split(const ts_changelog_builder *builder,
 {
     ts_buf_reset(out);
     *n_records = 0;
-    split_state st = { header, out, 0, builder->users.data,
+    split_state st = { header, builder, out, 0, builder->users.data,
                        builder->outcomes.data, 0, 0, 0, 0 };
-    size_t fixed = header_size(header) + 8;
+    size_t fixed = header_size(header) + 12;
     if (ts_changelog_size(builder, header) > max_bytes) {
         if (fixed >= max_bytes)
             return -1;
@@ -221,6 +292,12 @@ int ts_changelog_finish_split(const ts_changelog_builder *builder,
             st.n_outcomes++;
             at += e;
         }
+        /* The producers close the chain, with what is left. */
+        if (builder->producers.len > room)
+            return -1;
+        if (st.users_len + st.outcomes_len + builder->producers.len > room &&
+            emit_split(&st, TS_CHANGELOG_PART) != 0)
+            return -1;
     } else {
         st.users_len = builder->users.len;
         st.n_users = builder->n_users;
@@ -281,7 +358,8 @@ static const void *get_bytes(reader *r, size_t n)
 }
 
 /* One pass over the body; with visit 0 it only checks. */
-static int walk(reader *r, const ts_changelog_visitor *visitor, int visit)
+static int walk(reader *r, unsigned version,
+                const ts_changelog_visitor *visitor, int visit)
 {
     uint32_t n_users = (uint32_t)get_n(r, 4);
     for (uint32_t i = 0; i < n_users && !r->bad; i++) {
@@ -310,6 +388,20 @@ static int walk(reader *r, const ts_changelog_visitor *visitor, int visit)
                 return rc;
         }
     }
+    uint32_t n_producers = version >= 2 ? (uint32_t)get_n(r, 4) : 0;
+    for (uint32_t i = 0; i < n_producers && !r->bad; i++) {
+        size_t id_len = (size_t)get_n(r, 2);
+        const char *id = get_bytes(r, id_len);
+        uint64_t number = get_n(r, 8);
+        uint64_t input_seq = get_n(r, 8);
+        if (!r->bad && visit && visitor != NULL &&
+            visitor->producer != NULL) {
+            int rc = visitor->producer(visitor->ctx, id, id_len, number,
+                                       input_seq);
+            if (rc != 0)
+                return rc;
+        }
+    }
     if (r->bad || r->left != 0)
         return -1;
     return 0;
@@ -324,7 +416,8 @@ int ts_changelog_decode(const void *bytes, size_t len,
     unsigned version = (unsigned)get_n(&r, 1);
     unsigned kind = (unsigned)get_n(&r, 1);
     if (r.bad || memcmp(magic, MAGIC, sizeof MAGIC) != 0 ||
-        version != TS_CHANGELOG_VERSION || kind < TS_CHANGELOG_DELTA ||
+        version < 1 || version > TS_CHANGELOG_VERSION ||
+        kind < TS_CHANGELOG_DELTA ||
         kind > TS_CHANGELOG_PART)
         return -1;
     header->kind = (ts_changelog_kind)kind;
@@ -335,9 +428,9 @@ int ts_changelog_decode(const void *bytes, size_t len,
     if (r.bad)
         return -1;
     reader body = r;
-    if (walk(&body, NULL, 0) != 0)
+    if (walk(&body, version, NULL, 0) != 0)
         return -1;
-    return walk(&r, visitor, 1);
+    return walk(&r, version, visitor, 1);
 }
 
 /* ---------------------------------------------------------- naming */
@@ -527,12 +620,14 @@ int ts_changelog_replica_init(ts_changelog_replica *replica)
 {
     memset(replica, 0, sizeof *replica);
     replica->records = ts_record_map_new();
-    return replica->records != NULL ? 0 : -1;
+    replica->producers = ts_record_map_new();
+    return replica->records != NULL && replica->producers != NULL ? 0 : -1;
 }
 
 void ts_changelog_replica_free(ts_changelog_replica *replica)
 {
     ts_record_map_free(replica->records);
+    ts_record_map_free(replica->producers);
     ts_buf_free(&replica->chain);
     ts_buf_free(&replica->closed);
     memset(replica, 0, sizeof *replica);
@@ -541,6 +636,7 @@ void ts_changelog_replica_free(ts_changelog_replica *replica)
 void ts_changelog_replica_reset(ts_changelog_replica *replica)
 {
     ts_record_map_clear(replica->records);
+    ts_record_map_clear(replica->producers);
     ts_buf_reset(&replica->chain);
     ts_buf_reset(&replica->closed);
     replica->changelog_seq = 0;
@@ -556,15 +652,72 @@ static int replica_user(void *arg, const char *id, size_t id_len,
                ? 0 : 1;
 }
 
+/* A producer's newer number replaces its older one (an entry carries the
+ * highest number of its group). */
+static int replica_producer(void *arg, const char *id, size_t id_len,
+                            uint64_t number, uint64_t input_seq)
+{
+    ts_changelog_replica *replica = arg;
+    const void *have;
+    size_t have_len;
+    if (ts_record_map_get(replica->producers, id, id_len, &have,
+                          &have_len) == 1 && have_len == 16 &&
+        le(have, 8) > number)
+        return 0;
+    unsigned char value[16];
+    set_le(value, number, 8);
+    set_le(value + 8, input_seq, 8);
+    return ts_record_map_put(replica->producers, id, id_len, value,
+                             sizeof value) == 0 ? 0 : 1;
+}
+
+typedef struct oldest_producer {
+    uint64_t input_seq;
+    char id[TS_CHANGELOG_PRODUCER_MAX];
+    size_t id_len;
+    int found;
+} oldest_producer;
+
+static int find_oldest(void *arg, const char *id, size_t id_len,
+                       const void *value, size_t len)
+{
+    oldest_producer *o = arg;
+    uint64_t at = len == 16 ? le((const unsigned char *)value + 8, 8) : 0;
+    if (id_len <= sizeof o->id && (!o->found || at < o->input_seq)) {
+        o->input_seq = at;
+        memcpy(o->id, id, id_len);
+        o->id_len = id_len;
+        o->found = 1;
+    }
+    return 0;
+}
+
+/* Past the bound the producer heard from longest ago goes: every copy of
+ * the partition applies the same records, so every copy forgets the
+ * same one. */
+static void bound_producers(ts_changelog_replica *replica)
+{
+    while (ts_record_map_count(replica->producers) >
+           TS_CHANGELOG_MAX_PRODUCERS) {
+        oldest_producer o = { 0 };
+        ts_record_map_each(replica->producers, find_oldest, &o);
+        if (!o.found)
+            return;
+        ts_record_map_remove(replica->producers, o.id, o.id_len);
+    }
+}
+
 static int apply_users(ts_changelog_replica *replica, const void *bytes,
                        size_t len, uint64_t seq, uint64_t last_input_seq)
 {
     ts_changelog_header header;
-    ts_changelog_visitor visitor = { replica, replica_user, NULL };
+    ts_changelog_visitor visitor = { replica, replica_user, NULL,
+                                     replica_producer };
     uint64_t pair[2] = { seq, last_input_seq };
     if (ts_changelog_decode(bytes, len, &header, &visitor) != 0 ||
         ts_buf_append(&replica->closed, pair, sizeof pair) != 0)
         return -1;
+    bound_producers(replica);
     return 0;
 }
 
@@ -615,6 +768,7 @@ int ts_changelog_replica_apply(ts_changelog_replica *replica,
         break;
     case TS_CHANGELOG_SNAPSHOT:
         ts_record_map_clear(replica->records);
+        ts_record_map_clear(replica->producers);
         ts_buf_reset(&replica->closed);
         replica->records_since_snapshot = 0;
         rc = apply_users(replica, bytes, len, seq, h.last_input_seq);
@@ -633,6 +787,52 @@ int ts_changelog_replica_apply(ts_changelog_replica *replica,
     if (header != NULL)
         *header = h;
     return 0;
+}
+
+int ts_changelog_replica_add_producers(ts_changelog_replica *replica,
+                                       const ts_changelog_builder *builder)
+{
+    for (size_t at = 0; at < builder->producers.len;) {
+        const unsigned char *e = builder->producers.data + at;
+        size_t id_len = (size_t)le(e, 2);
+        if (replica_producer(replica, (const char *)e + 2, id_len,
+                             le(e + 2 + id_len, 8),
+                             le(e + 10 + id_len, 8)) != 0)
+            return -1;
+        at += 2 + id_len + 16;
+    }
+    bound_producers(replica);
+    return 0;
+}
+
+static int producer_into(void *arg, const char *id, size_t id_len,
+                         const void *value, size_t len)
+{
+    if (len != 16)
+        return 0;
+    return ts_changelog_add_producer(arg, id, id_len, le(value, 8),
+                                     le((const unsigned char *)value + 8, 8))
+               != 0;
+}
+
+int ts_changelog_replica_producers_into(const ts_changelog_replica *replica,
+                                        ts_changelog_builder *builder)
+{
+    return ts_record_map_each(replica->producers, producer_into, builder) == 0
+               ? 0 : -1;
+}
+
+int ts_changelog_replica_producer(const ts_changelog_replica *replica,
+                                  const char *id, size_t id_len,
+                                  uint64_t *number)
+{
+    const void *value;
+    size_t len;
+    if (ts_record_map_get(replica->producers, id, id_len, &value, &len) != 1 ||
+        len != 16)
+        return 0;
+    *number = le(value, 8);
+    return 1;
 }
 
 int ts_changelog_replica_closed_above(const ts_changelog_replica *replica,

@@ -14,8 +14,19 @@
  * length + bytes), epoch u64, last input sequence u64, user count u32 and
  * per user id (u16 + bytes) and record (u32 + bytes), outcome count u32 and
  * per outcome input sequence u64, index u32, subject (u16 + bytes),
- * payload (u32 + bytes). No raw coordinate is in it: user records hold
+ * payload (u32 + bytes), then (version 2) producer count u32 and per
+ * producer id (u16 + bytes), last message number u64 and the input
+ * sequence it came at u64. No raw coordinate is in it: user records hold
  * published values only, outcomes are what is published anyway.
+ *
+ * The producers: an input message whose Nats-Msg-Id is
+ * "<producer>.<partition>.<n>" is that producer's n-th message to the
+ * partition. A work-queue stream forgets the ids of the messages it
+ * deleted once acknowledged, so after a leader change a producer's resend
+ * of a message that was stored (its answer lost with the leader) is
+ * stored again under a new sequence. The changelog remembers, per
+ * producer, the last n committed, and an owner processes no message at
+ * or below it (docs/scale-out.md, "Producers").
  *
  * A group too large for one message (the server's max_payload) is split
  * (ts_changelog_finish_split): PART records, then the DELTA that closes
@@ -32,7 +43,12 @@
 
 #include "wire/codec.h"
 
-#define TS_CHANGELOG_VERSION 1u
+#define TS_CHANGELOG_VERSION 2u
+/* The producers a partition remembers; past this, the one whose last
+ * message came at the lowest input sequence is forgotten first. */
+#define TS_CHANGELOG_MAX_PRODUCERS 1024
+/* The longest producer id kept (longer ones are not deduplicated). */
+#define TS_CHANGELOG_PRODUCER_MAX 200
 
 typedef enum ts_changelog_kind {
     /* A group: changed users and its outcomes. */
@@ -65,8 +81,11 @@ typedef struct ts_changelog_header {
 typedef struct ts_changelog_builder {
     ts_buf users;                /* encoded user entries */
     ts_buf outcomes;             /* encoded outcome entries */
+    ts_buf producers;            /* encoded producer entries */
     uint32_t n_users;
     uint32_t n_outcomes;
+    uint32_t n_producers;
+    size_t last_producer;        /* offset of the newest producer entry */
 } ts_changelog_builder;
 
 void ts_changelog_builder_reset(ts_changelog_builder *builder);
@@ -78,6 +97,18 @@ int ts_changelog_add_outcome(ts_changelog_builder *builder,
                              uint64_t input_seq, uint32_t index,
                              const char *subject, size_t subject_len,
                              const void *payload, size_t len);
+/* The producer's message `number`, taken at input sequence `input_seq`:
+ * replaces the newest entry when that one is the same producer's. 0, or
+ * -1 when memory ran out or the id is longer than
+ * TS_CHANGELOG_PRODUCER_MAX. */
+int ts_changelog_add_producer(ts_changelog_builder *builder, const char *id,
+                              size_t id_len, uint64_t number,
+                              uint64_t input_seq);
+/* The highest number the builder holds for the producer: 1 with it, or
+ * 0. */
+int ts_changelog_builder_producer(const ts_changelog_builder *builder,
+                                  const char *id, size_t id_len,
+                                  uint64_t *number);
 /* Bytes the record would take. */
 size_t ts_changelog_size(const ts_changelog_builder *builder,
                          const ts_changelog_header *header);
@@ -87,7 +118,8 @@ int ts_changelog_finish(const ts_changelog_builder *builder,
 /* The group as records of at most max_bytes each, into `out` (reset
  * first), each preceded by its length (u32, host order): one record of
  * header->kind when it fits, else PART records (users first, then
- * outcomes, in order) and a last one of header->kind with the rest.
+ * outcomes, in order) and a last one of header->kind with the rest and
+ * every producer entry.
  * *n_records says how many. 0; -1 when one user or outcome alone does not
  * fit (the configuration's state sizes or output.batch_outcomes against
  * the server's max_payload: no input can cause it) or memory ran out. */
@@ -108,10 +140,13 @@ typedef struct ts_changelog_visitor {
     int (*outcome)(void *ctx, uint64_t input_seq, uint32_t index,
                    const char *subject, size_t subject_len,
                    const void *payload, size_t len);
+    int (*producer)(void *ctx, const char *id, size_t id_len,
+                    uint64_t number, uint64_t input_seq);
 } ts_changelog_visitor;
 
-/* Checks the whole record first, then fills `header` and visits users and
- * outcomes (either callback may be NULL). -1 for a truncated or unknown
+/* Checks the whole record first, then fills `header` and visits users,
+ * outcomes and producers (any callback may be NULL). Version 1 records
+ * (no producers) are read too. -1 for a truncated or unknown
  * record (nothing visited), else what a callback returned, else 0. */
 int ts_changelog_decode(const void *bytes, size_t len,
                         ts_changelog_header *header,
@@ -175,6 +210,8 @@ typedef struct ts_changelog_replica {
                                     length, bytes */
     uint64_t chain_epoch;        /* its writer's epoch */
     ts_buf closed;               /* pairs of u64: seq, last_input_seq */
+    /* producer id -> u64 last number, u64 input sequence it came at */
+    ts_record_map *producers;
 } ts_changelog_replica;
 
 /* 0, or -1 when memory ran out. */
@@ -188,6 +225,19 @@ void ts_changelog_replica_reset(ts_changelog_replica *replica);
 int ts_changelog_replica_apply(ts_changelog_replica *replica,
                                const void *bytes, size_t len, uint64_t seq,
                                ts_changelog_header *header);
+/* A closed group's producer entries (its owner's, which never reads its
+ * own records back), with the replica's bound on producers. 0, or -1
+ * when memory ran out. */
+int ts_changelog_replica_add_producers(ts_changelog_replica *replica,
+                                       const ts_changelog_builder *builder);
+/* Every producer the replica remembers, into the builder (a snapshot's).
+ * 0, or -1 when memory ran out. */
+int ts_changelog_replica_producers_into(const ts_changelog_replica *replica,
+                                        ts_changelog_builder *builder);
+/* 1 with the last message number committed for the producer, or 0. */
+int ts_changelog_replica_producer(const ts_changelog_replica *replica,
+                                  const char *id, size_t id_len,
+                                  uint64_t *number);
 /* The subject sequences of the closed groups' records whose last input
  * is above `floor`, in order, into `seqs` (u64 each, reset first). 0, or
  * -1 when memory ran out. */

@@ -54,7 +54,7 @@ TS_TEST(test_record_round_trip)
     ck_assert_uint_eq(out.len, ts_changelog_size(&b, &h));
     ts_changelog_header got;
     seen s = { 0 };
-    ts_changelog_visitor v = { &s, see_user, see_outcome };
+    ts_changelog_visitor v = { &s, see_user, see_outcome, NULL };
     ck_assert_int_eq(ts_changelog_decode(out.data, out.len, &got, &v), 0);
     ck_assert_int_eq(got.kind, TS_CHANGELOG_DELTA);
     ck_assert(got.owner_len == 6 && memcmp(got.owner, "node-1", 6) == 0);
@@ -68,7 +68,7 @@ TS_TEST(test_record_round_trip)
     /* Every truncation is refused before anything is visited. */
     for (size_t cut = 0; cut < out.len; cut++) {
         seen none = { 0 };
-        ts_changelog_visitor v2 = { &none, see_user, see_outcome };
+        ts_changelog_visitor v2 = { &none, see_user, see_outcome, NULL };
         ck_assert_int_eq(ts_changelog_decode(out.data, cut, &got, &v2), -1);
         ck_assert_int_eq(none.users + none.outcomes, 0);
     }
@@ -152,7 +152,7 @@ TS_TEST(test_split_records_and_replica)
     while (ts_changelog_next_split(&split, &at, &rec, &len)) {
         ts_changelog_header got;
         seen s = { 0 };
-        ts_changelog_visitor v = { &s, see_user, NULL };
+        ts_changelog_visitor v = { &s, see_user, NULL, NULL };
         ck_assert_uint_le(len, limit);
         ck_assert_int_eq(ts_changelog_decode(rec, len, &got, &v), 0);
         count++;
@@ -220,6 +220,166 @@ TS_TEST(test_split_records_and_replica)
     ts_buf_free(&seqs);
     ts_buf_free(&split);
     ts_changelog_replica_free(&r);
+    ts_changelog_builder_free(&b);
+}
+END_TEST
+
+typedef struct seen_producers {
+    int n;
+    char last[32];
+    uint64_t number, input_seq;
+} seen_producers;
+
+static int see_producer(void *ctx, const char *id, size_t id_len,
+                        uint64_t number, uint64_t input_seq)
+{
+    seen_producers *s = ctx;
+    s->n++;
+    snprintf(s->last, sizeof s->last, "%.*s", (int)id_len, id);
+    s->number = number;
+    s->input_seq = input_seq;
+    return 0;
+}
+
+/* The producers' last message numbers (a work queue's duplicate window
+ * does not survive a leader change, docs/scale-out.md "Producers"): one
+ * entry per run of one producer's messages, the highest number kept;
+ * written on the record that closes a chain only, so a reader applies
+ * them with the group or not at all; a snapshot carries them all; the
+ * bound forgets the producer heard from longest ago; version 1 records,
+ * which have none, are still read. */
+TS_TEST(test_record_producers)
+{
+    ts_changelog_builder b = { 0 };
+    ck_assert_int_eq(ts_changelog_add_producer(&b, "run-a", 5, 3, 100), 0);
+    ck_assert_int_eq(ts_changelog_add_producer(&b, "run-a", 5, 4, 101), 0);
+    ck_assert_uint_eq(b.n_producers, 1);          /* coalesced */
+    ck_assert_int_eq(ts_changelog_add_producer(&b, "run-b", 5, 9, 102), 0);
+    ck_assert_int_eq(ts_changelog_add_producer(&b, "run-a", 5, 5, 103), 0);
+    ck_assert_uint_eq(b.n_producers, 3);
+    uint64_t n = 0;
+    ck_assert_int_eq(ts_changelog_builder_producer(&b, "run-a", 5, &n), 1);
+    ck_assert_uint_eq(n, 5);
+    ck_assert_int_eq(ts_changelog_builder_producer(&b, "run-c", 5, &n), 0);
+    char long_id[TS_CHANGELOG_PRODUCER_MAX + 1];
+    memset(long_id, 'x', sizeof long_id);
+    ck_assert_int_eq(ts_changelog_add_producer(&b, long_id, sizeof long_id,
+                                               1, 1), -1);
+
+    ts_changelog_header h = { TS_CHANGELOG_DELTA, "me", 2, 5, 103 };
+    ts_buf out = { 0 };
+    ck_assert_int_eq(ts_changelog_finish(&b, &h, &out), 0);
+    ck_assert_uint_eq(out.len, ts_changelog_size(&b, &h));
+    seen_producers sp = { 0 };
+    ts_changelog_visitor v = { &sp, NULL, NULL, see_producer };
+    ts_changelog_header got;
+    ck_assert_int_eq(ts_changelog_decode(out.data, out.len, &got, &v), 0);
+    ck_assert_int_eq(sp.n, 3);
+    ck_assert_str_eq(sp.last, "run-a");
+    ck_assert_uint_eq(sp.number, 5);
+    ck_assert_uint_eq(sp.input_seq, 103);
+    for (size_t cut = 0; cut < out.len; cut++)
+        ck_assert_int_eq(ts_changelog_decode(out.data, cut, &got, NULL), -1);
+
+    ts_changelog_replica r;
+    ck_assert_int_eq(ts_changelog_replica_init(&r), 0);
+    ck_assert_int_eq(ts_changelog_replica_apply(&r, out.data, out.len, 1,
+                                                NULL), 0);
+    ck_assert_int_eq(ts_changelog_replica_producer(&r, "run-a", 5, &n), 1);
+    ck_assert_uint_eq(n, 5);
+    ck_assert_int_eq(ts_changelog_replica_producer(&r, "run-b", 5, &n), 1);
+    ck_assert_uint_eq(n, 9);
+    /* An older number never lowers what is remembered. */
+    ts_changelog_builder_reset(&b);
+    ck_assert_int_eq(ts_changelog_add_producer(&b, "run-b", 5, 2, 104), 0);
+    ck_assert_int_eq(ts_changelog_replica_add_producers(&r, &b), 0);
+    ck_assert_int_eq(ts_changelog_replica_producer(&r, "run-b", 5, &n), 1);
+    ck_assert_uint_eq(n, 9);
+
+    /* Split: only the closing record carries them. */
+    ts_changelog_builder_reset(&b);
+    char payload[100];
+    memset(payload, 'p', sizeof payload);
+    for (uint32_t i = 0; i < 100; i++)
+        ck_assert_int_eq(ts_changelog_add_outcome(&b, 200, i,
+                                                  "tracesan.rejected", 17,
+                                                  payload, sizeof payload), 0);
+    ck_assert_int_eq(ts_changelog_add_producer(&b, "run-c", 5, 1, 200), 0);
+    ts_buf split = { 0 };
+    size_t n_records = 0;
+    h.last_input_seq = 200;
+    ck_assert_int_eq(ts_changelog_finish_split(&b, &h, 2048, &split,
+                                               &n_records), 0);
+    ck_assert_uint_gt(n_records, 2);
+    const void *rec;
+    size_t len, at = 0, count = 0;
+    uint64_t seq = 10;
+    while (ts_changelog_next_split(&split, &at, &rec, &len)) {
+        seen_producers one = { 0 };
+        ts_changelog_visitor vp = { &one, NULL, NULL, see_producer };
+        ck_assert_uint_le(len, 2048);
+        ck_assert_int_eq(ts_changelog_decode(rec, len, &got, &vp), 0);
+        count++;
+        ck_assert_int_eq(one.n, count < n_records ? 0 : 1);
+        ck_assert_int_eq(ts_changelog_replica_apply(&r, rec, len, seq++,
+                                                    NULL), 0);
+        ck_assert_int_eq(ts_changelog_replica_producer(&r, "run-c", 5, &n),
+                         count < n_records ? 0 : 1);
+    }
+
+    /* A snapshot carries every producer and replaces what was there. */
+    ts_changelog_builder_reset(&b);
+    ck_assert_int_eq(ts_changelog_replica_producers_into(&r, &b), 0);
+    ck_assert_uint_eq(b.n_producers, 3);
+    h.kind = TS_CHANGELOG_SNAPSHOT;
+    ck_assert_int_eq(ts_changelog_finish(&b, &h, &out), 0);
+    ts_changelog_replica copy;
+    ck_assert_int_eq(ts_changelog_replica_init(&copy), 0);
+    ck_assert_int_eq(ts_changelog_add_producer(&b, "stale", 5, 1, 1), 0);
+    ck_assert_int_eq(ts_changelog_replica_add_producers(&copy, &b), 0);
+    ck_assert_int_eq(ts_changelog_replica_apply(&copy, out.data, out.len, 50,
+                                                NULL), 0);
+    ck_assert_uint_eq(ts_record_map_count(copy.producers), 3);
+    ck_assert_int_eq(ts_changelog_replica_producer(&copy, "stale", 5, &n), 0);
+    ck_assert_int_eq(ts_changelog_replica_producer(&copy, "run-b", 5, &n), 1);
+    ck_assert_uint_eq(n, 9);
+
+    /* The bound: the producer heard from longest ago goes first. */
+    ts_changelog_replica_reset(&copy);
+    char id[32];
+    for (int i = 0; i <= TS_CHANGELOG_MAX_PRODUCERS; i++) {
+        ts_changelog_builder_reset(&b);
+        int k = snprintf(id, sizeof id, "p%d", i);
+        /* p0 came last of all, p1 first */
+        uint64_t when = i == 0 ? 1000000 : (uint64_t)i;
+        ck_assert_int_eq(ts_changelog_add_producer(&b, id, (size_t)k, 1,
+                                                   when), 0);
+        ck_assert_int_eq(ts_changelog_replica_add_producers(&copy, &b), 0);
+    }
+    ck_assert_uint_eq(ts_record_map_count(copy.producers),
+                      TS_CHANGELOG_MAX_PRODUCERS);
+    ck_assert_int_eq(ts_changelog_replica_producer(&copy, "p1", 2, &n), 0);
+    ck_assert_int_eq(ts_changelog_replica_producer(&copy, "p0", 2, &n), 1);
+    ck_assert_int_eq(ts_changelog_replica_producer(&copy, "p2", 2, &n), 1);
+
+    /* Version 1: the same record without the producer count. */
+    ts_changelog_builder_reset(&b);
+    ck_assert_int_eq(ts_changelog_add_user(&b, "alice", 5, "abc", 3), 0);
+    h.kind = TS_CHANGELOG_DELTA;
+    ck_assert_int_eq(ts_changelog_finish(&b, &h, &out), 0);
+    out.len -= 4;
+    out.data[4] = 1;
+    seen su = { 0 };
+    ts_changelog_visitor vu = { &su, see_user, NULL, see_producer };
+    ck_assert_int_eq(ts_changelog_decode(out.data, out.len, &got, &vu), 0);
+    ck_assert_int_eq(su.users, 1);
+    out.data[4] = 2;  /* the same bytes as version 2 lack the count */
+    ck_assert_int_eq(ts_changelog_decode(out.data, out.len, &got, NULL), -1);
+
+    ts_buf_free(&out);
+    ts_buf_free(&split);
+    ts_changelog_replica_free(&r);
+    ts_changelog_replica_free(&copy);
     ts_changelog_builder_free(&b);
 }
 END_TEST

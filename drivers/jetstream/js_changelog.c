@@ -185,7 +185,7 @@ void ts_js_announce_published(ts_jetstream *m, const void *record,
     const ts_observer *o = m->group.observer;
     if (o == NULL || o->published == NULL)
         return;
-    ts_changelog_visitor visitor = { (void *)o, NULL, announce_one };
+    ts_changelog_visitor visitor = { (void *)o, NULL, announce_one, NULL };
     ts_changelog_header header;
     ts_changelog_decode(record, len, &header, &visitor);
 }
@@ -204,7 +204,7 @@ int ts_js_publish_outcomes_sync(ts_jetstream *m, jsCtx *js,
         *errors = 0;
         pthread_mutex_unlock(lock);
         publish_ctx ctx = { js, partition, 0, 0 };
-        ts_changelog_visitor visitor = { &ctx, NULL, publish_one };
+        ts_changelog_visitor visitor = { &ctx, NULL, publish_one, NULL };
         ts_changelog_header header;
         if (ts_changelog_decode(record, len, &header, &visitor) < 0)
             return -1;

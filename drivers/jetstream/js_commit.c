@@ -508,7 +508,7 @@ static void send_outcomes(ts_jetstream *m, partition *p, js_flight *f)
     async_publish ctx = { m, f, p->index, f->publish_rounds > 0, 0 };
     f->publish_rounds++;
     f->published_ms = ts_js_mono_ms();
-    ts_changelog_visitor visitor = { &ctx, NULL, publish_async_one };
+    ts_changelog_visitor visitor = { &ctx, NULL, publish_async_one, NULL };
     const void *record;
     size_t len, at = 0;
     ts_changelog_header header;
@@ -548,6 +548,8 @@ static void committed(ts_jetstream *m, partition *p, js_flight *f)
     /* What it changed is the partition's state now: nothing to take
      * back, and a rebuild reads on after its last record. */
     ts_buf_reset(&f->undo);
+    if (ts_changelog_replica_add_producers(&p->replica, &f->builder) != 0)
+        p->replica_broken = 1;  /* out of memory: read it all again */
     for (size_t at = 0; at + 8 <= f->seqs.len; at += 8) {
         uint64_t pair[2];
         memcpy(&pair[0], f->seqs.data + at, 8);

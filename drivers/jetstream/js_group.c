@@ -56,6 +56,82 @@ static void process_message(ts_jetstream *m, partition *p, js_flight *f,
     pthread_mutex_unlock(&m->lock);
 }
 
+/* ------------------------------------------------------- producers */
+
+/* A producer's name for an input, from its Nats-Msg-Id
+ * "<producer>.<partition>.<n>" (tools/js_producer.c writes it so). */
+typedef struct producer_ref {
+    const char *id;
+    size_t id_len;
+    uint64_t number;
+} producer_ref;
+
+/* The last '.' among the first n bytes of s, or NULL. */
+static const char *last_dot(const char *s, size_t n)
+{
+    while (n-- > 0)
+        if (s[n] == '.')
+            return s + n;
+    return NULL;
+}
+
+static int all_digits(const char *s, size_t n)
+{
+    if (n == 0 || n > 19)
+        return 0;
+    for (size_t i = 0; i < n; i++)
+        if (s[i] < '0' || s[i] > '9')
+            return 0;
+    return 1;
+}
+
+/* 1 when the input names its producer and this partition, else 0 (an
+ * input without such an id is processed as it comes). */
+static int producer_of(natsMsg *msg, uint32_t partition, producer_ref *ref)
+{
+    const char *id = NULL;
+    if (natsMsgHeader_Get(msg, "Nats-Msg-Id", &id) != NATS_OK || id == NULL)
+        return 0;
+    size_t len = strlen(id);
+    const char *last = last_dot(id, len);
+    if (last == NULL || last == id)
+        return 0;
+    const char *middle = last_dot(id, (size_t)(last - id));
+    if (middle == NULL || middle == id)
+        return 0;
+    size_t number_len = len - (size_t)(last + 1 - id);
+    size_t part_len = (size_t)(last - middle - 1);
+    if (!all_digits(last + 1, number_len) || !all_digits(middle + 1, part_len) ||
+        strtoull(middle + 1, NULL, 10) != partition ||
+        (size_t)(middle - id) > TS_CHANGELOG_PRODUCER_MAX)
+        return 0;
+    ref->id = id;
+    ref->id_len = (size_t)(middle - id);
+    ref->number = strtoull(last + 1, NULL, 10);
+    return 1;
+}
+
+/* 1 when the partition committed, or has in flight, the producer's
+ * message at or after this one: a producer sends a partition's messages
+ * one after the other, each only once the one before is stored, so this
+ * is a copy stored again (a resend whose first copy was stored, its
+ * answer lost with a leader the work queue's duplicate window did not
+ * survive). */
+static int sent_before(const partition *p, const producer_ref *ref)
+{
+    uint64_t have = 0;
+    if (ts_changelog_replica_producer(&p->replica, ref->id, ref->id_len,
+                                      &have) && have >= ref->number)
+        return 1;
+    for (size_t i = 0; i < p->count; i++) {
+        const js_flight *f = &p->flights[(p->head + i) % MAX_FLIGHTS];
+        if (ts_changelog_builder_producer(&f->builder, ref->id, ref->id_len,
+                                          &have) && have >= ref->number)
+            return 1;
+    }
+    return 0;
+}
+
 /* ------------------------------------------------------- snapshots */
 
 typedef struct snapshot_ctx {
@@ -84,6 +160,8 @@ js_verdict ts_js_snapshot(ts_jetstream *m, partition *p, const char **why)
     ts_buf record = { 0 };
     snapshot_ctx ctx = { &builder, 0 };
     ts_record_map_each(p->replica.records, snapshot_user, &ctx);
+    if (ts_changelog_replica_producers_into(&p->replica, &builder) != 0)
+        ctx.failed = 1;
     ts_changelog_header header = {
         .kind = TS_CHANGELOG_SNAPSHOT, .owner = m->self,
         .owner_len = strlen(m->self), .epoch = p->epoch,
@@ -225,7 +303,7 @@ int ts_js_fill(ts_jetstream *m, partition *p)
      * flight retired, which recreates the consumer at the first input
      * not acknowledged. */
     int gap = m->gap_every > 0 && ++m->fetches_seen % m->gap_every == 0;
-    int taken = 0;
+    int taken = 0, duplicates = 0;
     for (int i = 0; i < list.Count && !gap; i++) {
         jsMsgMetaData *meta = NULL;
         if (natsMsg_GetMetaData(&meta, list.Msgs[i]) != NATS_OK) {
@@ -251,11 +329,29 @@ int ts_js_fill(ts_jetstream *m, partition *p)
             p->fetched_seq = seq;
         if (seq <= committed)
             continue;  /* committed before: its outcomes were republished */
+        producer_ref producer;
+        int named = producer_of(msg, p->index, &producer);
+        if (named && sent_before(p, &producer)) {
+            /* Its first copy's outcomes exist (or will, with its group):
+             * acknowledged in turn, never processed twice. */
+            duplicates++;
+            continue;
+        }
+        /* Out of memory here only forgoes catching a later copy: a copy
+         * processed twice is debited twice, never published unspent. */
+        if (named)
+            (void)ts_changelog_add_producer(&f->builder, producer.id,
+                                            producer.id_len, producer.number,
+                                            seq);
         process_message(m, p, f, msg, seq);
         if (f->first_input_seq == 0)
             f->first_input_seq = seq;
         f->last_input_seq = seq;
     }
+    if (duplicates > 0)
+        ts_log(TS_LOG_WARN, "partition %u: %d input messages a producer had "
+               "sent before (stored again after a failover); acknowledged "
+               "without processing", p->index, duplicates);
     if (gap) {
         ts_log(TS_LOG_WARN, "partition %u: a gap in the consumer's "
                "deliveries; rebuilding once the groups in flight are "
@@ -266,6 +362,7 @@ int ts_js_fill(ts_jetstream *m, partition *p)
         f->last_input_seq = committed;
     pthread_mutex_lock(&m->lock);
     m->stats[p->index].messages += (uint64_t)taken;
+    m->stats[p->index].duplicates += (uint64_t)duplicates;
     pthread_mutex_unlock(&m->lock);
     natsMsgList_Destroy(&list);
     return 1;

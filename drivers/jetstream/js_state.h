@@ -63,6 +63,7 @@ typedef struct part_stats {
     uint64_t takeovers;
     uint64_t fenced;
     uint64_t republished;
+    uint64_t duplicates;         /* inputs a producer had sent before */
     size_t users;                /* in its pipeline now */
     size_t in_flight;            /* groups between fetch and input ack */
 } part_stats;
