@@ -95,8 +95,11 @@ fi
 # failing that the outputs, when that is n1 or n2 (the producer talks to
 # n0): then appends and publishes in flight lose their answers and the
 # streams elect new leaders, the hard case. Else n2.
+# JS_VICTIM_STREAMS=TRACESAN_IN kills the input stream's leader instead:
+# the producer's resends then meet a duplicate window that did not
+# survive the election (docs/scale-out.md, "Producers").
 victim=2
-for stream in TRACESAN_STATE TRACESAN_OUT; do
+for stream in ${JS_VICTIM_STREAMS:-TRACESAN_STATE TRACESAN_OUT}; do
     leader=$(js_api "${NATS_PORTS[0]}" "\$JS.API.STREAM.INFO.$stream" |
                  sed -n 's/.*"leader":"n\([0-9]\)".*/\1/p')
     note "$stream is led by n${leader:-?}"
