@@ -21,10 +21,10 @@
  *
  * The producers: an input message whose Nats-Msg-Id is
  * "<producer>.<partition>.<n>" is that producer's n-th message to the
- * partition. A work-queue stream forgets the ids of the messages it
- * deleted once acknowledged, so after a leader change a producer's resend
- * of a message that was stored (its answer lost with the leader) is
- * stored again under a new sequence. The changelog remembers, per
+ * partition. JetStream's duplicate window is not enough: after the loss
+ * of TRACESAN_IN's leader, nats-server 2.9.10 stored a producer's resend
+ * of a message it had stored (and a daemon had processed and
+ * acknowledged) again under a new sequence. The changelog remembers, per
  * producer, the last n committed, and an owner processes no message at
  * or below it (docs/scale-out.md, "Producers").
  *

@@ -96,8 +96,8 @@ fi
 # n0): then appends and publishes in flight lose their answers and the
 # streams elect new leaders, the hard case. Else n2.
 # JS_VICTIM_STREAMS=TRACESAN_IN kills the input stream's leader instead:
-# the producer's resends then meet a duplicate window that did not
-# survive the election (docs/scale-out.md, "Producers").
+# resends of messages stored before the election may be stored again
+# (docs/scale-out.md, "Producers").
 victim=2
 for stream in ${JS_VICTIM_STREAMS:-TRACESAN_STATE TRACESAN_OUT}; do
     leader=$(js_api "${NATS_PORTS[0]}" "\$JS.API.STREAM.INFO.$stream" |

@@ -1,11 +1,9 @@
 #!/usr/bin/env bash
 # A producer's message stored twice is processed once (docs/scale-out.md,
-# "Producers"). JetStream's duplicate window does not stop such a copy on
-# a work queue: the message is deleted once acknowledged, and a new stream
-# leader rebuilds the window from what is still stored, so a resend whose
-# first copy's answer died with the leader is stored again under a new
-# sequence (seen in the cluster test with the leader of TRACESAN_IN
-# killed: 300 inputs processed twice). Here the broker is made to store
+# "Producers"). JetStream's duplicate window did not stop such a copy in
+# the cluster test with the leader of TRACESAN_IN killed: a resend whose
+# first copy's answer died with the leader was stored again under a new
+# sequence, and 300 inputs were processed twice. Here the broker is made to store
 # the copies without any failover: TRACESAN_IN is created beforehand with
 # a 1 s duplicate window, and the same file is replayed twice under one
 # --producer name, the second time after the window. The daemon must

@@ -115,8 +115,8 @@ static int producer_of(natsMsg *msg, uint32_t partition, producer_ref *ref)
  * message at or after this one: a producer sends a partition's messages
  * one after the other, each only once the one before is stored, so this
  * is a copy stored again (a resend whose first copy was stored, its
- * answer lost with a leader the work queue's duplicate window did not
- * survive). */
+ * answer lost with a leader, which the broker's duplicate window did not
+ * catch). */
 static int sent_before(const partition *p, const producer_ref *ref)
 {
     uint64_t have = 0;
