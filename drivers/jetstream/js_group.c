@@ -200,14 +200,29 @@ js_verdict ts_js_snapshot(ts_jetstream *m, partition *p, const char **why)
 /* ----------------------------------------------------------- input */
 
 /* An empty fetch looks the same whether there is no input or the
- * consumer is gone (deleted by an operator, a stream recreated): after a
- * quiet ttl, ask; a missing consumer is recreated by a rebuild. */
+ * consumer is gone (deleted by an operator, a stream recreated), or no
+ * longer delivers what the partition's subject holds: after a quiet ttl,
+ * ask; a missing consumer is recreated by a rebuild, and so is one that
+ * delivered nothing for longer than its AckWait while inputs waited
+ * (anything it handed out and lost would have come again by then). */
 static void check_consumer(ts_jetstream *m, partition *p)
 {
     int64_t now = ts_js_mono_ms();
     if (now - p->input_seen_ms < m->nats->lease_ttl_ms || p->count > 0)
         return;
     p->input_seen_ms = now;
+    pthread_mutex_lock(&m->lock);
+    uint64_t waiting = m->stats[p->index].lag;
+    pthread_mutex_unlock(&m->lock);
+    if (waiting > 0 && m->input_work_queue &&
+        now - p->delivered_ms > TS_JS_ACK_WAIT_MS + m->nats->lease_ttl_ms) {
+        ts_log(TS_LOG_WARN, "partition %u: %" PRIu64 " inputs stored, none "
+               "delivered for %" PRId64 " s; recreating its consumer",
+               p->index, waiting, (now - p->delivered_ms) / 1000);
+        p->delivered_ms = now;
+        p->rebuild_due = 1;
+        return;
+    }
     char durable[64];
     ts_js_consumer_name(durable, sizeof durable, p->index);
     jsConsumerInfo *ci = NULL;
@@ -289,6 +304,7 @@ int ts_js_fill(ts_jetstream *m, partition *p)
     p->idle_backoff_ms = 0;
     p->next_fetch_ms = 0;
     p->input_seen_ms = now;
+    p->delivered_ms = now;
     /* The open group, or a new one opened with its first input: a fetch
      * that takes none (a gap at once) must leave no empty group behind,
      * which nothing would ever seal, while the rebuild the gap asks for
@@ -303,7 +319,7 @@ int ts_js_fill(ts_jetstream *m, partition *p)
      * flight retired, which recreates the consumer at the first input
      * not acknowledged. */
     int gap = m->gap_every > 0 && ++m->fetches_seen % m->gap_every == 0;
-    int taken = 0, duplicates = 0;
+    int taken = 0, duplicates = 0, reused = 0;
     for (int i = 0; i < list.Count && !gap; i++) {
         jsMsgMetaData *meta = NULL;
         if (natsMsg_GetMetaData(&meta, list.Msgs[i]) != NATS_OK) {
@@ -327,10 +343,24 @@ int ts_js_fill(ts_jetstream *m, partition *p)
         p->last_delivery = delivery;
         if (seq > p->fetched_seq)
             p->fetched_seq = seq;
-        if (seq <= committed)
-            continue;  /* committed before: its outcomes were republished */
         producer_ref producer;
         int named = producer_of(msg, p->index, &producer);
+        if (seq <= committed) {
+            /* Committed before: its outcomes were republished. Unless its
+             * producer's number was never committed: then the stream gave
+             * a new message a sequence it had given another (its leader
+             * lost acknowledged messages), and the outputs' ids, made of
+             * the sequence, are taken. Not processed: said, counted. */
+            if (named && !sent_before(p, &producer)) {
+                reused++;
+                ts_log(TS_LOG_ERROR, "partition %u: input %" PRIu64 " is at "
+                       "or below the last committed input (%" PRIu64 ") but "
+                       "is a producer's message %" PRIu64 " never committed: "
+                       "TRACESAN_IN reused a sequence; not processed",
+                       p->index, seq, committed, producer.number);
+            }
+            continue;
+        }
         if (named && sent_before(p, &producer)) {
             /* Its first copy's outcomes exist (or will, with its group):
              * acknowledged in turn, never processed twice. */
@@ -363,6 +393,7 @@ int ts_js_fill(ts_jetstream *m, partition *p)
     pthread_mutex_lock(&m->lock);
     m->stats[p->index].messages += (uint64_t)taken;
     m->stats[p->index].duplicates += (uint64_t)duplicates;
+    m->stats[p->index].reused += (uint64_t)reused;
     pthread_mutex_unlock(&m->lock);
     natsMsgList_Destroy(&list);
     return 1;

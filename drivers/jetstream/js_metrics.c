@@ -98,6 +98,8 @@ int ts_js_render_metrics(ts_jetstream *m, ts_buf *out)
           "changelog records republished on takeover" },
         { "tracesand_partition_duplicate_inputs_total", "counter",
           "input messages a producer had sent before, acknowledged unprocessed" },
+        { "tracesand_partition_reused_sequences_total", "counter",
+          "new input messages at a sequence already committed, not processed" },
         { "tracesand_partition_groups_in_flight", "gauge",
           "groups between their fetch and their inputs' acknowledgement" },
     };
@@ -117,6 +119,7 @@ int ts_js_render_metrics(ts_jetstream *m, ts_buf *out)
             case 7: PUT("%s{partition=\"%u\"} %" PRIu64 "\n", rows[r].name, i, s->fenced); break;
             case 8: PUT("%s{partition=\"%u\"} %" PRIu64 "\n", rows[r].name, i, s->republished); break;
             case 9: PUT("%s{partition=\"%u\"} %" PRIu64 "\n", rows[r].name, i, s->duplicates); break;
+            case 10: PUT("%s{partition=\"%u\"} %" PRIu64 "\n", rows[r].name, i, s->reused); break;
             default: PUT("%s{partition=\"%u\"} %zu\n", rows[r].name, i, s->in_flight); break;
             }
         }

@@ -172,6 +172,7 @@ void ts_js_take_over(ts_jetstream *m, partition *p)
         p->rebuild_due = 0;
         p->snapshot_due = 0;
         p->input_seen_ms = ts_js_mono_ms();
+        p->delivered_ms = p->input_seen_ms;
         pthread_mutex_lock(&m->lock);
         m->stats[p->index].owned = 1;
         pthread_mutex_unlock(&m->lock);

@@ -143,7 +143,7 @@ static int make_consumer(ts_jetstream *m, js_worker *w, partition *p)
     cc.Durable = durable;
     cc.FilterSubject = subj;
     cc.AckPolicy = js_AckExplicit;
-    cc.AckWait = (int64_t)60 * 1000000000;
+    cc.AckWait = (int64_t)TS_JS_ACK_WAIT_MS * 1000000;
     cc.MaxAckPending = (int64_t)m->nats->max_ack_pending;
     /* A work queue holds only what was never acknowledged: from its
      * start (inputs up to the last committed one are acknowledged as

@@ -37,6 +37,9 @@
 #include "state/changelog.h"
 
 #define ERR_MAX 512
+/* The input consumers' AckWait: an input delivered and not acknowledged
+ * within it is delivered again. */
+#define TS_JS_ACK_WAIT_MS 60000
 #define SUBJECT_MAX 96
 #define MAX_INSTANCES 256
 /* The most groups a partition has in flight (nats.groups_in_flight). */
@@ -64,6 +67,7 @@ typedef struct part_stats {
     uint64_t fenced;
     uint64_t republished;
     uint64_t duplicates;         /* inputs a producer had sent before */
+    uint64_t reused;             /* new inputs at a committed sequence */
     size_t users;                /* in its pipeline now */
     size_t in_flight;            /* groups between fetch and input ack */
 } part_stats;
@@ -152,7 +156,10 @@ typedef struct partition {
     ts_pipeline_stats counted;   /* its pipeline's stats already summed */
     ts_state_backend backend;
     natsSubscription *sub;
-    int64_t input_seen_ms;       /* last fetch that returned input */
+    int64_t input_seen_ms;       /* last fetch that returned input (or
+                                    consumer check) */
+    int64_t delivered_ms;        /* last fetch that returned input, or
+                                    the consumer's creation */
     int64_t next_fetch_ms;       /* an idle partition is polled less */
     int64_t idle_backoff_ms;
     uint64_t last_delivery;      /* the consumer's sequence last seen */
