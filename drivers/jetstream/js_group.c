@@ -216,9 +216,10 @@ static void check_consumer(ts_jetstream *m, partition *p)
     pthread_mutex_unlock(&m->lock);
     if (waiting > 0 && m->input_work_queue &&
         now - p->delivered_ms > TS_JS_ACK_WAIT_MS + m->nats->lease_ttl_ms) {
-        ts_log(TS_LOG_WARN, "partition %u: %" PRIu64 " inputs stored, none "
-               "delivered for %" PRId64 " s; recreating its consumer",
-               p->index, waiting, (now - p->delivered_ms) / 1000);
+        ts_log(TS_LOG_WARN, "partition %u: no delivery for %" PRId64 " s "
+               "with %" PRIu64 " stored inputs waiting; recreating its "
+               "consumer", p->index, (now - p->delivered_ms) / 1000,
+               waiting);
         p->delivered_ms = now;
         p->rebuild_due = 1;
         return;
