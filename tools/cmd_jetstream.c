@@ -173,8 +173,9 @@ void ts_replay_jetstream_usage(FILE *out)
         "the broker\n"
         "                        stores it twice; a second replay of the "
         "same file\n"
-        "                        (same --batch) under the same NAME sends "
-        "nothing new.\n"
+        "                        (same --batch) under the same NAME is not "
+        "processed\n"
+        "                        again.\n"
         "                        Letters, digits, '-' and '_', at most 40.\n"
         SECURITY_USAGE
         "Exit status 0 once every message is stored, 2 when updates too "
