@@ -13,8 +13,8 @@
 # killed instance's partitions (issue 30: within lease_ttl + 2 s), and how
 # long after the node's kill every output was there (issue 30: within
 # 30 s). Asserted: the survivor kept every lease through the node's loss
-# (no "lease not renewed" after it: its renewals ride out the lease
-# bucket's leader election, docs/scale-out.md "Leases"), and the outputs'
+# (no "lease not renewed" or "taken" after it: its renewals ride out the
+# lease bucket's leader election, docs/scale-out.md "Leases"), and the outputs'
 # completion under a generous ceiling.
 . "${top_srcdir:-$(dirname "$0")/..}/tests/lib.sh"
 . "$top_srcdir/tests/jetstream_lib.sh"
@@ -133,8 +133,12 @@ check "outputs complete within ${COMPLETE_CEILING_S} s of the node's kill (${com
     test -n "$complete_ms" -a "${complete_ms:-0}" -le $((COMPLETE_CEILING_S * 1000))
 tail -n +"$NODE_LOG_MARK" "$B_LOG" | grep -v 'rejected user=\|more rejections' |
     grep 'lease\|warn' | sed 's/^/#   after the node kill: /' | head -n 20
-check "b kept every lease through the node's loss (no 'lease not renewed')" \
-    bash -c "! tail -n +$NODE_LOG_MARK '$B_LOG' | grep -q 'lease not renewed'"
+# Nobody else is there to take them: a lease "taken" is b's own renewal,
+# stored with its answer lost in the election, read as someone else's
+# (one run of 11 lost all 16 that way, and 19 s of throughput, before
+# the refusal was settled by reading the lease back).
+check "b kept every lease through the node's loss (none 'not renewed' or 'taken')" \
+    bash -c "! tail -n +$NODE_LOG_MARK '$B_LOG' | grep -q 'lease not renewed\|reason=lease taken\|lease lost .*reason=taken'"
 code=$(curl -s -o /dev/null -w '%{http_code}' "http://$B_HTTP/healthz")
 check_eq "/healthz of b answers 200 with one node down" 200 "$code"
 DAEMON_PID=$B_PID DAEMON_LOG=$B_LOG stop_daemon b

@@ -175,6 +175,38 @@ static void publish_update(ts_jetstream *m, const char *key,
     js_PublishAsync(m->lease_js, subject, value, (int)strlen(value), &po);
 }
 
+/* A renewal refused because the lease's revision is not the one it
+ * expects. After a round whose answer was lost (a server gone, the
+ * bucket electing its leader), that revision can be this instance's own
+ * renewal, stored: only this instance writes its name, and of its
+ * renewals expecting one revision only the first can be stored. Then the
+ * lease is still ours at the newer revision; the deadline stays the one
+ * of the last renewal answered (the stored one was sent no earlier), and
+ * the next round extends it. RENEW_OK with *revision, RENEW_TAKEN, or
+ * RENEW_FAILED when the bucket could not be read. */
+static int settle_refused_renewal(ts_jetstream *m, uint32_t i,
+                                  uint64_t expect, uint64_t *revision)
+{
+    char key[TS_LEASE_OWNER_MAX + 8];
+    ts_js_lease_key(key, sizeof key, i);
+    kvEntry *entry = NULL;
+    natsStatus s = kvStore_Get(&entry, m->lease_kv, key);
+    if (s == NATS_NOT_FOUND)
+        return RENEW_TAKEN;
+    if (s != NATS_OK)
+        return RENEW_FAILED;
+    const char *owner = kvEntry_Operation(entry) == kvOp_Put
+                            ? kvEntry_ValueString(entry) : NULL;
+    *revision = kvEntry_Revision(entry);
+    int ours = owner != NULL && strcmp(owner, m->self) == 0 &&
+               *revision > expect;
+    kvEntry_Destroy(entry);
+    if (ours)
+        ts_log(TS_LOG_INFO, "partition %u: a lease renewal answered late "
+               "was stored (revision %" PRIu64 ")", i, *revision);
+    return ours ? RENEW_OK : RENEW_TAKEN;
+}
+
 /* One round: the heartbeat, every held lease and every release asked
  * for, sent at once, then their answers. 1 when every renewal got one. */
 static int renew_round(ts_jetstream *m)
@@ -213,6 +245,31 @@ static int renew_round(ts_jetstream *m)
             natsMsgList_Destroy(&pending);
     }
     int ok = 1;
+    /* Refusals are settled first, outside the lock (a read of the
+     * bucket); only the lease thread writes r->state between rounds. */
+    for (uint32_t i = 0; i < m->n_partitions; i++) {
+        js_renewal *r = &m->renewals[i];
+        pthread_mutex_lock(&m->lease_lock);
+        int refused = r->state == RENEW_TAKEN;
+        uint64_t expect = r->expect;
+        pthread_mutex_unlock(&m->lease_lock);
+        if (!refused)
+            continue;
+        uint64_t revision = 0;
+        int settled = settle_refused_renewal(m, i, expect, &revision);
+        pthread_mutex_lock(&m->lease_lock);
+        if (settled == RENEW_OK) {
+            /* Ours after all: the newer revision, the old deadline, and
+             * the next round soon, to extend it. */
+            if (m->parts[i].held && m->parts[i].lease_rev == expect)
+                m->parts[i].lease_rev = revision;
+            r->state = RENEW_NONE;
+            ok = 0;
+        } else {
+            r->state = settled;
+        }
+        pthread_mutex_unlock(&m->lease_lock);
+    }
     pthread_mutex_lock(&m->lease_lock);
     for (uint32_t i = 0; i < m->n_partitions; i++) {
         partition *p = &m->parts[i];

@@ -157,6 +157,28 @@ static void try_take(ts_js_pop_entry *e, int64_t now)
     log_lease(e, "acquired", why);
 }
 
+/* A refused renewal can meet this holder's own earlier renewal, stored
+ * with its answer lost (only this holder writes its name, and only the
+ * first renewal expecting a revision is stored): then the lease is still
+ * held, at the newer revision, with the deadline of the last answered
+ * renewal. 1 when so (the revision adopted), else 0. */
+static int own_renewal_stored(ts_js_pop_entry *e)
+{
+    ts_js_pop_holder *h = &e->holder;
+    kvEntry *entry = NULL;
+    if (kvStore_Get(&entry, e->ctx->lease_kv, e->lease_key) != NATS_OK)
+        return 0;
+    const char *owner = kvEntry_Operation(entry) == kvOp_Put
+                            ? kvEntry_ValueString(entry) : NULL;
+    uint64_t revision = kvEntry_Revision(entry);
+    int ours = owner != NULL && strcmp(owner, self_name(e)) == 0 &&
+               revision > h->lease_rev;
+    kvEntry_Destroy(entry);
+    if (ours)
+        h->lease_rev = revision;
+    return ours;
+}
+
 static void renew(ts_js_pop_entry *e, int64_t now)
 {
     ts_js_pop_holder *h = &e->holder;
@@ -172,7 +194,8 @@ static void renew(ts_js_pop_entry *e, int64_t now)
         return;
     }
     const char *why = nats_GetLastError(NULL);
-    if (why != NULL && strstr(why, "wrong last") != NULL) {
+    if (why != NULL && strstr(why, "wrong last") != NULL &&
+        !own_renewal_stored(e)) {
         ts_js_pop_holder_stop(e, 0, "taken");
         return;
     }
