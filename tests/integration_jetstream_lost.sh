@@ -21,13 +21,19 @@
 # - An outcome's answer lost although the stream stored it: the group's
 #   outcomes not acknowledged are sent again after a while (the stored
 #   one dropped there as a duplicate by its message id), with no rebuild.
+# - A lease renewal's answer lost although the bucket stored it: the next
+#   renewal, expecting the old revision, is refused, and the refusal is
+#   settled by reading the lease back: ours at the newer revision, so the
+#   lease is kept. Before, the refusal read as a taker's, and a lone
+#   instance dropped its leases right after a node's loss (cluster test).
 #
 # The test hooks TRACESAND_TEST_FAIL_TAKES=N (the first N takes fail),
 # TRACESAND_TEST_GAP_EVERY=N (every Nth fetch with input
 # takes its first message as lost) and
 # TRACESAND_TEST_DROP_APPEND_ANSWER_EVERY=N (every Nth stored append is
-# taken as unanswered) and TRACESAND_TEST_DROP_OUTCOME_ANSWER_EVERY=N (the
-# same for outcomes) make all four happen (environment variables, for tests
+# taken as unanswered), TRACESAND_TEST_DROP_OUTCOME_ANSWER_EVERY=N (the
+# same for outcomes) and TRACESAND_TEST_DROP_RENEWAL_ANSWER_EVERY=N (the
+# same for lease renewals) make all five happen (environment variables, for tests
 # only). One nats-server, one instance, groups in flight: every input
 # still has exactly one output, and the ledger, budget and ownership
 # checks of the other JetStream tests hold.
@@ -44,6 +50,7 @@ GAP_EVERY=7
 FAIL_TAKES=3
 DROP_EVERY=5
 DROP_OUTCOME_EVERY=97
+DROP_RENEWAL_EVERY=50
 
 start_nats_single
 make_trace "$TMPD/trace.csv" $USERS $PER_USER
@@ -51,6 +58,7 @@ make_trace "$TMPD/trace.csv" $USERS $PER_USER
 TRACESAND_TEST_FAIL_TAKES=$FAIL_TAKES TRACESAND_TEST_GAP_EVERY=$GAP_EVERY \
     TRACESAND_TEST_DROP_APPEND_ANSWER_EVERY=$DROP_EVERY \
     TRACESAND_TEST_DROP_OUTCOME_ANSWER_EVERY=$DROP_OUTCOME_EVERY \
+    TRACESAND_TEST_DROP_RENEWAL_ANSWER_EVERY=$DROP_RENEWAL_EVERY \
     start_instance a \
     -o nats.lease_ttl_s=$TTL -o nats.groups_in_flight=4 \
     -o nats.fetch_batch=2
@@ -78,6 +86,11 @@ check_ge "groups whose outcome answers were lost sent them again" 5 \
     "${resent:-0}"
 check "no lost outcome answer led to a rebuild" \
     bash -c "! grep -q 'publishing outcomes' '$A_LOG'"
+kept=$(grep -c "a lease renewal answered late was stored" "$A_LOG")
+check_ge "renewals whose answer was lost were found stored, the lease kept" 3 \
+    "${kept:-0}"
+check "no lease was dropped as taken (a is alone)" \
+    bash -c "! grep -q 'reason=lease taken' '$A_LOG'"
 # Every output stored does not mean every group retired: a group whose
 # outcome answers the hook dropped waits for its resend before its inputs
 # are acknowledged. What must not happen is a group that never retires.

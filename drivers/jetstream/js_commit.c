@@ -223,6 +223,9 @@ int ts_js_commit_open(ts_jetstream *m, char *err, size_t errlen)
     hook = getenv("TRACESAND_TEST_DROP_OUTCOME_ANSWER_EVERY");
     if (hook != NULL)
         m->drop_outcome_every = strtoull(hook, NULL, 10);
+    hook = getenv("TRACESAND_TEST_DROP_RENEWAL_ANSWER_EVERY");
+    if (hook != NULL)
+        m->drop_renewal_every = strtoull(hook, NULL, 10);
     hook = getenv("TRACESAND_TEST_GAP_EVERY");
     if (hook != NULL)
         m->gap_every = strtoull(hook, NULL, 10);

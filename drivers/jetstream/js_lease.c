@@ -62,7 +62,11 @@ static void on_lease_ack(jsCtx *js, natsMsg *msg, jsPubAck *pa,
             pthread_mutex_lock(&m->lease_lock);
             js_renewal *r = &m->renewals[i];
             if (r->state == RENEW_PENDING && r->expect == expect) {
-                if (pa != NULL) {
+                if (pa != NULL && m->drop_renewal_every > 0 &&
+                    ++m->renewals_answered % m->drop_renewal_every == 0) {
+                    /* Test hook: as an answer lost on its way (stored). */
+                    r->state = RENEW_FAILED;
+                } else if (pa != NULL) {
                     r->state = RENEW_OK;
                     r->revision = pa->Sequence;
                 } else {

@@ -299,6 +299,12 @@ struct ts_driver {
      * unacknowledged outcomes are sent again. 0: off. Under flight_lock. */
     uint64_t drop_outcome_every;
     uint64_t outcomes_answered;
+    /* Test hook (TRACESAND_TEST_DROP_RENEWAL_ANSWER_EVERY=N): every Nth
+     * lease renewal the bucket stored is taken as unanswered, so the
+     * next one is refused and settled (js_lease.c). 0: off. Under
+     * lease_lock. */
+    uint64_t drop_renewal_every;
+    uint64_t renewals_answered;
     /* Subscriptions on the live connections, destroyed later. */
     ts_sub_graveyard graveyard;
     /* shared with the loop */
