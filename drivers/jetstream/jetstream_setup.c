@@ -390,6 +390,23 @@ int ts_js_ensure_streams(ts_js_conn *conn, const struct ts_nats_settings *nats,
                          TS_JS_POPULATION_HISTORY, err, errlen);
 }
 
+int ts_js_lease_reads_own(kvStore *kv, const char *key, const char *owner,
+                          uint64_t expect, uint64_t *revision)
+{
+    kvEntry *entry = NULL;
+    natsStatus s = kvStore_Get(&entry, kv, key);
+    if (s == NATS_NOT_FOUND)
+        return 0;
+    if (s != NATS_OK)
+        return -1;
+    const char *value = kvEntry_Operation(entry) == kvOp_Put
+                            ? kvEntry_ValueString(entry) : NULL;
+    *revision = kvEntry_Revision(entry);
+    int own = value != NULL && strcmp(value, owner) == 0 && *revision > expect;
+    kvEntry_Destroy(entry);
+    return own;
+}
+
 natsStatus ts_js_next_stream_msg(natsSubscription *sub, int64_t timeout_ms,
                                  natsMsg **msg, uint64_t *seq,
                                  uint64_t *pending)

@@ -66,6 +66,15 @@ int ts_js_partition_backlog(jsCtx *js, uint32_t partitions, int work_queue,
 void ts_js_describe(char *err, size_t errlen, const char *what,
                     natsStatus status, jsErrCode code);
 
+/* After a compare-and-set renewal of lease `key`, expecting revision
+ * `expect`, was refused: whether the lease reads back as `owner`'s at a
+ * newer revision, i.e. the owner's own earlier renewal, stored with its
+ * answer lost (only the owner writes its name, and of its renewals
+ * expecting one revision only the first is stored). 1 with *revision,
+ * 0 when it is someone else's or gone, -1 when it cannot be read. */
+int ts_js_lease_reads_own(kvStore *kv, const char *key, const char *owner,
+                          uint64_t expect, uint64_t *revision);
+
 /* The next message of an ordered consumer's subscription, with its stream
  * sequence and how many are still pending; heartbeats and flow-control
  * messages are skipped. NATS_OK with *msg (the caller destroys it), or

@@ -180,35 +180,24 @@ static void publish_update(ts_jetstream *m, const char *key,
 }
 
 /* A renewal refused because the lease's revision is not the one it
- * expects. After a round whose answer was lost (a server gone, the
- * bucket electing its leader), that revision can be this instance's own
- * renewal, stored: only this instance writes its name, and of its
- * renewals expecting one revision only the first can be stored. Then the
- * lease is still ours at the newer revision; the deadline stays the one
- * of the last renewal answered (the stored one was sent no earlier), and
- * the next round extends it. RENEW_OK with *revision, RENEW_TAKEN, or
- * RENEW_FAILED when the bucket could not be read. */
+ * expects: after a round whose answer was lost (a server gone, the
+ * bucket electing its leader), that can be this instance's own renewal,
+ * stored (ts_js_lease_reads_own). Then the lease is still ours at the
+ * newer revision; the deadline stays the one of the last renewal
+ * answered (the stored one was sent no earlier), and the next round
+ * extends it. RENEW_OK with *revision, RENEW_TAKEN, or RENEW_FAILED when
+ * the bucket could not be read. */
 static int settle_refused_renewal(ts_jetstream *m, uint32_t i,
                                   uint64_t expect, uint64_t *revision)
 {
     char key[TS_LEASE_OWNER_MAX + 8];
     ts_js_lease_key(key, sizeof key, i);
-    kvEntry *entry = NULL;
-    natsStatus s = kvStore_Get(&entry, m->lease_kv, key);
-    if (s == NATS_NOT_FOUND)
-        return RENEW_TAKEN;
-    if (s != NATS_OK)
-        return RENEW_FAILED;
-    const char *owner = kvEntry_Operation(entry) == kvOp_Put
-                            ? kvEntry_ValueString(entry) : NULL;
-    *revision = kvEntry_Revision(entry);
-    int ours = owner != NULL && strcmp(owner, m->self) == 0 &&
-               *revision > expect;
-    kvEntry_Destroy(entry);
-    if (ours)
+    int own = ts_js_lease_reads_own(m->lease_kv, key, m->self, expect,
+                                    revision);
+    if (own == 1)
         ts_log(TS_LOG_INFO, "partition %u: a lease renewal answered late "
                "was stored (revision %" PRIu64 ")", i, *revision);
-    return ours ? RENEW_OK : RENEW_TAKEN;
+    return own == 1 ? RENEW_OK : own == 0 ? RENEW_TAKEN : RENEW_FAILED;
 }
 
 /* One round: the heartbeat, every held lease and every release asked

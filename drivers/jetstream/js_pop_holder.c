@@ -158,25 +158,19 @@ static void try_take(ts_js_pop_entry *e, int64_t now)
 }
 
 /* A refused renewal can meet this holder's own earlier renewal, stored
- * with its answer lost (only this holder writes its name, and only the
- * first renewal expecting a revision is stored): then the lease is still
+ * with its answer lost (ts_js_lease_reads_own): then the lease is still
  * held, at the newer revision, with the deadline of the last answered
- * renewal. 1 when so (the revision adopted), else 0. */
+ * renewal. 1 when so (the revision adopted), else 0 (unreadable counts as
+ * lost: the safe side). */
 static int own_renewal_stored(ts_js_pop_entry *e)
 {
     ts_js_pop_holder *h = &e->holder;
-    kvEntry *entry = NULL;
-    if (kvStore_Get(&entry, e->ctx->lease_kv, e->lease_key) != NATS_OK)
+    uint64_t revision = 0;
+    if (ts_js_lease_reads_own(e->ctx->lease_kv, e->lease_key, self_name(e),
+                              h->lease_rev, &revision) != 1)
         return 0;
-    const char *owner = kvEntry_Operation(entry) == kvOp_Put
-                            ? kvEntry_ValueString(entry) : NULL;
-    uint64_t revision = kvEntry_Revision(entry);
-    int ours = owner != NULL && strcmp(owner, self_name(e)) == 0 &&
-               revision > h->lease_rev;
-    kvEntry_Destroy(entry);
-    if (ours)
-        h->lease_rev = revision;
-    return ours;
+    h->lease_rev = revision;
+    return 1;
 }
 
 static void renew(ts_js_pop_entry *e, int64_t now)
