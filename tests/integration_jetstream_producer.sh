@@ -23,24 +23,10 @@ start_nats_single
 PORT=${NATS_URL##*:}
 # TRACESAN_IN as the daemon makes it (work queue, the 16 partition
 # subjects), with a duplicate window of 1 s instead of 2 minutes.
-"$PY" - "$PORT" <<'PYEOF' >"$TMPD/create.txt"
-import json, socket, sys
-sock = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=10)
-f = sock.makefile("rb")
-f.readline()
-config = {"name": "TRACESAN_IN", "subjects": ["tracesan.in.%d" % p for p in range(16)],
-          "retention": "workqueue", "storage": "file", "num_replicas": 1,
-          "duplicate_window": 1000000000}
-body = json.dumps(config).encode()
-sock.sendall(b'CONNECT {"verbose":false}\r\nSUB _INBOX.create 1\r\n' +
-             b"PUB $JS.API.STREAM.CREATE.TRACESAN_IN _INBOX.create %d\r\n" % len(body) +
-             body + b"\r\n")
-while True:
-    line = f.readline().rstrip(b"\r\n")
-    if line.startswith(b"MSG"):
-        print(f.read(int(line.split()[-1]) + 2)[:-2].decode())
-        break
-PYEOF
+subjects=$(printf '"tracesan.in.%d",' $(seq 0 15))
+js_request "$PORT" '$JS.API.STREAM.CREATE.TRACESAN_IN' \
+    "{\"name\":\"TRACESAN_IN\",\"subjects\":[${subjects%,}],\"retention\":\"workqueue\",\"storage\":\"file\",\"num_replicas\":1,\"duplicate_window\":1000000000}" \
+    >"$TMPD/create.txt"
 check "TRACESAN_IN is created with a 1 s duplicate window" \
     grep -q '"duplicate_window":1000000000' "$TMPD/create.txt"
 
@@ -80,15 +66,8 @@ check_eq "TRACESAN_IN keeps none of them" 0 "$(stream_msgs TRACESAN_IN)"
 check "the copies are logged" grep -q 'a producer had sent before' "$A_LOG"
 
 # A later trace under another name is new input, processed.
-"$PY" - "$TMPD/trace.csv" "$TMPD/later.csv" <<'PYEOF'
-import sys
-rows = open(sys.argv[1]).read().splitlines()
-with open(sys.argv[2], "w") as out:
-    out.write(rows[0] + "\n")
-    for r in rows[1:]:
-        u, ts, lat, lon = r.split(",")
-        out.write("%s,%d,%s,%s\n" % (u, int(ts) + 86400, lat, lon))
-PYEOF
+awk -F, 'NR == 1 { print; next } { printf "%s,%d,%s,%s\n", $1, $2 + 86400, $3, $4 }' \
+    "$TMPD/trace.csv" >"$TMPD/later.csv"
 cat "$TMPD/trace.csv" >"$TMPD/both.csv"
 tail -n +2 "$TMPD/later.csv" >>"$TMPD/both.csv"
 replay_as fleet-2 "$TMPD/later.csv" >/dev/null

@@ -47,31 +47,34 @@ wait_distinct_outputs 1 30 || fatal "the warm-up input got no output"
 # acknowledges it: with an hour's ack_wait the consumer waits an hour
 # before it delivers that input again (a work queue takes only
 # deliver_policy "all", so this is how a consumer can strand one).
-"$PY" - "$PORT" >"$TMPD/rogue.txt" <<'PYEOF' &
+js_request "$PORT" '$JS.API.CONSUMER.DELETE.TRACESAN_IN.tracesan-p3' '' \
+    >"$TMPD/rogue.txt"
+js_request "$PORT" '$JS.API.CONSUMER.DURABLE.CREATE.TRACESAN_IN.tracesan-p3' \
+    '{"stream_name":"TRACESAN_IN","config":{"durable_name":"tracesan-p3","filter_subject":"tracesan.in.3","ack_policy":"explicit","ack_wait":3600000000000}}' \
+    >>"$TMPD/rogue.txt"
+# The pull waits (20 s at most) for the next input; libnats' fetches are
+# NoWait, so the waiting request is the one served.
+"$PY" - "$PORT" >>"$TMPD/rogue.txt" <<'PYEOF' &
 import json, socket, sys
-port = int(sys.argv[1])
-name = "tracesan-p3"
-sock = socket.create_connection(("127.0.0.1", port), timeout=30)
+sock = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=30)
 f = sock.makefile("rb")
 f.readline()
-sock.sendall(b'CONNECT {"verbose":false,"headers":true}\r\nSUB _INBOX.c 1\r\n')
-def request(subject, body):
-    sock.sendall(b"PUB %s _INBOX.c %d\r\n" % (subject.encode(), len(body)) + body + b"\r\n")
-    while True:
-        line = f.readline().rstrip(b"\r\n")
-        if line == b"PING":
-            sock.sendall(b"PONG\r\n")
-        elif line.startswith(b"MSG") or line.startswith(b"HMSG"):
-            return line, f.read(int(line.split()[-1]) + 2)[:-2]
-print(request("$JS.API.CONSUMER.DELETE.TRACESAN_IN." + name, b"")[1].decode())
-config = {"durable_name": name, "filter_subject": "tracesan.in.3",
-          "ack_policy": "explicit", "ack_wait": 3600 * 10**9}
-print(request("$JS.API.CONSUMER.DURABLE.CREATE.TRACESAN_IN." + name,
-              json.dumps({"stream_name": "TRACESAN_IN", "config": config}).encode())[1].decode())
+body = json.dumps({"batch": 1, "expires": 20 * 10**9}).encode()
+sock.sendall(b'CONNECT {"verbose":false,"headers":true}\r\nSUB _INBOX.c 1\r\n'
+             b"PUB $JS.API.CONSUMER.MSG.NEXT.TRACESAN_IN.tracesan-p3 _INBOX.c %d\r\n"
+             % len(body) + body + b"\r\n")
 print("pulling", flush=True)
-line, body = request("$JS.API.CONSUMER.MSG.NEXT.TRACESAN_IN." + name,
-                     json.dumps({"batch": 1, "expires": 20 * 10**9}).encode())
-print("taken" if line.split()[0] in (b"MSG", b"HMSG") else "no delivery: %s" % line.decode())
+while True:
+    line = f.readline().rstrip(b"\r\n")
+    if line == b"PING":
+        sock.sendall(b"PONG\r\n")
+    elif line.split()[:1] in ([b"MSG"], [b"HMSG"]):
+        # a delivery has headers (HMSG); a 408 status without a message
+        # would mean nothing came
+        f.read(int(line.split()[-1]) + 2)
+        print("taken" if b"408" not in line and b"$JS.ACK" in line else
+              "no delivery: %s" % line.decode())
+        break
 PYEOF
 ROGUE=$!
 for _ in $(seq 100); do grep -q pulling "$TMPD/rogue.txt" && break; sleep 0.1; done

@@ -196,6 +196,20 @@ js_api() {
     exec 5>&-
 }
 
+# js_request PORT SUBJECT BODY: one JetStream API request with a (JSON,
+# ASCII) body; prints the answer.
+js_request() {
+    local port=$1 subject=$2 body=$3 line
+    exec 5<>"/dev/tcp/127.0.0.1/$port" || return 1
+    read -r -t 5 line <&5
+    printf 'CONNECT {"verbose":false}\r\nSUB _INBOX.tsreq 1\r\nPUB %s _INBOX.tsreq %d\r\n%s\r\n' \
+        "$subject" "${#body}" "$body" >&5
+    while read -r -t 5 line <&5; do
+        case $line in MSG*) read -r -t 5 line <&5; echo "${line%$'\r'}"; break ;; esac
+    done
+    exec 5>&-
+}
+
 # held_partitions LOG: the partitions whose last lease line in LOG is
 # "acquired".
 held_partitions() {
