@@ -453,7 +453,7 @@ fail:
     return NULL;
 }
 
-static int valid_profile_name(const char *name)
+int ts_config_plain_name(const char *name)
 {
     for (const char *p = name; *p != '\0'; p++)
         if (!is_name_char(*p))
@@ -476,7 +476,7 @@ static void load_profile(ts_config *config, config_setting_t *group,
                 ts_libconfig_type_name(config_setting_type(group)));
         return;
     }
-    if (!valid_profile_name(name)) {
+    if (!ts_config_plain_name(name)) {
         fail_at(config, group, "profile name '%s' may only contain letters, "
                 "digits, '-' and '_'", name);
         return;

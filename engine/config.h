@@ -37,6 +37,10 @@ ts_config *ts_config_load_sections(const ts_setting_section *const *sections,
 ts_config *ts_config_ref(const ts_config *config);
 void ts_config_free(ts_config *config);
 
+/* 1 when the name is letters, digits, '_' and '-' only (as a profile's):
+ * safe in subjects, message ids and file names. */
+int ts_config_plain_name(const char *name);
+
 /* The core rows' values. Strings inside point into the config and live as
  * long as it. */
 const ts_settings *ts_config_settings(const ts_config *config);

@@ -312,19 +312,11 @@ static int produce(ts_js_producer *producer, ts_csv_reader *reader,
 
 /* A producer name is a prefix of message ids (docs/scale-out.md,
  * "Producers"): kept to characters no id parser or subject treats
- * specially. */
+ * specially, as a profile's name. */
 static int valid_producer_name(const char *name)
 {
     size_t n = strlen(name);
-    if (n == 0 || n > 40)
-        return 0;
-    for (size_t i = 0; i < n; i++) {
-        char c = name[i];
-        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-              (c >= '0' && c <= '9') || c == '-' || c == '_'))
-            return 0;
-    }
-    return 1;
+    return n > 0 && n <= 40 && ts_config_plain_name(name);
 }
 
 int cmd_replay_jetstream(int argc, char **argv)
