@@ -10,31 +10,33 @@ static const unsigned char MAGIC[4] = { 'T', 'S', 'C', 'L' };
 
 /* ------------------------------------------------------------ writing */
 
-static int put_u16(ts_buf *buf, size_t v)
+static uint64_t le(const unsigned char *p, int bytes)
 {
-    if (v > 0xffff)
-        return -1;
-    unsigned char b[2] = { (unsigned char)v, (unsigned char)(v >> 8) };
-    return ts_buf_append(buf, b, 2);
+    uint64_t v = 0;
+    for (int i = 0; i < bytes; i++)
+        v |= (uint64_t)p[i] << (8 * i);
+    return v;
 }
 
-static int put_u32(ts_buf *buf, size_t v)
+static void set_le(unsigned char *p, uint64_t v, int bytes)
 {
-    if (v > 0xffffffffu)
-        return -1;
-    unsigned char b[4];
-    for (int i = 0; i < 4; i++)
-        b[i] = (unsigned char)(v >> (8 * i));
-    return ts_buf_append(buf, b, 4);
+    for (int i = 0; i < bytes; i++)
+        p[i] = (unsigned char)(v >> (8 * i));
 }
 
-static int put_u64(ts_buf *buf, uint64_t v)
+/* v as `bytes` little-endian bytes; -1 when it does not fit. */
+static int put_le(ts_buf *buf, uint64_t v, int bytes)
 {
+    if (bytes < 8 && v >> (8 * bytes) != 0)
+        return -1;
     unsigned char b[8];
-    for (int i = 0; i < 8; i++)
-        b[i] = (unsigned char)(v >> (8 * i));
-    return ts_buf_append(buf, b, 8);
+    set_le(b, v, bytes);
+    return ts_buf_append(buf, b, (size_t)bytes);
 }
+
+static int put_u16(ts_buf *buf, size_t v) { return put_le(buf, v, 2); }
+static int put_u32(ts_buf *buf, size_t v) { return put_le(buf, v, 4); }
+static int put_u64(ts_buf *buf, uint64_t v) { return put_le(buf, v, 8); }
 
 void ts_changelog_builder_reset(ts_changelog_builder *builder)
 {
@@ -90,20 +92,6 @@ int ts_changelog_add_outcome(ts_changelog_builder *builder,
     }
     builder->n_outcomes++;
     return 0;
-}
-
-static uint64_t le(const unsigned char *p, int bytes)
-{
-    uint64_t v = 0;
-    for (int i = 0; i < bytes; i++)
-        v |= (uint64_t)p[i] << (8 * i);
-    return v;
-}
-
-static void set_le(unsigned char *p, uint64_t v, int bytes)
-{
-    for (int i = 0; i < bytes; i++)
-        p[i] = (unsigned char)(v >> (8 * i));
 }
 
 int ts_changelog_add_producer(ts_changelog_builder *builder, const char *id,
